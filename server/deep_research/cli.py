@@ -1,0 +1,201 @@
+"""The `deep-research` command line: serve, new, execute, prompt, tree, repl, demo."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import __version__
+from .engine.analysis import Status
+from .engine.research import MESSAGE_FILE, NotAResearch, Research
+from .engine.store import read_text
+
+EXIT_OK = 0
+EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed
+EXIT_USAGE = 2  # a missing folder, an unreadable file, a folder that is not a research
+EXIT_INTERNAL = 70
+
+
+class UserError(Exception):
+    """Something the user can fix; printed without a traceback."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.run(args)
+    except UserError as error:
+        print(f"deep-research: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except NotAResearch as error:
+        print(f"deep-research: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:  # never a raw traceback for a user
+        if os.environ.get("DEEP_RESEARCH_DEBUG"):
+            raise
+        print(
+            f"deep-research: internal error: {type(error).__name__}: {error}\n"
+            "Nothing was half-written (every change is one transaction). Set DEEP_RESEARCH_DEBUG=1 "
+            "to see the traceback, and please report it.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deep-research",
+        description="A workbench for deep research done by an LLM (or a person playing one).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    def command(name: str, run: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(run=run)
+        return p
+
+    serve = command("serve", _serve, "Run the language server (stdio by default).")
+    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    serve.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for editors)")
+    serve.add_argument("--log-file", metavar="FILE", help="also write the server's log to FILE")
+
+    new = command("new", _new, "Create a research in DIR, with its message document DIR/message.dr.")
+    new.add_argument("dir", type=Path)
+    new.add_argument("--instruction", default="", help="the user's instruction, shown in every prompt")
+    new.add_argument("--instruction-file", type=Path, help="read the instruction from a file")
+    new.add_argument("--context", type=Path, action="append", default=[], metavar="FILE",
+                     help="a context file, shown in every prompt (repeatable)")
+    new.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
+                     help="an attachment for defining the problem; copied to the root problem (repeatable)")
+
+    execute = command("execute", _execute, "Execute the message in a .dr document and consume it.")
+    execute.add_argument("file", type=Path)
+    execute.add_argument("--quiet", action="store_true", help="print only the Errors Report")
+
+    prompt = command("prompt", _prompt, "Print the prompt the assistant sees now.")
+    prompt.add_argument("dir", type=Path)
+
+    tree = command("tree", _tree, "Print the problem tree with statuses and criteria counts.")
+    tree.add_argument("dir", type=Path)
+
+    repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the next prompt.")
+    repl.add_argument("dir", type=Path)
+
+    demo = command("demo", _demo, "Run a scripted research through the language server and show each step.")
+    demo.add_argument("dir", type=Path, nargs="?", help="where to create the demo research (default: a temporary folder)")
+    demo.add_argument("--short", action="store_true", help="show only the first lines of each prompt")
+    return parser
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .lsp.server import run_server
+
+    return run_server(tcp=args.tcp, log_file=args.log_file)
+
+
+def _new(args: argparse.Namespace) -> int:
+    instruction = args.instruction
+    if args.instruction_file:
+        instruction = _read(args.instruction_file)
+    context = [(path.name, _read(path)) for path in args.context]
+    attachments = [(path.name, _read(path)) for path in args.attach]
+    if args.dir.exists() and not args.dir.is_dir():
+        raise UserError(f"{args.dir} exists and is not a folder")
+    try:
+        research = Research.create(args.dir, instruction, context, attachments)
+    except FileExistsError:
+        raise UserError(
+            f"{args.dir} already holds a research. Continue it: write the next message in "
+            f"{args.dir / MESSAGE_FILE} and run `deep-research execute`, or `deep-research repl {args.dir}`."
+        ) from None
+    print(f"Created a research in {research.root}")
+    print(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
+    return EXIT_OK
+
+
+def _execute(args: argparse.Namespace) -> int:
+    path: Path = args.file
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    if path.is_dir():
+        raise UserError(f"{path} is a folder; give the .dr message document (e.g. {path / MESSAGE_FILE})")
+    text = _read(path)
+    research = Research.open(path.resolve().parent)
+    result = research.execute(text, consume=path.resolve())
+    if not result.executed:
+        print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
+        return EXIT_OK
+    print(result.reply if not args.quiet else _errors_only(result.reply))
+    print(f"\nThe prompt for the next message is in {research.prompt_path}.")
+    failed = result.analysis is not None and result.analysis.count(Status.FAILED) > 0
+    return EXIT_COMMAND_FAILED if failed else EXIT_OK
+
+
+def _prompt(args: argparse.Namespace) -> int:
+    research = Research.open(_folder(args.dir))
+    research.write_prompt()
+    sys.stdout.write(research.prompt())
+    return EXIT_OK
+
+
+def _tree(args: argparse.Namespace) -> int:
+    from .engine.outline import render_outline
+
+    research = Research.open(_folder(args.dir))
+    print(render_outline(research))
+    return EXIT_OK
+
+
+def _repl(args: argparse.Namespace) -> int:
+    from .repl import run_repl
+
+    return run_repl(Research.open(_folder(args.dir)))
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.dir, short=args.short)
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _folder(path: Path) -> Path:
+    if not path.exists():
+        raise UserError(f"{path}: no such folder")
+    if not path.is_dir():
+        raise UserError(f"{path} is not a folder")
+    return path
+
+
+def _read(path: Path) -> str:
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not a file")
+    if not os.access(path, os.R_OK):
+        raise UserError(f"{path}: permission denied")
+    text = read_text(path)
+    if text is None:
+        raise UserError(f"{path}: cannot read the file")
+    return text
+
+
+def _errors_only(reply: str) -> str:
+    start = reply.find("## Errors Report")
+    return reply[start:] if start >= 0 else reply
+

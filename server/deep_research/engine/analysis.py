@@ -1,0 +1,204 @@
+"""Running a whole message against the research, on a draft.
+
+`analyze` is the one code path behind both the diagnostics shown while typing and
+real execution: it binds every command (checks.py), applies the message rules, and
+runs each command's operation on a `Draft`, recording an `Outcome` per command.
+
+The message rules:
+- at most one focus change, and it must be the last command: later commands are
+  reported and not run;
+- a focus change does not run if an earlier command of the same message failed, so
+  the assistant sees its errors before the session is cleared;
+- `SHUT_DOWN_DEEP_RESEARCHER` anywhere stops the research and nothing else runs;
+- a command that fails changes nothing; the others still run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Callable
+
+from .checks import Binding, bind
+from .commands import ApprovalMode, CommandSpec
+from .draft import Draft
+from .model import Attachment
+from .operations import Args, CommandError
+from .parser import Command, ParsedMessage
+from .state import Phase, State
+from .text import Diagnostic, Edit, Fix, Severity, Span, whole_lines
+from .tree import Tree
+
+
+class Status(str, Enum):
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass
+class Outcome:
+    command: Command
+    spec: CommandSpec | None
+    args: Args | None
+    status: Status
+    summary: str  # what happened, what is wrong, or why it did not run
+    fixes: tuple[Fix, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+    started: str | None = None
+    ended: str | None = None
+
+    @property
+    def line(self) -> int:
+        return self.command.header.start.line + 1
+
+    @property
+    def label(self) -> str:
+        return self.command.name or ("<<<" if self.command.is_block else "///")
+
+
+@dataclass
+class Analysis:
+    parsed: ParsedMessage
+    before: State
+    draft: Draft
+    outcomes: list[Outcome]
+    diagnostics: list[Diagnostic]
+    shutdown: bool
+
+    @property
+    def after(self) -> State:
+        return self.draft.state
+
+    @property
+    def focus_changed(self) -> bool:
+        return self.after.session != self.before.session or self.after.phase != self.before.phase
+
+    @property
+    def ran(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status is Status.OK]
+
+    def needing_approval(self, mode: ApprovalMode) -> list[Outcome]:
+        return [o for o in self.ran if o.spec is not None and not mode.allows(o.spec.kind)]
+
+    def count(self, status: Status) -> int:
+        return sum(1 for o in self.outcomes if o.status is status)
+
+
+def analyze(
+    parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list
+) -> Analysis:
+    """`pending` gives the attachments that `define_problem` copies to the new problem."""
+    draft = Draft(tree, state, pending=pending)
+    diagnostics = list(parsed.diagnostics)
+    shutdown = bool(parsed.shutdowns)
+    diagnostics += [_shutdown_warning(span) for span in parsed.shutdowns]
+    outcomes: list[Outcome] = []
+    focus_change: Outcome | None = None
+    for command in parsed.commands:
+        binding = bind(command)
+        diagnostics += binding.diagnostics
+        outcome = _outcome(binding)
+        outcomes.append(outcome)
+        if shutdown:
+            _skip(outcome, "Not run: the message asks to shut the research down (SHUT_DOWN_DEEP_RESEARCHER).")
+        elif focus_change is not None:
+            diagnostics.append(_after_focus_change(outcome, focus_change, parsed.lines))
+        else:
+            if binding.spec is not None and binding.spec.changes_focus:
+                focus_change = outcome
+            failed_before = any(o.status is Status.FAILED for o in outcomes[:-1])
+            _run(outcome, binding, draft, failed_before, diagnostics)
+    if shutdown:
+        draft.state = draft.state.evolve(phase=Phase.SHUT_DOWN)
+    diagnostics.sort(key=lambda d: (d.span.start, d.severity))
+    return Analysis(parsed, state, draft, outcomes, diagnostics, shutdown)
+
+
+def _outcome(binding: Binding) -> Outcome:
+    return Outcome(binding.command, binding.spec, binding.args, Status.SKIPPED, "")
+
+
+def _skip(outcome: Outcome, why: str) -> None:
+    outcome.status, outcome.summary = Status.SKIPPED, why
+
+
+def _fail(outcome: Outcome, why: str, fixes: tuple[Fix, ...] = ()) -> None:
+    outcome.status, outcome.summary, outcome.fixes = Status.FAILED, why, fixes
+
+
+def _run(outcome: Outcome, binding: Binding, draft: Draft, failed_before: bool, out: list[Diagnostic]) -> None:
+    spec, command = binding.spec, binding.command
+    if spec is None:
+        error = binding.error
+        _fail(outcome, error.message if error else "A command name is missing after `///` or `<<<`.")
+        return
+    phase = draft.state.phase
+    if phase not in spec.phases:
+        why = phase.why_not()
+        out.append(Diagnostic(command.name_span, Severity.ERROR, "invalid-in-phase", f"`{spec.name}` cannot run now. {why}"))
+        _fail(outcome, why)
+        return
+    if not command.closed:
+        _fail(outcome, f"The block is not closed: add a line holding only `>>>` after its last section.")
+        return
+    if binding.args is None:
+        error = binding.error
+        _fail(outcome, error.message if error else "The command is not written correctly.", error.fixes if error else ())
+        return
+    if spec.changes_focus and failed_before:
+        why = (
+            f"Not run: an earlier command of this message failed. `{spec.name}` would start a new session "
+            "and you would lose the errors; fix them, then change focus in your next message."
+        )
+        out.append(Diagnostic(command.name_span, Severity.WARNING, "focus-change-after-error", why))
+        _skip(outcome, why)
+        return
+    outcome.started = _timestamp()
+    try:
+        result = spec.run(draft, binding.args)
+    except CommandError as error:
+        outcome.ended = _timestamp()
+        out.append(Diagnostic(error.span or command.name_span, Severity.ERROR, "command-failed", error.message, error.fixes))
+        _fail(outcome, error.message, error.fixes)
+        return
+    outcome.ended = _timestamp()
+    outcome.status, outcome.summary = Status.OK, result.summary
+    outcome.warnings = [w.message for w in result.warnings]
+    for warning in result.warnings:
+        out.append(Diagnostic(warning.span or command.name_span, Severity.WARNING, "command-warning", warning.message))
+
+
+def _after_focus_change(outcome: Outcome, focus_change: Outcome, lines: list[str]) -> Diagnostic:
+    command = outcome.command
+    line = focus_change.line
+    if outcome.spec is not None and outcome.spec.changes_focus:
+        why = (
+            f"Only one focus change is allowed per message and `{focus_change.label}` on line {line} "
+            "already changes focus: this one does not run. Keep one of them."
+        )
+        code = "second-focus-change"
+    else:
+        why = (
+            f"Comes after the focus change `{focus_change.label}` on line {line}, so it does not run: "
+            "a focus change ends the session and must be the last command. Move it before line "
+            f"{line}, or send it in the next message."
+        )
+        code = "after-focus-change"
+    _skip(outcome, why)
+    remove = Fix("Remove this command", (Edit(whole_lines(lines, command.span.start.line, command.span.end.line), ""),))
+    return Diagnostic(command.header if command.is_block else command.span, Severity.ERROR, code, why, (remove,))
+
+
+def _shutdown_warning(span: Span) -> Diagnostic:
+    return Diagnostic(
+        span, Severity.WARNING, "shutdown",
+        "SHUT_DOWN_DEEP_RESEARCHER stops the research for good: nothing else in this message runs and no "
+        "command can run afterwards. Use it only if the tool itself is broken.",
+        (Fix("Remove SHUT_DOWN_DEEP_RESEARCHER", (Edit(span, ""),)),),
+    )
+
+
+def _timestamp() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")

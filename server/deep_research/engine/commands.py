@@ -1,0 +1,288 @@
+"""The command table: the one and only list of commands.
+
+Every other part reads it: the checks (unknown names, sections, arguments), execution
+(each spec points at its operation), the prompt's command help, and in the language
+server completion, hover, snippets and semantic tokens. To add a command, add a spec
+here and its operation in `operations.py`; nothing else lists command names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING, Callable
+
+from .state import Phase
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from .operations import Operation
+
+
+class Form(Enum):
+    NONE = "none"  # ///name
+    LINE = "line"  # ///name argument
+    BLOCK = "block"  # <<< name ///section … >>>
+
+
+class Kind(IntEnum):
+    """What a command does to the research; ordered as the approval modes are."""
+
+    READ = 1
+    CREATE = 2
+    UPDATE = 3
+    DELETE = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class ApprovalMode(IntEnum):
+    """Which kinds run without an explicit approval: every kind up to the mode."""
+
+    NONE = 0
+    READ = 1
+    CREATE = 2
+    UPDATE = 3
+    DELETE = 4
+
+    @classmethod
+    def parse(cls, value: object, default: ApprovalMode | None = None) -> ApprovalMode:
+        try:
+            return cls[str(value).strip().upper()]
+        except KeyError:
+            if default is None:
+                raise ValueError(
+                    f"unknown approval mode {value!r}: use one of {', '.join(m.name.lower() for m in cls)}"
+                ) from None
+            return default
+
+    def allows(self, kind: Kind) -> bool:
+        return kind <= self
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+DEFAULT_APPROVAL_MODE = ApprovalMode.UPDATE
+
+
+class ArgType(Enum):
+    TEXT = "text"  # free multi-line text
+    LINE = "line"  # one line; newlines become spaces
+    CRITERION = "criterion number"  # a 1-based criterion number of the focused problem
+    SUBPROBLEM = "subproblem title"  # the title of a subproblem of the focused problem
+
+
+@dataclass(frozen=True)
+class Argument:
+    name: str  # the section name in a block; a label for a one-line argument
+    type: ArgType
+    doc: str
+    placeholder: str
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    name: str
+    form: Form
+    kind: Kind
+    phases: frozenset[Phase]
+    changes_focus: bool
+    arguments: tuple[Argument, ...]
+    summary: str  # one line, for completion lists
+    doc: str  # a paragraph, for hover and the prompt's help
+    run: Operation
+
+    @property
+    def line_argument(self) -> Argument | None:
+        return self.arguments[0] if self.form is Form.LINE else None
+
+    def section(self, name: str) -> Argument | None:
+        return next((a for a in self.arguments if a.name == name), None)
+
+    @property
+    def section_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.arguments) if self.form is Form.BLOCK else ()
+
+    def usage(self) -> str:
+        """How to write the command, with `<name>` where each argument goes."""
+        if self.form is Form.NONE:
+            return f"///{self.name}"
+        if self.form is Form.LINE:
+            return f"///{self.name} <{self.arguments[0].name}>"
+        body = "\n".join(f"///{a.name}\n<{a.name}>" for a in self.arguments)
+        return f"<<< {self.name}\n{body}\n>>>"
+
+    def example(self) -> str:
+        """The command written out with sample arguments."""
+        if self.form is Form.NONE:
+            return f"///{self.name}"
+        if self.form is Form.LINE:
+            return f"///{self.name} {self.arguments[0].placeholder}"
+        body = "\n".join(f"///{a.name}\n{a.placeholder}" for a in self.arguments)
+        return f"<<< {self.name}\n{body}\n>>>"
+
+    def snippet(self) -> str:
+        """The usage as an LSP/VS Code snippet with numbered tab stops."""
+        def escape(text: str) -> str:
+            return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+        if self.form is Form.NONE:
+            return f"///{self.name}$0"
+        if self.form is Form.LINE:
+            return f"///{self.name} ${{1:{escape(self.arguments[0].placeholder)}}}$0"
+        body = "\n".join(
+            f"///{a.name}\n${{{i}:{escape(a.placeholder)}}}" for i, a in enumerate(self.arguments, 1)
+        )
+        return f"<<< {self.name}\n{body}\n>>>$0"
+
+    def markdown(self) -> str:
+        """Documentation for hover and completion: usage, kind, rules."""
+        args = "".join(f"\n- `{a.name}` ({a.type.value}): {a.doc}" for a in self.arguments)
+        return (
+            f"**{self.name}** ({self.kind.label}{', changes focus' if self.changes_focus else ''})\n\n"
+            f"{self.doc}\n\n```\n{self.example()}\n```"
+            + (f"\n\nArguments:{args}" if args else "")
+        )
+
+
+def _phases(*phases: Phase) -> frozenset[Phase]:
+    return frozenset(phases)
+
+
+def _build() -> dict[str, CommandSpec]:
+    from . import operations as op
+
+    in_focus = _phases(Phase.IN_FOCUS)
+    title = Argument("title", ArgType.LINE, "one line; newlines become spaces", "Title of the problem")
+    specs = [
+        CommandSpec(
+            "define_problem", Form.BLOCK, Kind.CREATE, _phases(Phase.NO_PROBLEM), False,
+            (
+                Argument("title", ArgType.LINE, "the root problem's title, one line", "Title of the research problem"),
+                Argument("content", ArgType.TEXT, "the problem definition: scope, context, what a good answer looks like", "What exactly must be found out, and why."),
+            ),
+            "Define the research problem (once, before anything else).",
+            "Defines the root problem of the research. Only one problem can ever be defined; "
+            "after it the session restarts with that problem in focus.",
+            op.define_problem,
+        ),
+        CommandSpec(
+            "add_criteria", Form.LINE, Kind.CREATE, in_focus, False,
+            (Argument("criteria", ArgType.LINE, "one criterion of the definition of done", "The answer cites at least three independent sources"),),
+            "Add a criterion of the definition of done to the current problem.",
+            "Adds one numbered criterion to the current problem's definition of done. Use it when "
+            "new findings show that more must be answered before the problem is solved.",
+            op.add_criteria,
+        ),
+        CommandSpec(
+            "mark_criteria_as_done", Form.LINE, Kind.UPDATE, in_focus, False,
+            (Argument("number", ArgType.CRITERION, "the number of one criterion of the current problem", "1"),),
+            "Mark a criterion of the current problem as done, by its number.",
+            "Marks one criterion of the current problem as met. It works only for the problem in "
+            "focus, never for subproblems or parents. One number per command.",
+            op.mark_criteria_as_done,
+        ),
+        CommandSpec(
+            "add_subproblem", Form.BLOCK, Kind.CREATE, in_focus, False,
+            (
+                Argument("title", ArgType.LINE, "one line, unique among the current problem's subproblems", "Title of the subproblem"),
+                Argument("content", ArgType.TEXT, "the subproblem's definition", "What this subproblem must answer."),
+            ),
+            "Add a subproblem to the current problem.",
+            "Adds a subproblem (title and definition) to the current problem's breakdown. Prefer a "
+            "few well-separated subproblems over many small ones.",
+            op.add_subproblem,
+        ),
+        CommandSpec(
+            "add_criteria_to_subproblem", Form.BLOCK, Kind.CREATE, in_focus, False,
+            (
+                Argument("title", ArgType.SUBPROBLEM, "the exact title of a subproblem of the current problem", "Subproblem Title"),
+                Argument("criteria", ArgType.LINE, "one criterion, one line", "The criterion text"),
+            ),
+            "Add a criterion to a subproblem of the current problem.",
+            "Adds one criterion to the definition of done of a subproblem of the current problem, "
+            "for instance when new information means the subproblem must answer more.",
+            op.add_criteria_to_subproblem,
+        ),
+        CommandSpec(
+            "add_attachment", Form.BLOCK, Kind.CREATE, in_focus, False,
+            (
+                Argument("name", ArgType.LINE, "one line, e.g. a URL or a short name", "Name or URL of the source"),
+                Argument("content", ArgType.TEXT, "the material to keep: notes, excerpts, data", "The content to keep."),
+            ),
+            "Attach material (notes, excerpts, a source) to the current problem.",
+            "Saves material under a name on the current problem. Attachments are visible while this "
+            "problem or one of its subproblems is in focus, and not elsewhere.",
+            op.add_attachment,
+        ),
+        CommandSpec(
+            "append_to_problem_definition", Form.BLOCK, Kind.UPDATE, in_focus, False,
+            (Argument("content", ArgType.TEXT, "text added at the end of the definition", "Clarification of the problem."),),
+            "Append text to the current problem's definition.",
+            "Adds a paragraph at the end of the current problem's definition, for instance to record "
+            "a clarified scope.",
+            op.append_to_problem_definition,
+        ),
+        CommandSpec(
+            "write_report", Form.BLOCK, Kind.CREATE, in_focus, False,
+            (Argument("content", ArgType.TEXT, "the 3-page report in the Q/A structure", "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …"),),
+            "Write (or replace) the 3-page report of the current problem.",
+            "Writes the current problem's report, which its parent will read. Mark every criterion "
+            "done first. Structure: `Summarized problem definition:`, then numbered questions and "
+            "answers (`Q1:`/`A1:`, deeper `Q1.1:`/`A1.1:`), then `Conclusion:`; at most about "
+            "1,500 words. Writing it again replaces it.",
+            op.write_report,
+        ),
+        CommandSpec(
+            "focus_down", Form.LINE, Kind.READ, in_focus, True,
+            (Argument("title", ArgType.SUBPROBLEM, "the exact title of a subproblem of the current problem", "Subproblem Title"),),
+            "Focus on a subproblem: a new session starts there.",
+            "Makes a subproblem the current problem. The conversation so far is cleared and a new "
+            "session starts with that subproblem in focus. Must be the last command of the message.",
+            op.focus_down,
+        ),
+        CommandSpec(
+            "focus_up", Form.NONE, Kind.UPDATE, in_focus, True,
+            (),
+            "Finish the current problem and focus on its parent (at the root: finish the research).",
+            "Marks the current problem done and makes its parent the current problem, in a new "
+            "session that shows this problem's report. At the root problem it finishes the whole "
+            "research. Must be the last command of the message.",
+            op.focus_up,
+        ),
+        CommandSpec(
+            "fail_task_and_focus_up", Form.NONE, Kind.UPDATE, in_focus, True,
+            (),
+            "Mark the current problem as failed and focus on its parent.",
+            "Use it when the current problem cannot be solved at all: it is marked failed and the "
+            "parent becomes the current problem in a new session. Must be the last command.",
+            op.fail_task_and_focus_up,
+        ),
+    ]
+    return {spec.name: spec for spec in specs}
+
+
+COMMANDS: dict[str, CommandSpec] = _build()
+
+
+def get(name: str) -> CommandSpec | None:
+    return COMMANDS.get(name)
+
+
+def valid_in(phase: Phase) -> list[CommandSpec]:
+    return [spec for spec in COMMANDS.values() if phase in spec.phases]
+
+
+def suggest(name: str, candidates: list[str] | None = None) -> str | None:
+    """The closest command name to a misspelt one, if any is close enough."""
+    from difflib import get_close_matches
+
+    pool = candidates if candidates is not None else list(COMMANDS)
+    match = get_close_matches(name.lower(), pool, n=1, cutoff=0.6)
+    return match[0] if match else None
+
+
+OperationFn = Callable[..., object]

@@ -1,0 +1,152 @@
+"""A message's changes, held in memory on top of the tree on disk.
+
+Commands run against a `Draft`: they read the tree through it and change working
+copies. Nothing touches the disk until `files()` turns the draft into whole-file
+writes for a `store.Transaction`, and only the files whose content the message
+affected are in that set. Checking a message as the user types runs the same
+commands on a draft that is then thrown away, so diagnostics and execution can never
+disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import formats
+from .model import Attachment, Problem
+from .names import name_key, unique_component
+from .state import ROOT, ProblemPath, State, Status, now
+from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT
+from .tree import Tree
+
+# What about a problem changed, hence which of its files must be written.
+DEFINITION_ASPECT = "definition"
+CRITERIA_ASPECT = "criteria"
+REPORT_ASPECT = "report"
+BREAKDOWN_ASPECT = "breakdown"
+_ALL = (DEFINITION_ASPECT, CRITERIA_ASPECT, BREAKDOWN_ASPECT)
+# A change to these is visible in the parent's Breakdown Structure too.
+_SHOWN_IN_PARENT = {DEFINITION_ASPECT, CRITERIA_ASPECT}
+
+
+@dataclass
+class NewAttachment:
+    path: ProblemPath
+    file_name: str
+    attachment: Attachment
+
+
+@dataclass
+class Draft:
+    tree: Tree
+    state: State
+    pending: Callable[[], list[Attachment]] = list  # given before the problem existed
+    problems: dict[ProblemPath, Problem] = field(default_factory=dict)
+    child_lists: dict[ProblemPath, list[ProblemPath]] = field(default_factory=dict)
+    changed: dict[ProblemPath, set[str]] = field(default_factory=dict)
+    new_attachments: list[NewAttachment] = field(default_factory=list)
+
+    # -- reading (the same interface as Tree) ------------------------------------------
+
+    def problem(self, path: ProblemPath) -> Problem | None:
+        if path not in self.problems:
+            loaded = self.tree.problem(path)
+            if loaded is None:
+                return None
+            self.problems[path] = loaded
+        return self.problems[path]
+
+    def children(self, path: ProblemPath) -> list[Problem]:
+        return [p for p in (self.problem(c) for c in self._child_paths(path)) if p is not None]
+
+    def attachments(self, path: ProblemPath) -> list[Attachment]:
+        extra = [n.attachment for n in self.new_attachments if n.path == path]
+        return self.tree.attachments(path) + extra
+
+    def _child_paths(self, path: ProblemPath) -> list[ProblemPath]:
+        if path not in self.child_lists:
+            self.child_lists[path] = [c.path for c in self.tree.children(path)]
+        return self.child_lists[path]
+
+    # -- lookups commands need -------------------------------------------------------------
+
+    @property
+    def focus(self) -> Problem:
+        problem = self.problem(self.state.focus)
+        assert problem is not None, "the focus always names an existing problem"
+        return problem
+
+    def child_titled(self, parent: ProblemPath, title: str) -> Problem | None:
+        return next((c for c in self.children(parent) if c.title == title), None)
+
+    def child_title_clash(self, parent: ProblemPath, title: str) -> Problem | None:
+        """A sibling whose title differs from `title` only in case, spacing or normalisation."""
+        key = name_key(" ".join(title.split()))
+        return next((c for c in self.children(parent) if name_key(" ".join(c.title.split())) == key), None)
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def mark(self, path: ProblemPath, *aspects: str) -> None:
+        self.changed.setdefault(path, set()).update(aspects)
+        if path and _SHOWN_IN_PARENT.intersection(aspects):
+            self.changed.setdefault(path[:-1], set()).add(BREAKDOWN_ASPECT)
+
+    def create_root(self, title: str, definition: str) -> Problem:
+        problem = Problem(ROOT, title, definition, Status.OPEN, [], None, 0, now())
+        self.problems[ROOT] = problem
+        self.child_lists[ROOT] = []
+        self.mark(ROOT, *_ALL)
+        return problem
+
+    def add_child(self, parent: ProblemPath, title: str, definition: str) -> Problem:
+        siblings = self._child_paths(parent)
+        taken = {name_key(n) for n in self.tree.child_names(parent)} | {name_key(p[-1]) for p in siblings}
+        path = parent + (unique_component(title, taken),)
+        order = max((c.order for c in self.children(parent)), default=-1) + 1
+        problem = Problem(path, title, definition, Status.OPEN, [], None, order, now())
+        self.problems[path] = problem
+        self.child_lists[path] = []
+        siblings.append(path)
+        self.mark(path, *_ALL)
+        self.mark(parent, BREAKDOWN_ASPECT)
+        return problem
+
+    def set_status(self, path: ProblemPath, status: Status) -> None:
+        problem = self.problem(path)
+        if problem is not None and problem.status != status:
+            problem.status = status
+            self.mark(path, DEFINITION_ASPECT)
+
+    def attachment_taken(self, path: ProblemPath, name: str) -> bool:
+        key = name_key(name)
+        return any(name_key(a.name) == key for a in self.attachments(path))
+
+    def add_attachment(self, path: ProblemPath, name: str, content: str) -> None:
+        taken = {name_key(f) for f in self.tree.attachment_files(path)}
+        taken |= {name_key(n.file_name) for n in self.new_attachments if n.path == path}
+        file_name = unique_component(name, taken, suffix=".md")
+        self.new_attachments.append(NewAttachment(path, file_name, Attachment(name, content, now())))
+
+    # -- to disk ----------------------------------------------------------------------------
+
+    def files(self) -> dict[Path, str]:
+        """Every file this draft changes, with its new content."""
+        out: dict[Path, str] = {}
+        for path, aspects in self.changed.items():
+            problem = self.problem(path)
+            if problem is None:
+                continue
+            folder = self.tree.folder(path)
+            if DEFINITION_ASPECT in aspects:
+                out[folder / DEFINITION] = formats.render_definition(problem)
+            if CRITERIA_ASPECT in aspects:
+                out[folder / CRITERIA] = formats.render_criteria(problem.criteria)
+            if BREAKDOWN_ASPECT in aspects:
+                out[folder / BREAKDOWN] = formats.render_breakdown(self.children(path))
+            if REPORT_ASPECT in aspects and problem.report is not None:
+                out[folder / REPORT] = formats.render_report(problem.report)
+        for item in self.new_attachments:
+            out[self.tree.folder(item.path) / ATTACHMENTS / item.file_name] = formats.render_attachment(item.attachment)
+        return out

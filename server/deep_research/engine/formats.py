@@ -1,0 +1,145 @@
+"""The markdown files of a problem folder: how each is written and read back.
+
+Each file is plain markdown a person can read and edit. Metadata the engine needs
+(status, order, original names) sits in a short front matter block between `---`
+lines at the top, as static-site generators and note apps do. Reading is tolerant:
+a hand-edited file missing its front matter or heading still reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .model import Attachment, Criterion, Problem
+from .state import ProblemPath, Status
+
+_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+_CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:\d+\s*[.):]\s*)?(.*?)\s*$")
+
+
+# -- front matter -----------------------------------------------------------------------
+
+
+def split_front_matter(text: str) -> tuple[dict[str, str], str]:
+    match = _FRONT.match(text)
+    if not match:
+        return {}, text
+    meta: dict[str, str] = {}
+    for line in match.group(1).splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            value = value.strip()
+            if value.startswith('"'):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    pass
+            meta[key.strip()] = str(value)
+    return meta, text[match.end():]
+
+
+def front_matter(**meta: object) -> str:
+    lines = []
+    for key, value in meta.items():
+        text = str(value)
+        plain = re.fullmatch(r"[\w .+\-]*", text) and text == text.strip()
+        lines.append(f"{key}: {text if plain else json.dumps(text, ensure_ascii=False)}")
+    return "---\n" + "\n".join(lines) + "\n---\n"
+
+
+# -- Problem Definition.md ----------------------------------------------------------------
+
+
+def render_definition(problem: Problem) -> str:
+    meta = front_matter(status=problem.status.value, order=problem.order, created=problem.created)
+    body = problem.definition.strip()
+    return f"{meta}\n# {problem.title}\n" + (f"\n{body}\n" if body else "")
+
+
+def parse_definition(text: str, path: ProblemPath, fallback_title: str) -> Problem:
+    meta, body = split_front_matter(text)
+    title = fallback_title
+    lines = body.splitlines()
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if line.startswith("# "):
+            title = line[2:].strip() or fallback_title
+            lines = lines[index + 1:]
+        break
+    try:
+        order = int(meta.get("order", "0"))
+    except ValueError:
+        order = 0
+    return Problem(
+        path=path,
+        title=title,
+        definition="\n".join(lines).strip(),
+        status=Status.parse(meta.get("status")),
+        order=order,
+        created=meta.get("created", ""),
+    )
+
+
+# -- Criteria of Definition of Done.md --------------------------------------------------------
+
+
+def render_criteria(criteria: list[Criterion]) -> str:
+    lines = ["# Criteria of Definition of Done", ""]
+    if not criteria:
+        lines.append("_No criteria yet._")
+    for number, criterion in enumerate(criteria, 1):
+        lines.append(f"- [{'x' if criterion.done else ' '}] {number}. {criterion.text}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_criteria(text: str) -> list[Criterion]:
+    """Every checkbox line is a criterion, numbered by its position. `[x]`, `[X]`, `[✓]` are done."""
+    criteria = []
+    for line in text.splitlines():
+        match = _CRITERION.match(line)
+        if match and match.group(2):
+            criteria.append(Criterion(match.group(2), match.group(1).strip() != ""))
+    return criteria
+
+
+# -- Breakdown Structure.md (generated) --------------------------------------------------------
+
+
+def status_label(status: Status) -> str:
+    return {Status.OPEN: "open", Status.DONE: "done", Status.FAILED: "failed"}[status]
+
+
+def render_breakdown(children: list[Problem]) -> str:
+    lines = ["# Breakdown Structure", ""]
+    if not children:
+        lines.append("_No subproblems yet._")
+    for number, child in enumerate(children, 1):
+        lines.append(f"## {number}. {child.title} {child.counts} ({status_label(child.status)})")
+        lines.append("")
+        if child.definition:
+            lines.extend([child.definition, ""])
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# -- Attachments/<name>.md and the context files -------------------------------------------------
+
+
+def render_attachment(attachment: Attachment) -> str:
+    meta = front_matter(name=attachment.name, added=attachment.added)
+    return f"{meta}\n{attachment.content.rstrip()}\n"
+
+
+def parse_attachment(text: str, fallback_name: str) -> Attachment:
+    meta, body = split_front_matter(text)
+    if meta:
+        body = body[1:] if body.startswith("\n") else body
+    return Attachment(meta.get("name") or fallback_name, body.rstrip("\n"), meta.get("added", ""))
+
+
+# -- Report 3 Pager.md -------------------------------------------------------------------------
+
+
+def render_report(content: str) -> str:
+    return content.rstrip() + "\n"

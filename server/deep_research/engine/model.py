@@ -1,0 +1,48 @@
+"""The research tree's records, as the engine holds them in memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .state import ProblemPath, Status
+
+
+@dataclass
+class Criterion:
+    text: str
+    done: bool = False
+
+
+@dataclass
+class Problem:
+    """One problem folder's content (its subproblems and attachments are loaded apart)."""
+
+    path: ProblemPath
+    title: str
+    definition: str
+    status: Status = Status.OPEN
+    criteria: list[Criterion] = field(default_factory=list)
+    report: str | None = None
+    order: int = 0  # position among its siblings when it was created
+    created: str = ""
+
+    @property
+    def criteria_met(self) -> int:
+        return sum(1 for c in self.criteria if c.done)
+
+    @property
+    def counts(self) -> str:
+        return f"[{self.criteria_met}/{len(self.criteria)} criteria met]"
+
+    def copy(self) -> Problem:
+        return Problem(
+            self.path, self.title, self.definition, self.status,
+            [Criterion(c.text, c.done) for c in self.criteria], self.report, self.order, self.created,
+        )
+
+
+@dataclass(frozen=True)
+class Attachment:
+    name: str  # as the assistant (or user) named it
+    content: str
+    added: str = ""

@@ -1,0 +1,283 @@
+"""What each command does, run against a `Draft`.
+
+Every operation first checks everything it needs and raises `CommandError` (with a
+message that says how to fix the command) before changing anything, so a failing
+command never changes the draft. The command table (`commands.py`) points at these
+functions; it is the only place that maps names to them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from typing import Callable
+
+from . import report as report_checks
+from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
+from .model import Criterion
+from .state import ROOT, Phase, Status
+from .text import Edit, Fix, Span
+
+
+@dataclass(frozen=True)
+class Arg:
+    value: str
+    span: Span | None  # where the value is written, for pointing at it
+
+
+Args = dict[str, Arg]
+
+
+@dataclass(frozen=True)
+class Warning_:
+    message: str
+    span: Span | None = None
+
+
+@dataclass
+class Result:
+    summary: str  # one line for the Execution Status Report
+    warnings: list[Warning_] = field(default_factory=list)
+
+
+class CommandError(Exception):
+    """A command that cannot run; nothing was changed."""
+
+    def __init__(self, message: str, span: Span | None = None, fixes: tuple[Fix, ...] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.fixes = fixes
+
+
+Operation = Callable[[Draft, Args], Result]
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f'"{text}"'
+
+
+def _new_session(draft: Draft, **changes: object) -> None:
+    draft.state = draft.state.evolve(session=draft.state.session + 1, **changes)
+
+
+# -- define and refine ---------------------------------------------------------------------
+
+
+def define_problem(draft: Draft, args: Args) -> Result:
+    title, content = args["title"].value, args["content"].value
+    draft.create_root(title, content)
+    copied = draft.pending()
+    for attachment in copied:
+        draft.add_attachment(ROOT, attachment.name, attachment.content)
+    _new_session(draft, phase=Phase.IN_FOCUS, focus=ROOT)
+    note = f" Its {len(copied)} attachment(s) were copied to it." if copied else ""
+    return Result(f"Defined the research problem {_quote(title)}.{note}")
+
+
+def append_to_problem_definition(draft: Draft, args: Args) -> Result:
+    problem = draft.focus
+    problem.definition = (problem.definition.rstrip() + "\n\n" + args["content"].value).strip()
+    draft.mark(problem.path, DEFINITION_ASPECT)
+    return Result(f"Appended {len(args['content'].value)} characters to the definition of {_quote(problem.title)}.")
+
+
+# -- criteria ---------------------------------------------------------------------------------
+
+
+def _add_criterion(draft: Draft, path: tuple[str, ...], text: str) -> Result:
+    problem = draft.problem(path)
+    assert problem is not None
+    for number, existing in enumerate(problem.criteria, 1):
+        if " ".join(existing.text.split()).casefold() == " ".join(text.split()).casefold():
+            return Result(
+                f"{_quote(problem.title)} already has this as criterion {number}; nothing added.",
+                [Warning_(f"Criterion {number} of {_quote(problem.title)} already says this; nothing was added.")],
+            )
+    problem.criteria.append(Criterion(text))
+    draft.mark(path, CRITERIA_ASPECT)
+    return Result(f"Added criterion {len(problem.criteria)} to {_quote(problem.title)}: {_quote(text)}.")
+
+
+def add_criteria(draft: Draft, args: Args) -> Result:
+    return _add_criterion(draft, draft.focus.path, args["criteria"].value)
+
+
+_NUMBER = re.compile(r"#?\s*(\d+)\s*[.)]?")
+
+
+def mark_criteria_as_done(draft: Draft, args: Args) -> Result:
+    arg = args["number"]
+    problem = draft.focus
+    count = len(problem.criteria)
+    match = _NUMBER.fullmatch(arg.value.strip())
+    listing = (
+        f"The current problem has criteria 1 to {count}." if count else
+        "The current problem has no criteria yet: add one with `///add_criteria`."
+    )
+    if match is None:
+        raise CommandError(
+            f"`{arg.value}` is not a criterion number. Write one number, e.g. `///mark_criteria_as_done 1`. {listing}",
+            arg.span,
+        )
+    number = int(match.group(1))
+    if not 1 <= number <= count:
+        raise CommandError(f"There is no criterion {number}. {listing}", arg.span)
+    criterion = problem.criteria[number - 1]
+    if criterion.done:
+        return Result(
+            f"Criterion {number} was already done.",
+            [Warning_(f"Criterion {number} ({_quote(criterion.text, 50)}) is already marked done.", arg.span)],
+        )
+    criterion.done = True
+    draft.mark(problem.path, CRITERIA_ASPECT)
+    return Result(f"Marked criterion {number} as done ({problem.criteria_met}/{count} met): {_quote(criterion.text)}.")
+
+
+def add_criteria_to_subproblem(draft: Draft, args: Args) -> Result:
+    child = _subproblem(draft, args["title"])
+    return _add_criterion(draft, child.path, args["criteria"].value)
+
+
+# -- subproblems and attachments -------------------------------------------------------------------
+
+
+def add_subproblem(draft: Draft, args: Args) -> Result:
+    title, content = args["title"], args["content"].value
+    focus = draft.focus
+    clash = draft.child_title_clash(focus.path, title.value)
+    if clash is not None:
+        same = clash.title == title.value
+        raise CommandError(
+            f"{_quote(focus.title)} already has a subproblem titled {_quote(clash.title)}"
+            + ("" if same else " (titles must differ by more than case or spacing)")
+            + ". Choose another title, or add criteria to the existing one with `<<< add_criteria_to_subproblem`.",
+            title.span,
+        )
+    child = draft.add_child(focus.path, title.value, content)
+    count = len(draft.children(focus.path))
+    return Result(f"Added subproblem {count} {_quote(child.title)} to {_quote(focus.title)}.")
+
+
+def add_attachment(draft: Draft, args: Args) -> Result:
+    name, content = args["name"], args["content"].value
+    focus = draft.focus
+    if draft.attachment_taken(focus.path, name.value):
+        raise CommandError(
+            f"{_quote(focus.title)} already has an attachment named {_quote(name.value)}. "
+            "Choose another name; attachments are never overwritten.",
+            name.span,
+        )
+    draft.add_attachment(focus.path, name.value, content)
+    return Result(f"Attached {_quote(name.value)} ({len(content)} characters) to {_quote(focus.title)}.")
+
+
+def _subproblem(draft: Draft, arg: Arg):
+    focus = draft.focus
+    child = draft.child_titled(focus.path, arg.value)
+    if child is not None:
+        return child
+    titles = [c.title for c in draft.children(focus.path)]
+    if not titles:
+        raise CommandError(
+            f"{_quote(focus.title)} has no subproblems yet. Add one first with `<<< add_subproblem`.", arg.span
+        )
+    near = get_close_matches(arg.value, titles, n=1, cutoff=0.5)
+    near = near or [t for t in titles if t.casefold() == arg.value.casefold()]
+    fixes: tuple[Fix, ...] = ()
+    hint = ""
+    if near:
+        hint = f" Did you mean {_quote(near[0])}?"
+        if arg.span is not None:
+            fixes = (Fix(f"Change to {_quote(near[0])}", (Edit(arg.span, near[0]),)),)
+    listing = "; ".join(_quote(t, 60) for t in titles[:12]) + ("; …" if len(titles) > 12 else "")
+    raise CommandError(
+        f"{_quote(focus.title)} has no subproblem titled {_quote(arg.value)}.{hint} "
+        f"Its subproblems are: {listing}. Titles must match exactly.",
+        arg.span,
+        fixes,
+    )
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def write_report(draft: Draft, args: Args) -> Result:
+    arg = args["content"]
+    problem = draft.focus
+    warnings = [Warning_(finding.message, _line_span(arg, finding.line)) for finding in report_checks.check(arg.value)]
+    open_criteria = [n for n, c in enumerate(problem.criteria, 1) if not c.done]
+    if open_criteria:
+        numbers = ", ".join(str(n) for n in open_criteria)
+        warnings.insert(0, Warning_(
+            f"Not every criterion is done (open: {numbers}). Resolve and mark them done with "
+            "`///mark_criteria_as_done` before the report, so it covers everything the problem asks.",
+            arg.span,
+        ))
+    replaced = problem.report is not None
+    problem.report = arg.value
+    draft.mark(problem.path, REPORT_ASPECT)
+    words = report_checks.word_count(arg.value)
+    return Result(
+        f"{'Replaced' if replaced else 'Wrote'} the report of {_quote(problem.title)} ({words} words).", warnings
+    )
+
+
+def _line_span(arg: Arg, line: int | None) -> Span | None:
+    """The span of line `line` (0-based, within the content) of a block argument."""
+    if arg.span is None or line is None:
+        return arg.span
+    target = arg.span.start.line + line
+    if target > arg.span.end.line:
+        return arg.span
+    start = arg.span.start.col if line == 0 else 0
+    return Span.on_line(target, start, start + len(arg.value.split("\n")[line]))
+
+
+# -- focus changes -----------------------------------------------------------------------------
+
+
+def focus_down(draft: Draft, args: Args) -> Result:
+    child = _subproblem(draft, args["title"])
+    note = ""
+    if child.status is not Status.OPEN:
+        note = f" It was {child.status.value}; it is open again."
+        draft.set_status(child.path, Status.OPEN)
+    _new_session(draft, focus=child.path)
+    return Result(f"Focus moved down to {_quote(child.title)}; a new session starts there.{note}")
+
+
+def focus_up(draft: Draft, args: Args) -> Result:
+    return _leave(draft, Status.DONE)
+
+
+def fail_task_and_focus_up(draft: Draft, args: Args) -> Result:
+    return _leave(draft, Status.FAILED)
+
+
+def _leave(draft: Draft, status: Status) -> Result:
+    problem = draft.focus
+    warnings = []
+    if status is Status.DONE:
+        if problem.report is None:
+            warnings.append(Warning_(
+                f"{_quote(problem.title)} has no report: its parent will see none of its findings. "
+                "Write one with `<<< write_report` before focusing up."
+            ))
+        open_criteria = [str(n) for n, c in enumerate(problem.criteria, 1) if not c.done]
+        if open_criteria:
+            warnings.append(Warning_(f"Criteria {', '.join(open_criteria)} of {_quote(problem.title)} are not done."))
+    draft.set_status(problem.path, status)
+    verb = "done" if status is Status.DONE else "failed"
+    if problem.path == ROOT:
+        draft.state = draft.state.evolve(phase=Phase.FINISHED)
+        return Result(f"Marked the root problem {_quote(problem.title)} {verb}; the research is finished.", warnings)
+    parent = draft.problem(problem.path[:-1])
+    assert parent is not None
+    _new_session(draft, focus=parent.path)
+    return Result(
+        f"Marked {_quote(problem.title)} {verb}; focus moved up to {_quote(parent.title)} in a new session.",
+        warnings,
+    )

@@ -1,0 +1,78 @@
+"""The whole problem tree at a glance, for `deep-research tree` and editor tree views.
+
+Unlike the prompt, this walks every problem; reads go through the file cache, so a
+repeated walk of an unchanged tree only costs a `stat` per file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .research import Research
+from .state import ROOT, Phase, ProblemPath, Status
+from .store import DEFINITION
+
+_MARKS = {Status.OPEN: "open", Status.DONE: "done", Status.FAILED: "failed"}
+
+
+@dataclass
+class Node:
+    path: ProblemPath
+    title: str
+    status: Status
+    criteria_met: int
+    criteria_total: int
+    focused: bool
+    definition_file: Path
+    children: list[Node] = field(default_factory=list)
+
+
+def outline(research: Research) -> Node | None:
+    state = research.state()
+    if state.phase is Phase.NO_PROBLEM:
+        return None
+    focus = state.focus if state.phase is Phase.IN_FOCUS else None
+    return _node(research, ROOT, focus)
+
+
+def _node(research: Research, path: ProblemPath, focus: ProblemPath | None) -> Node | None:
+    problem = research.tree.problem(path)
+    if problem is None:
+        return None
+    node = Node(
+        path, problem.title, problem.status, problem.criteria_met, len(problem.criteria),
+        path == focus, research.tree.folder(path) / DEFINITION,
+    )
+    for child in research.tree.children(path):
+        sub = _node(research, child.path, focus)
+        if sub is not None:
+            node.children.append(sub)
+    return node
+
+
+def render_outline(research: Research) -> str:
+    state = research.state()
+    root = outline(research)
+    if root is None:
+        return "No problem is defined yet."
+    lines = [_label(root)]
+    _render_children(root, "", lines)
+    footer = {
+        Phase.IN_FOCUS: "◀ marks the problem in focus.",
+        Phase.FINISHED: "The research is finished.",
+        Phase.SHUT_DOWN: "The research was shut down.",
+    }[state.phase]
+    return "\n".join(lines + ["", footer])
+
+
+def _render_children(node: Node, prefix: str, lines: list[str]) -> None:
+    for index, child in enumerate(node.children):
+        last = index == len(node.children) - 1
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(child)}")
+        _render_children(child, prefix + ("    " if last else "│   "), lines)
+
+
+def _label(node: Node) -> str:
+    focus = "  ◀ focus" if node.focused else ""
+    return f"{node.title} [{node.criteria_met}/{node.criteria_total}] ({_MARKS[node.status]}){focus}"

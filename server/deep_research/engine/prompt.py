@@ -1,0 +1,345 @@
+"""The prompt: everything the assistant sees, rendered from the research.
+
+Two forms, in the order and with the headings of the design note (seed 000): the
+"No problem defined" form before `define_problem`, and the problem form after it. The
+current session's transcript follows, newest last, then the size estimate.
+
+The prompt speaks of problems, criteria, attachments and reports, never of files,
+folders or paths: the assistant works on problems. Rendering is pure: the caller
+passes a reading view of the tree (a `Tree` or a `Draft`) and the bookkeeping data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Protocol
+
+from . import commands
+from .commands import Form
+from .formats import status_label
+from .model import Attachment, Problem
+from .state import ROOT, Phase, ProblemPath, State, Status
+
+RULE = "======================"
+ATTACHMENT_CHARS = 8_000  # one attachment is cut after this many characters
+ATTACHMENTS_TOTAL = 40_000  # all attachments together
+CONTEXT_CHARS = 8_000
+CONTEXT_TOTAL = 24_000
+
+
+class TreeView(Protocol):
+    def problem(self, path: ProblemPath) -> Problem | None: ...
+    def children(self, path: ProblemPath) -> list[Problem]: ...
+    def attachments(self, path: ProblemPath) -> list[Attachment]: ...
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One turn of the transcript."""
+
+    role: str  # "assistant" or "system"
+    text: str
+    at: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps({"role": self.role, "text": self.text, "at": self.at}, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, line: str) -> Entry | None:
+        try:
+            raw = json.loads(line)
+            return cls(str(raw["role"]), str(raw["text"]), str(raw.get("at", "")))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class Bookkeeping:
+    """What the user gave the research, and the session so far."""
+
+    instruction: str
+    context: list[Attachment]
+    pending_attachments: list[Attachment]
+    transcript: list[Entry]
+
+
+def render_prompt(view: TreeView, state: State, book: Bookkeeping) -> str:
+    if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
+        body = _no_problem_form(book)
+    else:
+        body = _problem_form(view, state, book)
+    body += "\n\n" + _transcript(book.transcript, state)
+    return body + "\n\n" + _size_line(body) + "\n"
+
+
+def _size_line(body: str) -> str:
+    # The line counts itself: estimate with a generous width for the number.
+    tokens = (len(body) + 60) // 4
+    return f"(This prompt is about {tokens:,} tokens long, estimated as characters / 4.)"
+
+
+# -- the form before a problem exists ---------------------------------------------------------
+
+
+def _no_problem_form(book: Bookkeeping) -> str:
+    define = commands.COMMANDS["define_problem"]
+    return "\n\n".join([
+        "# Deep Research Interface",
+        _NO_PROBLEM_INTRO,
+        RULE + "\n# Attachments\n\n"
+        "These attachments were given by the user for defining the problem. When the problem is defined they "
+        "are copied to it, so nothing here is lost.\n\n" + _attachments_block(
+            [(a, None) for a in book.pending_attachments], ATTACHMENT_CHARS, ATTACHMENTS_TOTAL),
+        _context(book),
+        _instruction(book),
+        RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
+        + define.example().replace("Title of the research problem", "title goes here").replace(
+            "What exactly must be found out, and why.", "Content of the problem definition.")
+        + "\n```",
+    ])
+
+
+_NO_PROBLEM_INTRO = """\
+You are a researcher working through a deep research interface. You work by writing messages: free \
+text (your thinking and drafts) with commands in it. The system executes the commands and replies \
+with an **Execution Status Report** (one entry per command) and an **Errors Report** (what went wrong \
+and how to fix it). Read both after every message.
+
+No research problem is defined yet. Your only task now is to define it, from the instruction, the \
+context and the attachments below:
+- Give it a short, specific title (one line).
+- In the content, state what must be found out, why it matters, the scope (what is in and out), \
+known constraints, and what a good final answer looks like.
+- Only one problem can be defined, ever; refine it later by appending to its definition.
+
+This state is temporary: once the problem is defined, this conversation is discarded and a new \
+session starts with the problem in focus. The attachments below are then copied to the problem, and \
+the context stays visible in every session, so you may refer to both later.
+
+Commands start at the very beginning of a line. A block command starts with `<<< name` and must be \
+closed by a line holding only `>>>`: without the closing line the block is not executed."""
+
+
+# -- the problem form ---------------------------------------------------------------------------
+
+
+def _problem_form(view: TreeView, state: State, book: Bookkeeping) -> str:
+    chain = _chain(view, state.focus)
+    focus = chain[-1]
+    return "\n\n".join([
+        "# Deep Research Interface",
+        "## Introduction\n\n" + _INTRODUCTION,
+        "## Block Commands\n\n" + _command_help(),
+        _current_attachments(view, chain),
+        _context(book),
+        _instruction(book),
+        RULE + f"\n# Current Problem: {focus.title}",
+        "## Problem Hierarchy\n\n" + _hierarchy(chain),
+        "## Problem Definition\n\n" + (focus.definition or "_(empty)_"),
+        "## Criteria of Definition of Done\n\n" + _criteria(focus),
+        "## Breakdown Structure\n\n" + _breakdown(view.children(focus.path), "###"),
+        "## Completed Reports\n\n" + _reports(view, focus),
+        "## Parent chain\n\n" + _parent_chain(view, chain[:-1]),
+        "## Goal\n\n" + _goal(state, focus),
+    ])
+
+
+def _chain(view: TreeView, focus: ProblemPath) -> list[Problem]:
+    """The problems from the root down to the focus (stopping early if the tree changed)."""
+    chain = []
+    for depth in range(len(focus) + 1):
+        problem = view.problem(focus[:depth])
+        if problem is None:
+            break
+        chain.append(problem)
+    return chain
+
+
+_INTRODUCTION = """\
+You are a researcher working through a deep research interface. The research is a tree of \
+problems: the root problem is the research question, and each problem can be broken down into \
+subproblems. Each problem has a definition, numbered criteria of its definition of done, \
+attachments (material you saved), and, when it is finished, a report of at most three pages that \
+its parent problem reads. You see one problem at a time, the *current problem*, together with its \
+parent chain: the problems above it, up to the root.
+
+How to work:
+- Write messages made of free text (thinking, drafts) and commands. Commands are executed in order. \
+After every message the system replies with an **Execution Status Report** (one entry per command: \
+done, FAILED or NOT RUN) and an **Errors Report** (what was wrong and how to fix it). Read both; a \
+failed command changed nothing, so send it again, corrected.
+- A command starts at the very beginning of a line. Write command names and section names exactly, \
+symbol by symbol: `///name` for one-line commands, and blocks that open with `<<< name` and close \
+with a line holding only `>>>` (the closing line is mandatory).
+- Changing focus (`focus_down`, `focus_up`, `fail_task_and_focus_up`) ends the session: the \
+conversation is erased and a new session starts with a fresh view of the new current problem. So \
+only one focus change is allowed per message, it must be the last command, and you should end the \
+message right after it. If an earlier command in the message fails, the focus change does not run, \
+so that you can see the errors.
+- You see the attachments of the current problem and of all its parents, and no others: when the \
+focus changes, the visible attachments change too. Save what a later step needs as an attachment.
+- Break a problem down only as far as needed: a few well-separated subproblems are better than many \
+small ones, and every subproblem costs a full session.
+- Before writing a report, resolve every criterion and mark it done with \
+`///mark_criteria_as_done`. The report is what the parent problem will rely on.
+- A report is at most about three pages (1,500 words) and works backwards from the problem: \
+`Summarized problem definition:` first, then numbered questions and answers (`Q1:` … `A1:`), going \
+deeper with `Q1.1:` / `A1.1:` and wider with `Q2:`, and a final `Conclusion:`. Include every detail \
+the parent needs and why it matters; use lists, tables and code blocks freely.
+- Escape hatch: if the tool itself is broken and you cannot focus up, finish or navigate, write \
+SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
+
+
+def _command_help() -> str:
+    specs = commands.valid_in(Phase.IN_FOCUS)
+    lines = ["One-line commands (the argument follows on the same line):", ""]
+    for spec in (s for s in specs if s.form is not Form.BLOCK):
+        lines.append(f"- `{spec.usage()}`: {spec.doc}")
+    lines += ["", "Block commands (each section's text follows on the lines after its `///name`):", ""]
+    for spec in (s for s in specs if s.form is Form.BLOCK):
+        sections = ", ".join(f"`///{a.name}` ({a.doc})" for a in spec.arguments)
+        lines.append(f"- `<<< {spec.name}` with {sections}: {spec.doc}")
+    example = commands.COMMANDS["add_subproblem"]
+    lines += ["", "Example:", "", "```", example.example().replace("Title of the subproblem", "Subproblem Title")
+              .replace("What this subproblem must answer.", "Problem definition goes here"), "```"]
+    return "\n".join(lines)
+
+
+def _current_attachments(view: TreeView, chain: list[Problem]) -> str:
+    items: list[tuple[Attachment, str | None]] = []
+    for problem in reversed(chain):  # the current problem's first, then upwards
+        items += [(a, problem.title) for a in view.attachments(problem.path)]
+    return (
+        RULE + "\n# Attachments Of Current Problem\n\n"
+        "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n"
+        + _attachments_block(items, ATTACHMENT_CHARS, ATTACHMENTS_TOTAL)
+    )
+
+
+def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, total: int) -> str:
+    if not items:
+        return "No attachments."
+    out = ["<attachments>"]
+    left = total
+    for attachment, owner in items:
+        owner_attr = f' problem="{_attr(owner)}"' if owner else ""
+        content, note = _cut(attachment.content, min(each, max(left, 0)))
+        left -= len(content)
+        out.append(f'<attachment name="{_attr(attachment.name)}"{owner_attr}>\n{content}{note}\n</attachment>')
+    out.append("</attachments>")
+    return "\n".join(out)
+
+
+def _cut(text: str, budget: int) -> tuple[str, str]:
+    if len(text) <= budget:
+        return text, ""
+    hidden = len(text) - budget
+    return text[:budget], f"\n[… cut to fit the prompt: {hidden:,} more characters of this attachment are not shown …]"
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def _context(book: Bookkeeping) -> str:
+    text = (
+        RULE + "\n# Context\n\nContext given by the user before the research started. It stays here, "
+        "unchanged, in every session, whatever the current problem.\n\n"
+    )
+    if not book.context:
+        return text + "No context was given."
+    out = ["<contextAttachments>"]
+    left = CONTEXT_TOTAL
+    for item in book.context:
+        content, note = _cut(item.content, min(CONTEXT_CHARS, max(left, 0)))
+        left -= len(content)
+        out.append(f'<contextAttachment name="{_attr(item.name)}">\n{content}{note}\n</contextAttachment>')
+    out.append("</contextAttachments>")
+    return text + "\n".join(out)
+
+
+def _instruction(book: Bookkeeping) -> str:
+    text = book.instruction.strip() or "No instruction was given: follow the research problem."
+    return RULE + "\n# Instruction\n\nThe user's instruction for this research. It always applies.\n\n" + text
+
+
+def _hierarchy(chain: list[Problem]) -> str:
+    lines = []
+    for depth, problem in enumerate(chain):
+        indent = " " + "    " * depth + "└── "
+        if depth == len(chain) - 1:
+            label = "CURRENT (Root)" if depth == 0 else "CURRENT"
+        else:
+            label = "Root" if depth == 0 else f"Level {depth}"
+        lines.append(f"{indent}{label}: {problem.title} {problem.counts}")
+    return "\n".join(lines)
+
+
+def _criteria(problem: Problem) -> str:
+    if not problem.criteria:
+        return "No criteria yet. Add the criteria that define when this problem is done with `///add_criteria`."
+    return "\n".join(f"{n}. [{'✓' if c.done else ' '}] {c.text}" for n, c in enumerate(problem.criteria, 1))
+
+
+def _breakdown(children: list[Problem], level: str) -> str:
+    if not children:
+        return "No subproblems yet."
+    parts = []
+    for child in children:
+        parts.append(f"{level} {child.title} {child.counts} ({status_label(child.status)})\n"
+                     + (child.definition or "_(no definition)_"))
+    return "\n\n".join(parts)
+
+
+def _reports(view: TreeView, focus: Problem) -> str:
+    children = [c for c in view.children(focus.path) if c.report]
+    child_text = "\n\n".join(
+        f"#### {c.title} ({status_label(c.status)})\n{c.report}" for c in children
+    ) or "No subproblem has a report yet."
+    current = focus.report or "No report yet for the current problem."
+    return f"### Child Reports\n\n{child_text}\n\n### Current Report\n\n{current}"
+
+
+def _parent_chain(view: TreeView, parents: list[Problem]) -> str:
+    if not parents:
+        return "The current problem is the root problem: it has no parents."
+    parts = []
+    for depth, problem in enumerate(parents):
+        name = "Root Problem" if depth == 0 else "Problem"
+        parts.append(
+            f"### L{depth} {name}: {problem.title} {problem.counts}\n{problem.definition or '_(empty)_'}\n\n"
+            f"#### L{depth} Criteria of Definition of Done\n{_criteria(problem)}\n\n"
+            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####')}"
+        )
+    return "\n\n".join(parts)
+
+
+def _goal(state: State, focus: Problem) -> str:
+    if state.phase is Phase.FINISHED:
+        outcome = "failed" if focus.status is Status.FAILED else "completed"
+        return f"The research is finished: the root problem was {outcome}. No command can run any more."
+    if state.phase is Phase.SHUT_DOWN:
+        return "The research was shut down with SHUT_DOWN_DEEP_RESEARCHER. No command can run any more."
+    return (
+        "Move the current problem forward. Decide what is missing to meet its criteria, then act: "
+        "refine the criteria, save findings as attachments, add subproblems and focus down into one "
+        "when a part needs its own investigation, or use the child reports to answer. When every "
+        "criterion is met and marked done, write the report and focus up. If the problem cannot be "
+        "solved, say why and use `///fail_task_and_focus_up`. Write your next message now."
+    )
+
+
+def _transcript(entries: list[Entry], state: State) -> str:
+    head = RULE + "\n# Current Session\n\n"
+    if not entries:
+        return head + "This is the start of a new session: nothing has been said yet. Write your first message."
+    parts = ["Your messages and the system's replies in this session, oldest first."]
+    number = 0
+    for entry in entries:
+        if entry.role == "assistant":
+            number += 1
+            parts.append(f'<message from="assistant" number="{number}">\n{entry.text}\n</message>')
+        else:
+            parts.append(f'<message from="system">\n{entry.text}\n</message>')
+    return head + "\n\n".join(parts)

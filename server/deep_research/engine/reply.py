@@ -1,0 +1,94 @@
+"""The system's reply to a message: Execution Status Report, Errors Report, and the
+automatic request to continue when the message did not end the session."""
+
+from __future__ import annotations
+
+from .analysis import Analysis, Outcome, Status
+from .state import Phase
+from .text import Severity
+
+STATUS_WORDS = {Status.OK: "done", Status.FAILED: "FAILED", Status.SKIPPED: "NOT RUN"}
+
+
+def render_reply(analysis: Analysis, focus_title: str | None) -> str:
+    parts = [_status_report(analysis), _errors_report(analysis)]
+    closing = _closing(analysis, focus_title)
+    if closing:
+        parts.append(closing)
+    return "\n\n".join(part for part in parts if part)
+
+
+def _status_report(analysis: Analysis) -> str:
+    lines = ["## Execution Status Report", ""]
+    if not analysis.outcomes:
+        lines.append("Your message contained no commands, so nothing was executed.")
+    for number, outcome in enumerate(analysis.outcomes, 1):
+        lines.append(f"{number}. {_where(outcome)}: {STATUS_WORDS[outcome.status]}. {_status_text(outcome)}")
+        lines.extend(f"   - Warning: {w}" for w in outcome.warnings)
+    notes = _orphans(analysis, errors=False)
+    if notes:
+        lines += ["", "Notes on the rest of your message:"]
+        lines += [f"- Line {d.span.start.line + 1}: {d.message}" for d in notes]
+    return "\n".join(lines)
+
+
+def _status_text(outcome: Outcome) -> str:
+    if outcome.status is Status.FAILED:
+        return "See the Errors Report."
+    return outcome.summary
+
+
+def _errors_report(analysis: Analysis) -> str:
+    failed = [(n, o) for n, o in enumerate(analysis.outcomes, 1) if o.status is Status.FAILED]
+    orphans = _orphans(analysis, errors=True)
+    lines = ["## Errors Report", ""]
+    if not failed and not orphans:
+        lines.append("No errors.")
+        return "\n".join(lines)
+    for number, outcome in failed:
+        lines.append(f"- Command {number} ({_where(outcome)}): {outcome.summary}")
+        for fix in outcome.fixes:
+            replacement = "; ".join(repr(e.new_text) for e in fix.edits if e.new_text)
+            if replacement:
+                lines.append(f"  Suggested fix: {fix.title}.")
+    for diagnostic in orphans:
+        lines.append(f"- Line {diagnostic.span.start.line + 1}: {diagnostic.message}")
+    lines += ["", "A failed command changed nothing; send it again, corrected, in your next message."]
+    return "\n".join(lines)
+
+
+def _orphans(analysis: Analysis, *, errors: bool):
+    """Syntax findings outside every command (a stray `>>>`, an indented command …)."""
+    spans = [o.command.span for o in analysis.outcomes]
+    wanted = (lambda d: d.is_error) if errors else (lambda d: d.severity == Severity.WARNING)
+    return [
+        d for d in analysis.parsed.diagnostics
+        if wanted(d) and not any(s.start.line <= d.span.start.line <= s.end.line for s in spans)
+    ]
+
+
+def _where(outcome: Outcome) -> str:
+    return f"Line {outcome.line}, `{outcome.label}`"
+
+
+def _closing(analysis: Analysis, focus_title: str | None) -> str:
+    after = analysis.after
+    if after.phase is Phase.SHUT_DOWN:
+        return "The research was shut down as you asked (SHUT_DOWN_DEEP_RESEARCHER). Nothing more will run."
+    if after.phase is Phase.FINISHED:
+        return "The research is finished. Thank you."
+    if analysis.focus_changed:
+        return ""  # a new session starts; its prompt says what to do
+    if after.phase is Phase.NO_PROBLEM:
+        return (
+            "## Continue\n\nNo problem is defined yet. Define it with a `<<< define_problem` block "
+            "(sections `///title` and `///content`, closed by `>>>`)."
+        )
+    title = f' "{focus_title}"' if focus_title else ""
+    return (
+        "## Continue\n\n"
+        f"Continue the investigation of the current problem{title}. Read the reports above, fix any "
+        "failed command, and take the next step: refine the criteria, break the problem down, record "
+        "what you find as attachments, focus down into a subproblem, or, once every criterion is done, "
+        "write the report and focus up."
+    )

@@ -1,0 +1,326 @@
+"""A research folder, as the command line and the language server use it.
+
+    research = Research.open(folder)          # or Research.create(folder, …)
+    research.analyze(text)                    # diagnostics: a dry run, writes nothing
+    research.execute(text)                    # runs the message, writes one transaction
+    research.prompt()                         # what the assistant sees now
+
+The folder that holds the `.dr` document is the root problem's folder. Its
+`.deep-research/` holds the bookkeeping; a folder with the tree but without it is
+adopted (focus at the root, a new session) the first time a message runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from . import formats
+from .analysis import Analysis, Status, analyze
+from .commands import ApprovalMode
+from .draft import Draft
+from .model import Attachment, Problem
+from .names import name_key, unique_component
+from .parser import parse
+from .prompt import Bookkeeping, Entry, render_prompt
+from .reply import render_reply
+from .state import ROOT, Phase, ProblemPath, State, now
+from .store import (
+    CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE, FileCache, Transaction,
+    bookkeeping, locked, read_text, recover, session_file,
+)
+from .tree import Tree, read_attachments
+
+MESSAGE_FILE = "message.dr"
+
+
+class NotAResearch(Exception):
+    """The folder holds neither a research nor a problem tree to adopt."""
+
+
+class Location(Enum):
+    RESEARCH = "research"  # the folder holds .deep-research/
+    ADOPTABLE = "adoptable"  # a problem tree without bookkeeping
+    INSIDE = "inside"  # a folder inside another research's tree
+    NONE = "none"
+
+
+def locate(folder: Path) -> tuple[Location, Path]:
+    """What `folder` (the folder of a `.dr` document) is, and the research root it concerns."""
+    folder = folder.resolve()
+    if (bookkeeping(folder) / STATE).is_file():
+        return Location.RESEARCH, folder
+    for parent in folder.parents:
+        if (bookkeeping(parent) / STATE).is_file():
+            return Location.INSIDE, parent
+    if (folder / DEFINITION).is_file():
+        return Location.ADOPTABLE, folder
+    return Location.NONE, folder
+
+
+@dataclass
+class Execution:
+    executed: bool
+    reason: str | None  # why nothing ran: "empty", "needs-approval"
+    analysis: Analysis | None = None
+    reply: str = ""
+    prompt: str = ""
+    changed: list[Path] = field(default_factory=list)
+
+
+class Research:
+    def __init__(self, root: Path, cache: FileCache | None = None) -> None:
+        self.root = root.resolve()
+        self.cache = cache or FileCache()
+        self.tree = Tree(self.root, self.cache)
+        self.durable = True  # fsync at commit; benchmarks may turn it off to measure the rest
+
+    # -- opening ----------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, root: Path, cache: FileCache | None = None) -> Research:
+        where, found = locate(root)
+        if where is Location.NONE or (where is Location.INSIDE and found != root.resolve()):
+            raise NotAResearch(_not_a_research(root, where, found))
+        research = cls(found, cache)
+        if (bookkeeping(found) / "pending.json").exists():
+            with locked(found):
+                recover(found, research.cache)
+        return research
+
+    @classmethod
+    def create(
+        cls,
+        root: Path,
+        instruction: str = "",
+        context: list[tuple[str, str]] | None = None,
+        attachments: list[tuple[str, str]] | None = None,
+        *,
+        exist_ok: bool = False,
+    ) -> Research:
+        """Make `root` a research: bookkeeping, an empty message document, the first prompt."""
+        root.mkdir(parents=True, exist_ok=True)
+        where, found = locate(root)
+        if where is Location.INSIDE:
+            raise NotAResearch(_not_a_research(root, where, found))
+        research = cls(root)
+        if where is Location.RESEARCH and not exist_ok:
+            raise FileExistsError(f"{root} already holds a research; continue it instead of creating it again")
+        with locked(research.root):
+            recover(research.root, research.cache)
+            state = research.state()
+            tx = Transaction(research.root, durable=research.durable)
+            book = bookkeeping(research.root)
+            if where is not Location.RESEARCH:
+                tx.write(book / STATE, state.to_json())
+            if instruction.strip() or where is not Location.RESEARCH:
+                tx.write(book / INSTRUCTION, instruction.strip() + "\n" if instruction.strip() else "")
+            research._add_named(tx, book / CONTEXT, context or [])
+            pending_target = book / PENDING_ATTACHMENTS if state.phase is Phase.NO_PROBLEM else None
+            if pending_target is not None:
+                research._add_named(tx, pending_target, attachments or [])
+            message = research.root / MESSAGE_FILE
+            if not message.exists():
+                tx.write(message, "")
+            tx.commit(research.cache)
+            if pending_target is None and attachments:
+                research._attach_to_root(attachments)
+        research.write_prompt()
+        return research
+
+    def _add_named(self, tx: Transaction, folder: Path, items: list[tuple[str, str]]) -> None:
+        taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
+        for name, content in items:
+            file_name = unique_component(name, taken, suffix=".md")
+            taken.add(name_key(file_name))
+            tx.write(folder / file_name, formats.render_attachment(Attachment(name, content, now())))
+
+    def _attach_to_root(self, attachments: list[tuple[str, str]]) -> None:
+        draft = Draft(self.tree, self.state())
+        for name, content in attachments:
+            if not draft.attachment_taken(ROOT, name):
+                draft.add_attachment(ROOT, name, content)
+        tx = Transaction(self.root, durable=self.durable)
+        for path, text in draft.files().items():
+            tx.write(path, text)
+        tx.commit(self.cache)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def state(self) -> State:
+        """The persisted state, reconciled with the tree as it is on disk now."""
+        stored = self.cache.read(bookkeeping(self.root) / STATE, State.from_json)
+        state = stored or State(phase=Phase.IN_FOCUS if self.tree.exists(ROOT) else Phase.NO_PROBLEM)
+        return self._reconcile(state)
+
+    def _reconcile(self, state: State) -> State:
+        has_root = self.tree.exists(ROOT)
+        if state.phase is Phase.NO_PROBLEM and has_root:
+            return state.evolve(phase=Phase.IN_FOCUS, focus=ROOT)
+        if state.phase is not Phase.NO_PROBLEM and not has_root:
+            return state.evolve(phase=Phase.NO_PROBLEM, focus=ROOT)
+        focus = state.focus
+        while focus and not self.tree.exists(focus):  # renamed or deleted by hand
+            focus = focus[:-1]
+        return state if focus == state.focus else state.evolve(focus=focus)
+
+    def focus(self) -> Problem | None:
+        state = self.state()
+        return self.tree.problem(state.focus) if state.phase is not Phase.NO_PROBLEM else None
+
+    def instruction(self) -> str:
+        return read_text(bookkeeping(self.root) / INSTRUCTION) or ""
+
+    def context(self) -> list[Attachment]:
+        return read_attachments(bookkeeping(self.root) / CONTEXT, self.cache)
+
+    def pending_attachments(self) -> list[Attachment]:
+        return read_attachments(bookkeeping(self.root) / PENDING_ATTACHMENTS, self.cache)
+
+    def transcript(self, session: int | None = None) -> list[Entry]:
+        number = self.state().session if session is None else session
+        entries = self.cache.read(session_file(self.root, number), _parse_transcript)
+        return list(entries or [])
+
+    def bookkeeping(self, transcript: list[Entry] | None = None) -> Bookkeeping:
+        return Bookkeeping(
+            self.instruction(), self.context(), self.pending_attachments(),
+            self.transcript() if transcript is None else transcript,
+        )
+
+    def prompt(self) -> str:
+        return render_prompt(self.tree, self.state(), self.bookkeeping())
+
+    def write_prompt(self) -> Path:
+        target = bookkeeping(self.root) / PROMPT
+        tx = Transaction(self.root, durable=self.durable)
+        tx.write(target, self.prompt())
+        with locked(self.root):
+            tx.commit(self.cache)
+        return target
+
+    @property
+    def prompt_path(self) -> Path:
+        return bookkeeping(self.root) / PROMPT
+
+    # -- running messages ------------------------------------------------------------------------
+
+    def analyze(self, text: str, state: State | None = None) -> Analysis:
+        """Everything executing `text` would do, without doing it."""
+        return analyze(parse(text), self.tree, state or self.state(), self.pending_attachments)
+
+    def execute(
+        self, text: str, *, mode: ApprovalMode = ApprovalMode.DELETE, consume: Path | None = None
+    ) -> Execution:
+        """Run a message: every change it makes lands in one all-or-nothing transaction.
+
+        `mode` says which command kinds may run; if any command needs more, nothing runs.
+        `consume` is the message document, emptied in the same transaction.
+        """
+        if not text.strip():
+            return Execution(False, "empty")
+        with locked(self.root):
+            recover(self.root, self.cache)
+            before = self.state()
+            analysis = self.analyze(text, before)
+            if analysis.needing_approval(mode):
+                return Execution(False, "needs-approval", analysis)
+            return self._commit(text, analysis, before, consume)
+
+    def _commit(self, text: str, analysis: Analysis, before: State, consume: Path | None) -> Execution:
+        draft = analysis.draft
+        after = analysis.after.evolve(messages=before.messages + 1)
+        focus = draft.problem(after.focus) if after.phase is not Phase.NO_PROBLEM else None
+        reply = render_reply(analysis, focus.title if focus else None)
+        tx = Transaction(self.root, durable=self.durable)
+        for path, content in draft.files().items():
+            tx.write(path, content)
+        book = bookkeeping(self.root)
+        tx.write(book / STATE, after.to_json())
+        turn = [Entry("assistant", text.rstrip(), now()), Entry("system", reply, now())]
+        tx.append(session_file(self.root, before.session), "".join(e.to_json() for e in turn))
+        if after.session != before.session:
+            transcript = [Entry("system", _session_note(draft, before, after), now())]
+            tx.append(session_file(self.root, after.session), transcript[0].to_json())
+        else:
+            transcript = self.transcript(before.session) + turn
+        tx.append(book / JOURNAL, "".join(_journal_records(analysis, before, after)))
+        prompt = render_prompt(draft, after, self.bookkeeping(transcript))
+        tx.write(book / PROMPT, prompt)
+        if consume is not None:
+            tx.write(consume, "")
+        changed = tx.commit(self.cache)
+        return Execution(True, None, analysis, reply, prompt, changed)
+
+
+def _parse_transcript(text: str) -> list[Entry]:
+    entries = (Entry.from_json(line) for line in text.splitlines() if line.strip())
+    return [e for e in entries if e is not None]
+
+
+def _session_note(draft: Draft, before: State, after: State) -> str:
+    """The first entry of a new session: how the assistant got here."""
+    if after.phase is not Phase.IN_FOCUS:
+        return "The session ended."
+    if before.phase is Phase.NO_PROBLEM:
+        return "The research problem is defined. This is the first session working on it."
+    left = draft.problem(before.focus)
+    came = _title(left)
+    if len(after.focus) > len(before.focus):
+        return f"A new session started: you moved down from {came} into this subproblem."
+    status = left.status.value if left else "left"
+    return (
+        f"A new session started: you came back up from {came}, now {status}. "
+        "Its report, if it wrote one, is under Completed Reports."
+    )
+
+
+def _title(problem: Problem | None) -> str:
+    return f'"{problem.title}"' if problem else "a subproblem"
+
+
+def _journal_records(analysis: Analysis, before: State, after: State) -> list[str]:
+    records = []
+    for index, outcome in enumerate(analysis.outcomes, 1):
+        spec = outcome.spec
+        records.append({
+            "message": after.messages,
+            "session": before.session,
+            "index": index,
+            "line": outcome.line,
+            "command": outcome.command.name,
+            "kind": spec.kind.label if spec else None,
+            "arguments": {k: a.value for k, a in (outcome.args or {}).items()},
+            "problem": list(before.focus),
+            "started": outcome.started,
+            "ended": outcome.ended,
+            "status": outcome.status.value,
+            "result": outcome.summary if outcome.status is Status.OK else None,
+            "error": outcome.summary if outcome.status is not Status.OK else None,
+            "warnings": outcome.warnings,
+        })
+    if analysis.shutdown:
+        records.append({
+            "message": after.messages, "session": before.session, "command": "SHUT_DOWN_DEEP_RESEARCHER",
+            "kind": "update", "started": now(), "ended": now(), "status": "ok",
+            "result": "The research was shut down.", "error": None,
+        })
+    return [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+
+
+def _not_a_research(folder: Path, where: Location, found: Path) -> str:
+    if where is Location.INSIDE:
+        return (
+            f"{folder} is inside the research at {found}: messages must be written in a .dr document "
+            f"in that research's own folder ({found})."
+        )
+    return (
+        f"{folder} is not a research: it has no {bookkeeping(folder).name}/ folder and no "
+        f"{DEFINITION}. Create one with `deep-research new {folder}`."
+    )
+
+
+def problem_path_label(path: ProblemPath) -> str:
+    return "/".join(path) or "(root)"

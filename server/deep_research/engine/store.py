@@ -1,0 +1,279 @@
+"""The research folder on disk: where each file lives, reading it, writing it safely.
+
+Reading goes through a cache keyed by each file's (inode, size, mtime), so unchanged
+files are parsed once and a hand edit is seen on the next read, without watching.
+
+Writing goes through `Transaction`: the whole change set of a message is first saved
+to `.deep-research/pending.json` (the commit point), then applied file by file with
+atomic replaces, then the pending file is removed. A process killed at any moment
+leaves either no pending file (nothing applied; stray temporary files are swept) or a
+complete one, which `recover()` applies again on the next start. Every step is
+idempotent, so the tree ends up either before or after the message, never half-way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+from .state import ProblemPath
+
+DEFINITION = "Problem Definition.md"
+CRITERIA = "Criteria of Definition of Done.md"
+BREAKDOWN = "Breakdown Structure.md"
+REPORT = "Report 3 Pager.md"
+ATTACHMENTS = "Attachments"
+SUBPROBLEMS = "Subproblems"
+BOOKKEEPING = ".deep-research"
+STATE = "state.json"
+JOURNAL = "journal.jsonl"
+PROMPT = "prompt.md"
+INSTRUCTION = "instruction.md"
+CONTEXT = "context"
+PENDING_ATTACHMENTS = "pending-attachments"
+SESSIONS = "sessions"
+_PENDING = "pending.json"
+_LOCK = "lock"
+_TMP_MARK = ".tmp-dr-"
+
+T = TypeVar("T")
+
+
+class UnsafePath(Exception):
+    """A write would land outside the research folder."""
+
+
+def problem_dir(root: Path, path: ProblemPath) -> Path:
+    folder = root
+    for name in path:
+        folder = folder / SUBPROBLEMS / name
+    return folder
+
+
+def bookkeeping(root: Path) -> Path:
+    return root / BOOKKEEPING
+
+
+def session_file(root: Path, session: int) -> Path:
+    return bookkeeping(root) / SESSIONS / f"{session:04d}.jsonl"
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+class FileCache:
+    """Parsed file contents, valid while the file's (inode, size, mtime) is unchanged."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[str, object], tuple[tuple[int, int, int], object]] = {}
+
+    def read(self, path: Path, parse: Callable[[str], T], tag: object = None) -> T | None:
+        """`parse(text)` of the file, or None if it does not exist or cannot be read."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (str(path), tag)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] == signature:
+            return hit[1]  # type: ignore[return-value]
+        text = read_text(path)
+        if text is None:
+            return None
+        value = parse(text)
+        self._entries[key] = (signature, value)
+        return value
+
+    def forget(self, path: Path) -> None:
+        for key in [k for k in self._entries if k[0] == str(path)]:
+            del self._entries[key]
+
+
+def read_text(path: Path) -> str | None:
+    """A text file's content; undecodable bytes are replaced rather than failing."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+
+
+def list_dir(folder: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(folder) as entries:
+            return [e for e in entries if not e.name.startswith(".")]
+    except OSError:
+        return []
+
+
+# -- writing --------------------------------------------------------------------------------
+
+
+def ensure_inside(root: Path, target: Path) -> Path:
+    """`target` made absolute, or UnsafePath if it (or a symlink on its way) leaves `root`."""
+    real_root = os.path.realpath(root)
+    real_target = os.path.realpath(target)
+    if os.path.commonpath([real_root, real_target]) != real_root:
+        raise UnsafePath(f"refusing to write outside the research folder: {target}")
+    return Path(real_target)
+
+
+def atomic_write(path: Path, text: str, *, durable: bool) -> None:
+    """Replace `path` with `text` in one step: readers see the old or the new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f"{_TMP_MARK}{secrets.token_hex(6)}"
+    data = text.encode("utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass
+class Transaction:
+    """The file changes of one message: whole-file writes and appends to logs."""
+
+    root: Path
+    writes: dict[str, str] = field(default_factory=dict)  # relative path -> new content
+    appends: list[tuple[str, str]] = field(default_factory=list)  # (relative path, text)
+    durable: bool = True
+
+    def write(self, target: Path, text: str) -> None:
+        self.writes[self._relative(target)] = text
+
+    def append(self, target: Path, text: str) -> None:
+        self.appends.append((self._relative(target), text))
+
+    def _relative(self, target: Path) -> str:
+        ensure_inside(self.root, target)
+        return os.path.relpath(os.path.realpath(target), os.path.realpath(self.root))
+
+    def commit(self, cache: FileCache | None = None) -> list[Path]:
+        """Apply everything, all or nothing across crashes; returns the files changed."""
+        pending = {
+            "writes": self.writes,
+            "appends": [
+                {"path": rel, "text": text, "offset": _size(self.root / rel)} for rel, text in self.appends
+            ],
+        }
+        book = bookkeeping(self.root)
+        book.mkdir(parents=True, exist_ok=True)
+        atomic_write(book / _PENDING, json.dumps(pending, ensure_ascii=False), durable=self.durable)
+        changed = _apply(self.root, pending, self.durable, cache)
+        os.unlink(book / _PENDING)
+        return changed
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) -> list[Path]:
+    changed = []
+    for rel, text in pending["writes"].items():
+        target = ensure_inside(root, root / rel)
+        if read_text(target) == text.replace("\r\n", "\n") and target.is_file():
+            continue  # unchanged: leave the file (and its mtime) alone
+        atomic_write(target, text, durable=durable)
+        changed.append(target)
+        if cache is not None:
+            cache.forget(target)
+    for item in pending["appends"]:
+        target = ensure_inside(root, root / item["path"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "ab") as handle:
+            # A torn tail from a killed earlier attempt is cut before appending again.
+            handle.truncate(item["offset"])
+            handle.write(item["text"].encode("utf-8"))
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        changed.append(target)
+    return changed
+
+
+def recover(root: Path, cache: FileCache | None = None) -> bool:
+    """Finish a message whose commit was interrupted; sweep temporary files. True if it did."""
+    book = bookkeeping(root)
+    pending_file = book / _PENDING
+    finished = False
+    text = read_text(pending_file)
+    if text is not None:
+        try:
+            pending = json.loads(text)
+        except ValueError:
+            pending = None  # torn before the atomic rename finished: nothing was applied
+        if pending is not None:
+            _apply(root, pending, True, cache)
+            finished = True
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(pending_file)
+        # Temporaries elsewhere in the tree exist only if a commit was interrupted.
+        _sweep_temporaries(root, recursive=True)
+    _sweep_temporaries(book, recursive=False)
+    return finished
+
+
+def _sweep_temporaries(folder: Path, *, recursive: bool) -> None:
+    for current, dirs, files in os.walk(folder):
+        for name in files:
+            if name.startswith(_TMP_MARK):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(current, name))
+        if not recursive:
+            break
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """Exclusive lock on the research, across processes (CLI and server)."""
+    book = bookkeeping(root)
+    book.mkdir(parents=True, exist_ok=True)
+    fd = os.open(book / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _lock_file(fd)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+try:
+    import fcntl
+
+    def _lock_file(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+except ImportError:  # pragma: no cover - Windows
+    import msvcrt
+
+    def _lock_file(fd: int) -> None:
+        msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
