@@ -12,10 +12,12 @@ adopted (focus at the root, a new session) the first time a message runs.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Callable
 
 from . import formats
 from .analysis import Analysis, Status, analyze
@@ -212,12 +214,18 @@ class Research:
         return analyze(parse(text), self.tree, state or self.state(), self.pending_attachments)
 
     def execute(
-        self, text: str, *, mode: ApprovalMode = ApprovalMode.DELETE, consume: Path | None = None
+        self,
+        text: str,
+        *,
+        mode: ApprovalMode = ApprovalMode.DELETE,
+        consume: Path | None = None,
+        cancelled: Callable[[], bool] | None = None,
     ) -> Execution:
         """Run a message: every change it makes lands in one all-or-nothing transaction.
 
         `mode` says which command kinds may run; if any command needs more, nothing runs.
         `consume` is the message document, emptied in the same transaction.
+        `cancelled` is asked once more just before the commit; after it, nothing stops.
         """
         if not text.strip():
             return Execution(False, "empty")
@@ -227,11 +235,13 @@ class Research:
             analysis = self.analyze(text, before)
             if analysis.needing_approval(mode):
                 return Execution(False, "needs-approval", analysis)
+            if cancelled is not None and cancelled():
+                return Execution(False, "cancelled", analysis)
             return self._commit(text, analysis, before, consume)
 
     def _commit(self, text: str, analysis: Analysis, before: State, consume: Path | None) -> Execution:
         draft = analysis.draft
-        after = analysis.after.evolve(messages=before.messages + 1)
+        after = analysis.after.evolve(messages=before.messages + 1, last_message=message_digest(text))
         focus = draft.problem(after.focus) if after.phase is not Phase.NO_PROBLEM else None
         reply = render_reply(analysis, focus.title if focus else None)
         tx = Transaction(self.root, durable=self.durable)
@@ -253,6 +263,11 @@ class Research:
             tx.write(consume, "")
         changed = tx.commit(self.cache)
         return Execution(True, None, analysis, reply, prompt, changed)
+
+
+def message_digest(text: str) -> str:
+    """Identifies a message's text, ignoring trailing whitespace and line-break style."""
+    return hashlib.sha256(text.replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
 
 
 def _parse_transcript(text: str) -> list[Entry]:

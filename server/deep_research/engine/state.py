@@ -67,6 +67,7 @@ class State:
     session: int = 1
     messages: int = 0  # messages executed so far, over all sessions
     created: str = field(default_factory=now)
+    last_message: str = ""  # sha256 of the last executed message, so it never runs twice
 
     def evolve(self, **changes: object) -> State:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -80,6 +81,7 @@ class State:
                 "session": self.session,
                 "messages": self.messages,
                 "created": self.created,
+                "last_message": self.last_message,
             },
             indent=2,
             ensure_ascii=False,
@@ -104,10 +106,12 @@ class State:
         session = raw.get("session")
         messages = raw.get("messages")
         created = raw.get("created")
+        last = raw.get("last_message")
         return cls(
             phase=phase,
             focus=tuple(focus),
             session=session if isinstance(session, int) and session > 0 else 1,
             messages=messages if isinstance(messages, int) and messages >= 0 else 0,
             created=created if isinstance(created, str) else now(),
+            last_message=last if isinstance(last, str) else "",
         )

@@ -1,0 +1,359 @@
+"""Editor assistance over a message: completion, hover, outline, folding, colouring.
+
+Pure functions of the message text, a position and a `Snapshot` of the research (the
+focused problem and its subproblems). The language server only converts their results
+to LSP types; everything a user sees is decided here, from the command table.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from . import commands
+from .commands import ArgType, CommandSpec, Form
+from .formats import status_label
+from .model import Problem
+from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
+from .state import Phase
+from .store import DEFINITION
+from .text import Pos, Span
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What assistance needs to know about the research, read once per request."""
+
+    phase: Phase
+    focus: Problem | None = None
+    children: tuple[Problem, ...] = ()
+    folder_of: dict[str, Path] = field(default_factory=dict)  # subproblem title -> its folder
+
+    def child(self, title: str) -> Problem | None:
+        return next((c for c in self.children if c.title == title), None)
+
+    @property
+    def valid(self) -> list[CommandSpec]:
+        return commands.valid_in(self.phase)
+
+
+# -- completion ------------------------------------------------------------------------------
+
+
+class ItemKind(Enum):
+    COMMAND = "command"
+    SECTION = "section"
+    SUBPROBLEM = "subproblem"
+    CRITERION = "criterion"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    kind: ItemKind
+    detail: str
+    documentation: str  # markdown
+    replace: Span  # the text the item replaces
+    text: str  # plain insertion
+    snippet: str | None = None  # the same as a snippet, where one helps
+    filter_text: str | None = None
+    sort_text: str | None = None
+
+
+_LINE_START = re.compile(r"^(?:///(\S*)|<<<\s*(\S*))$")
+
+
+def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> list[Candidate]:
+    if not 0 <= pos.line < len(parsed.lines):
+        return []
+    line = parsed.lines[pos.line]
+    prefix = line[: min(pos.col, len(line))]
+    block = _block_around(parsed, pos.line)
+    if block is not None:
+        return _complete_in_block(block, pos, prefix, snap)
+    if prefix.startswith(LINE_PREFIX + "focus_down "):
+        return _subproblems(snap, Span(Pos(pos.line, len(LINE_PREFIX + "focus_down ")), Pos(pos.line, len(line))))
+    if prefix.startswith(LINE_PREFIX + "mark_criteria_as_done "):
+        start = len(LINE_PREFIX + "mark_criteria_as_done ")
+        return _criteria(snap, Span(Pos(pos.line, start), Pos(pos.line, len(line))))
+    match = _LINE_START.match(prefix)
+    if match is None and prefix == "":
+        return _commands(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False)
+    if match is None:
+        return []
+    replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
+    return _commands(snap, replace, blocks_only=match.group(2) is not None)
+
+
+def _word_end(line: str, col: int) -> int:
+    end = col
+    while end < len(line) and not line[end].isspace():
+        end += 1
+    return end
+
+
+def _commands(snap: Snapshot, replace: Span, *, blocks_only: bool) -> list[Candidate]:
+    items = []
+    for order, spec in enumerate(snap.valid):
+        if blocks_only and spec.form is not Form.BLOCK:
+            continue
+        head = f"<<< {spec.name}" if spec.form is Form.BLOCK else f"///{spec.name}"
+        items.append(Candidate(
+            label=spec.name,
+            kind=ItemKind.COMMAND,
+            detail=f"{spec.kind.label} · {spec.summary}",
+            documentation=spec.markdown(),
+            replace=replace,
+            text=spec.example() if spec.form is not Form.NONE else head,
+            snippet=spec.snippet(),
+            filter_text=(f"<<< {spec.name}" if blocks_only else f"///{spec.name}"),
+            sort_text=f"{order:02d}",
+        ))
+    return items
+
+
+def _complete_in_block(block: Command, pos: Pos, prefix: str, snap: Snapshot) -> list[Candidate]:
+    spec = commands.get(block.name)
+    if spec is None or spec.form is not Form.BLOCK:
+        return []
+    if prefix.startswith(LINE_PREFIX) and " " not in prefix:
+        present = {s.name for s in block.sections if s.header.start.line != pos.line}
+        replace = Span(Pos(pos.line, 0), Pos(pos.line, len(prefix)))
+        return [
+            Candidate(
+                label=argument.name, kind=ItemKind.SECTION, detail=f"section of {spec.name}",
+                documentation=f"`///{argument.name}` ({argument.type.value}): {argument.doc}",
+                replace=replace, text=f"///{argument.name}", filter_text=f"///{argument.name}",
+                sort_text=f"{index:02d}",
+            )
+            for index, argument in enumerate(spec.arguments)
+            if argument.name not in present
+        ]
+    section = _section_at(block, pos.line)
+    if section is not None and pos.line > section.header.start.line:
+        argument = spec.section(section.name)
+        if argument is not None and argument.type is ArgType.SUBPROBLEM:
+            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))))
+    return []
+
+
+def _subproblems(snap: Snapshot, replace: Span) -> list[Candidate]:
+    return [
+        Candidate(
+            label=child.title, kind=ItemKind.SUBPROBLEM,
+            detail=f"subproblem {child.counts} ({status_label(child.status)})",
+            documentation=_problem_markdown(child), replace=replace, text=child.title,
+            sort_text=f"{index:04d}",
+        )
+        for index, child in enumerate(snap.children)
+    ]
+
+
+def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
+    if snap.focus is None:
+        return []
+    return [
+        Candidate(
+            label=str(number), kind=ItemKind.CRITERION, detail=criterion.text,
+            documentation=f"Criterion {number} of **{snap.focus.title}** (not done yet):\n\n{criterion.text}",
+            replace=replace, text=str(number), sort_text=f"{number:04d}",
+        )
+        for number, criterion in enumerate(snap.focus.criteria, 1)
+        if not criterion.done
+    ]
+
+
+def _block_around(parsed: ParsedMessage, line: int) -> Command | None:
+    """The block whose body (after its header, before its `>>>`) holds `line`."""
+    for command in parsed.commands:
+        if not command.is_block or line <= command.header.start.line:
+            continue
+        if line < command.span.end.line or (not command.closed and line == command.span.end.line):
+            return command
+    return None
+
+
+def _section_at(block: Command, line: int) -> Section | None:
+    current = None
+    for section in block.sections:
+        if section.header.start.line <= line:
+            current = section
+    return current
+
+
+# -- hover -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HoverInfo:
+    markdown: str
+    span: Span
+
+
+def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
+    for span in parsed.shutdowns:
+        if span.contains(pos):
+            return HoverInfo(
+                "**SHUT_DOWN_DEEP_RESEARCHER**\n\nThe escape hatch: anywhere in a message it stops the research "
+                "for good. Nothing else in the message runs.", span)
+    command = parsed.command_at(pos)
+    if command is None:
+        return None
+    spec = commands.get(command.name)
+    if command.name_span.contains(pos):
+        if spec is None:
+            return None
+        return HoverInfo(spec.markdown(), command.name_span)
+    if spec is None:
+        return None
+    for section in command.sections:
+        if section.name_span.contains(pos):
+            argument = spec.section(section.name)
+            if argument is None:
+                return None
+            return HoverInfo(f"`///{argument.name}` of **{spec.name}** ({argument.type.value}): {argument.doc}", section.name_span)
+    target = _argument_at(command, spec, pos)
+    if target is None:
+        return None
+    argument, value, span = target
+    if argument.type is ArgType.SUBPROBLEM:
+        child = snap.child(" ".join(value.split()))
+        text = _problem_markdown(child) if child else f"No subproblem of the current problem is titled “{value}”."
+        return HoverInfo(text, span)
+    if argument.type is ArgType.CRITERION and snap.focus is not None:
+        digits = re.fullmatch(r"#?\s*(\d+)\s*[.)]?", value.strip())
+        if digits and 1 <= int(digits.group(1)) <= len(snap.focus.criteria):
+            number = int(digits.group(1))
+            criterion = snap.focus.criteria[number - 1]
+            state = "done" if criterion.done else "not done yet"
+            return HoverInfo(f"Criterion {number} ({state}):\n\n{criterion.text}", span)
+        return HoverInfo(f"The current problem has {len(snap.focus.criteria)} criteria.", span)
+    return None
+
+
+def _argument_at(command: Command, spec: CommandSpec, pos: Pos):
+    if not command.is_block:
+        if command.argument_span is not None and command.argument_span.contains(pos) and spec.line_argument:
+            return spec.line_argument, command.argument or "", command.argument_span
+        return None
+    for section in command.sections:
+        if section.content_span is not None and section.content_span.contains(pos):
+            argument = spec.section(section.name)
+            if argument is not None:
+                return argument, section.content, section.content_span
+    return None
+
+
+def _problem_markdown(problem: Problem) -> str:
+    criteria = "\n".join(
+        f"{n}. [{'x' if c.done else ' '}] {c.text}" for n, c in enumerate(problem.criteria, 1)
+    ) or "_No criteria yet._"
+    return (
+        f"**{problem.title}** {problem.counts} ({status_label(problem.status)})\n\n"
+        f"{problem.definition or '_No definition._'}\n\n**Criteria of Definition of Done**\n\n{criteria}"
+    )
+
+
+def definition_target(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Path | None:
+    """The definition document of the subproblem named at `pos`, for go-to-definition."""
+    command = parsed.command_at(pos)
+    spec = commands.get(command.name) if command else None
+    if command is None or spec is None:
+        return None
+    target = _argument_at(command, spec, pos)
+    if target is None or target[0].type is not ArgType.SUBPROBLEM:
+        return None
+    folder = snap.folder_of.get(" ".join(target[1].split()))
+    return folder / DEFINITION if folder else None
+
+
+# -- outline, folding, colouring -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    detail: str
+    block: bool
+    span: Span
+    selection: Span
+    children: tuple[Symbol, ...] = ()
+
+
+def symbols(parsed: ParsedMessage) -> list[Symbol]:
+    out = []
+    for command in parsed.commands:
+        detail = command.argument or ""
+        if command.is_block:
+            first = next((s for s in command.sections if s.content), None)
+            detail = first.content.split("\n")[0] if first else ""
+        children = tuple(
+            Symbol(f"///{s.name}", s.content.split("\n")[0][:60], False, s.span or s.header, s.name_span)
+            for s in command.sections
+        )
+        out.append(Symbol(command.name or "(unnamed)", detail[:80], command.is_block, command.span,
+                          command.name_span, children))
+    return out
+
+
+def folding(parsed: ParsedMessage) -> list[tuple[int, int]]:
+    ranges = []
+    for command in parsed.commands:
+        if command.is_block and command.span.end.line > command.span.start.line:
+            ranges.append((command.span.start.line, command.span.end.line))
+    return ranges
+
+
+class TokenType(Enum):
+    """Semantic token types; the values are LSP's standard names."""
+
+    DELIMITER = "operator"  # ///, <<<, >>>
+    COMMAND = "keyword"
+    SECTION = "property"
+    ARGUMENT = "string"
+    NUMBER = "number"
+    SHUTDOWN = "macro"
+
+
+@dataclass(frozen=True)
+class Token:
+    line: int
+    col: int
+    length: int
+    type: TokenType
+    unknown: bool = False  # a name the command table does not know
+
+
+def tokens(parsed: ParsedMessage) -> list[Token]:  # noqa: C901 - one pass over a flat list
+    out: list[Token] = []
+    for command in parsed.commands:
+        spec = commands.get(command.name)
+        header = command.header.start.line
+        marker = len(BLOCK_OPEN) if command.is_block else len(LINE_PREFIX)
+        out.append(Token(header, 0, marker, TokenType.DELIMITER))
+        if command.name:
+            out.append(Token(header, command.name_span.start.col, len(command.name), TokenType.COMMAND, spec is None))
+        if command.argument_span is not None:
+            kind = TokenType.NUMBER if spec and spec.line_argument and spec.line_argument.type is ArgType.CRITERION else TokenType.ARGUMENT
+            span = command.argument_span
+            out.append(Token(span.start.line, span.start.col, span.end.col - span.start.col, kind))
+        for section in command.sections:
+            line = section.header.start.line
+            out.append(Token(line, 0, len(LINE_PREFIX), TokenType.DELIMITER))
+            if section.name:
+                known = spec is not None and spec.section(section.name) is not None
+                out.append(Token(line, section.name_span.start.col, len(section.name), TokenType.SECTION, not known))
+        if command.is_block and command.closed:
+            end = command.span.end.line
+            out.append(Token(end, parsed.lines[end].index(BLOCK_CLOSE), len(BLOCK_CLOSE), TokenType.DELIMITER))
+    out += [Token(s.start.line, s.start.col, len(SHUTDOWN), TokenType.SHUTDOWN) for s in parsed.shutdowns]
+    out.sort(key=lambda t: (t.line, t.col))
+    # Tokens must not overlap: keep the first of any overlapping pair.
+    result: list[Token] = []
+    for token in out:
+        if result and result[-1].line == token.line and result[-1].col + result[-1].length > token.col:
+            continue
+        result.append(token)
+    return result

@@ -1,0 +1,72 @@
+"""Engine values to LSP values and back. Positions are the only subtle part.
+
+The engine counts columns in code points; clients count in UTF-16 (the default) or
+UTF-8 code units, as negotiated at `initialize`. Conversion uses the engine's own
+line split (LSP line breaks only), so line numbers agree with the client's.
+"""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from ..engine.text import Diagnostic, Edit, Pos, Span
+
+SOURCE = "deep-research"
+
+
+def _units(text: str, encoding: str) -> int:
+    if encoding == types.PositionEncodingKind.Utf8:
+        return len(text.encode("utf-8"))
+    if encoding == types.PositionEncodingKind.Utf32:
+        return len(text)
+    return len(text.encode("utf-16-le")) // 2
+
+
+class Positions:
+    """Converts between engine positions and client positions for one document text."""
+
+    def __init__(self, lines: list[str], encoding: str) -> None:
+        self.lines = lines
+        self.encoding = encoding
+
+    def to_client(self, pos: Pos) -> types.Position:
+        if pos.line >= len(self.lines):
+            last = len(self.lines) - 1
+            return types.Position(line=last, character=_units(self.lines[last], self.encoding))
+        line = self.lines[pos.line]
+        return types.Position(line=pos.line, character=_units(line[: max(0, min(pos.col, len(line)))], self.encoding))
+
+    def range(self, span: Span) -> types.Range:
+        return types.Range(start=self.to_client(span.start), end=self.to_client(span.end))
+
+    def from_client(self, position: types.Position) -> Pos:
+        """Clamped into the text: an out-of-range position from a client never fails."""
+        if not self.lines:
+            return Pos(0, 0)
+        if position.line >= len(self.lines) or position.line < 0:
+            line = len(self.lines) - 1 if position.line >= 0 else 0
+            return Pos(line, len(self.lines[line]) if position.line >= 0 else 0)
+        line = self.lines[position.line]
+        target, units = max(position.character, 0), 0
+        for index, char in enumerate(line):
+            if units >= target:
+                return Pos(position.line, index)
+            units += _units(char, self.encoding)
+        return Pos(position.line, len(line))
+
+    def end(self) -> types.Position:
+        return self.to_client(Pos(len(self.lines) - 1, len(self.lines[-1])))
+
+
+def diagnostic(d: Diagnostic, positions: Positions) -> types.Diagnostic:
+    return types.Diagnostic(
+        range=positions.range(d.span),
+        message=d.message,
+        severity=types.DiagnosticSeverity(int(d.severity)),
+        code=d.code,
+        source=SOURCE,
+    )
+
+
+def text_edit(edit: Edit, positions: Positions) -> types.TextEdit:
+    return types.TextEdit(range=positions.range(edit.span), new_text=edit.new_text)

@@ -1,0 +1,58 @@
+"""Completion: command names, sections, subproblem titles, criteria numbers."""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types
+
+from ...engine import assist
+from ...engine.assist import ItemKind
+from .. import convert
+from ..server import DeepResearchServer
+
+log = logging.getLogger("deep_research.lsp")
+
+_KINDS = {
+    ItemKind.COMMAND: types.CompletionItemKind.Keyword,
+    ItemKind.SECTION: types.CompletionItemKind.Property,
+    ItemKind.SUBPROBLEM: types.CompletionItemKind.Reference,
+    ItemKind.CRITERION: types.CompletionItemKind.Value,
+}
+
+
+def register(server: DeepResearchServer) -> None:
+    @server.feature(
+        types.TEXT_DOCUMENT_COMPLETION,
+        types.CompletionOptions(trigger_characters=["/", "<", " "], resolve_provider=False),
+    )
+    def completion(ls: DeepResearchServer, params: types.CompletionParams) -> types.CompletionList | None:
+        doc = ls.document(params.text_document.uri)
+        if doc is None:
+            return None
+        try:
+            snapshot = ls.snapshot(ls.place(doc.uri))
+            candidates = assist.complete(doc.parsed, doc.positions.from_client(params.position), snapshot)
+        except Exception as error:
+            log.exception("completion failed: %s", error)
+            return None
+        snippets = ls.supports("text_document.completion.completion_item.snippet_support")
+        items = [_item(c, doc.positions, snippets) for c in candidates]
+        return types.CompletionList(is_incomplete=False, items=items)
+
+
+def _item(candidate: assist.Candidate, positions: convert.Positions, snippets: bool) -> types.CompletionItem:
+    use_snippet = snippets and candidate.snippet is not None
+    return types.CompletionItem(
+        label=candidate.label,
+        kind=_KINDS[candidate.kind],
+        detail=candidate.detail,
+        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=candidate.documentation),
+        text_edit=types.TextEdit(
+            range=positions.range(candidate.replace),
+            new_text=candidate.snippet if use_snippet and candidate.snippet else candidate.text,
+        ),
+        insert_text_format=types.InsertTextFormat.Snippet if use_snippet else types.InsertTextFormat.PlainText,
+        filter_text=candidate.filter_text,
+        sort_text=candidate.sort_text,
+    )

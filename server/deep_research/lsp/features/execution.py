@@ -1,0 +1,285 @@
+"""Workspace commands: execute a message, show the prompt, the tree, new research.
+
+Execution awaits the client (progress, the edit that consumes the message, showing
+the prompt), so it is async; the engine's work runs in a worker thread so the server
+keeps answering while files are written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import from_fs_path, to_fs_path
+
+from ...engine.commands import ApprovalMode
+from ...engine.outline import Node, outline
+from ...engine.research import Execution, Research
+from ...engine.store import read_text
+from ..server import DeepResearchServer, Place
+from .diagnostics import refresh_diagnostics
+
+log = logging.getLogger("deep_research.lsp")
+DID_EXECUTE = "deepResearch/didExecute"
+
+
+def register(server: DeepResearchServer) -> None:
+    locks: dict[str, asyncio.Lock] = {}
+
+    async def execute(ls: DeepResearchServer, uri: str, approve_all: bool) -> dict[str, Any]:
+        # One execution per document at a time, so a save racing a command cannot run a message twice.
+        lock = locks.setdefault(uri, asyncio.Lock())
+        async with lock:
+            return await run_execution(ls, uri, approve_all=approve_all)
+
+    @server.command("deepResearch.execute")
+    async def execute_command(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        return await execute(ls, uri, True)
+
+    @server.command("deepResearch.executeOnSave")
+    async def execute_on_save(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        return await execute(ls, uri, False)
+
+    @server.command("deepResearch.showPrompt")
+    async def show_prompt(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        research = _research_or_error(ls, uri)
+        path = research.prompt_path
+        if not path.is_file():
+            await asyncio.to_thread(research.write_prompt)
+        shown = await _show(ls, path, take_focus=True)
+        return {"uri": from_fs_path(str(path)), "shown": shown}
+
+    @server.command("deepResearch.tree")
+    def tree(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        research = _research_or_error(ls, uri)
+        state = research.state()
+        root = outline(research)
+        focus = research.focus()
+        return {
+            "root": from_fs_path(str(research.root)),
+            "phase": state.phase.value,
+            "approvalMode": ls.settings.approval_mode.label,
+            "focus": None if focus is None else {
+                "title": focus.title, "criteriaMet": focus.criteria_met, "criteriaTotal": len(focus.criteria),
+            },
+            "tree": _node_json(root) if root else None,
+        }
+
+    @server.command("deepResearch.newResearch")
+    def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        path = _fs_path(uri)
+        folder = path if path.is_dir() or not path.suffix else path.parent
+        try:
+            research = Research.create(folder, exist_ok=True)
+        except (OSError, ValueError) as error:
+            raise JsonRpcInvalidParams(f"cannot make {folder} a research: {error}") from None
+        except Exception as error:  # NotAResearch: inside another research
+            raise JsonRpcInvalidParams(str(error)) from None
+        document = path if path.suffix == ".dr" else research.root / "message.dr"
+        refresh_diagnostics(ls)
+        return {"root": from_fs_path(str(research.root)), "document": from_fs_path(str(document))}
+
+
+async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
+    doc = ls.document(uri)
+    place = ls.place(uri)
+    if doc is None:
+        text = _disk_text(uri)  # a document the client has not opened: run the file itself
+    else:
+        text = doc.text
+    if place.research is None:
+        return _result(False, "not-a-research", message=place.problem)
+    if not text.strip():
+        return _result(False, "empty")
+    if ls.executed.get(uri) == text:
+        return _result(False, "already-executed")
+    mode = ApprovalMode.DELETE if approve_all else ls.settings.approval_mode
+    progress = await _Progress.start(ls, "Deep Research: executing the message")
+    try:
+        result: Execution = await asyncio.to_thread(
+            place.research.execute, text, mode=mode,
+            consume=None if doc is not None else _fs_path(uri), cancelled=progress.cancelled,
+        )
+        if not result.executed:
+            if result.reason == "needs-approval" and result.analysis is not None:
+                _tell_needs_approval(ls, result, mode)
+            return _result(False, result.reason)
+        ls.executed[uri] = text
+        progress.report("Clearing the executed message")
+        if doc is not None:
+            await _consume(ls, uri, text)
+        refresh_diagnostics(ls)
+        ls.protocol.notify(DID_EXECUTE, {
+            "uri": uri, "phase": result.analysis.after.phase.value if result.analysis else None,
+            "focusChanged": bool(result.analysis and result.analysis.focus_changed),
+        })
+        shown = False
+        if ls.settings.show_prompt:
+            shown = await _show(ls, place.research.prompt_path, take_focus=False)
+        return _result(True, None, result, place, shown)
+    finally:
+        progress.end()
+
+
+def _result(
+    executed: bool, reason: str | None, result: Execution | None = None, place: Place | None = None,
+    shown: bool = False, message: str | None = None,
+) -> dict[str, Any]:
+    analysis = result.analysis if result else None
+    out: dict[str, Any] = {
+        "executed": executed,
+        "reason": reason,
+        "report": result.reply if result else "",
+        "ok": 0, "failed": 0, "skipped": 0,
+        "focusChanged": False,
+        "phase": None,
+        "promptUri": None,
+        "promptShown": shown,
+    }
+    if message:
+        out["message"] = message
+    if analysis is not None:
+        from ...engine.analysis import Status
+
+        out.update(ok=analysis.count(Status.OK), failed=analysis.count(Status.FAILED),
+                   skipped=analysis.count(Status.SKIPPED), focusChanged=analysis.focus_changed,
+                   phase=analysis.after.phase.value)
+    if place is not None and place.research is not None:
+        out["promptUri"] = from_fs_path(str(place.research.prompt_path))
+    return out
+
+
+def _tell_needs_approval(ls: DeepResearchServer, result: Execution, mode: ApprovalMode) -> None:
+    assert result.analysis is not None
+    needing = result.analysis.needing_approval(mode)
+    names = ", ".join(f"{o.command.name} ({o.spec.kind.label})" for o in needing if o.spec)
+    ls.window_show_message(types.ShowMessageParams(
+        type=types.MessageType.Warning,
+        message=(f"Deep Research: the message was not executed: {names} exceed the approval mode "
+                 f"“{mode.label}”. Use the code action “approve and execute” to run it."),
+    ))
+
+
+async def _consume(ls: DeepResearchServer, uri: str, executed: str) -> None:
+    """Remove the executed message from the editor's buffer, keeping anything typed after it."""
+    doc = ls.document(uri)
+    if doc is None or not ls.supports("workspace.apply_edit"):
+        return
+    if doc.text == executed:
+        end = doc.positions.end()
+    elif doc.text.startswith(executed):
+        end = doc.positions.to_client(_end_of(executed))
+    else:
+        log.warning("the message in %s changed during execution; it was not cleared", uri)
+        return
+    edit = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0), end=end), new_text="")
+    if ls.supports("workspace.workspace_edit.document_changes"):
+        workspace_edit = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+            text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=doc.version),
+            edits=[edit],
+        )])
+    else:
+        workspace_edit = types.WorkspaceEdit(changes={uri: [edit]})
+    try:
+        applied = await ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=workspace_edit, label="Deep Research: message executed")
+        )
+        if not applied.applied:
+            log.warning("the client did not clear the executed message in %s: %s", uri, applied.failure_reason)
+    except Exception as error:
+        log.warning("could not clear the executed message in %s: %s", uri, error)
+
+
+def _end_of(text: str):
+    from ...engine.text import Pos, split_lines
+
+    lines = split_lines(text)
+    return Pos(len(lines) - 1, len(lines[-1]))
+
+
+async def _show(ls: DeepResearchServer, path: Path, *, take_focus: bool) -> bool:
+    if not ls.supports("window.show_document.support"):
+        return False
+    try:
+        shown = await ls.window_show_document_async(
+            types.ShowDocumentParams(uri=from_fs_path(str(path)), take_focus=take_focus)
+        )
+        return bool(shown.success)
+    except Exception as error:
+        log.warning("could not show the prompt: %s", error)
+        return False
+
+
+class _Progress:
+    """Work-done progress when the client supports it; cancellable before the commit."""
+
+    def __init__(self, ls: DeepResearchServer, token: str | None) -> None:
+        self.ls, self.token = ls, token
+
+    @classmethod
+    async def start(cls, ls: DeepResearchServer, title: str) -> _Progress:
+        if not ls.supports("window.work_done_progress"):
+            return cls(ls, None)
+        token = str(uuid.uuid4())
+        try:
+            await ls.work_done_progress.create_async(token)
+        except Exception as error:
+            log.warning("no progress: %s", error)
+            return cls(ls, None)
+        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True, percentage=0))
+        return cls(ls, token)
+
+    def cancelled(self) -> bool:
+        if self.token is None:
+            return False
+        future = self.ls.work_done_progress.tokens.get(self.token)
+        return bool(future is not None and future.cancelled())
+
+    def report(self, message: str) -> None:
+        if self.token is not None:
+            self.ls.work_done_progress.report(self.token, types.WorkDoneProgressReport(message=message, percentage=80))
+
+    def end(self) -> None:
+        if self.token is not None:
+            self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message="Done"))
+            self.token = None
+
+
+def _node_json(node: Node) -> dict[str, Any]:
+    return {
+        "title": node.title,
+        "status": node.status.value,
+        "criteriaMet": node.criteria_met,
+        "criteriaTotal": node.criteria_total,
+        "focused": node.focused,
+        "definitionUri": from_fs_path(str(node.definition_file)),
+        "children": [_node_json(c) for c in node.children],
+    }
+
+
+def _fs_path(uri: str) -> Path:
+    path = to_fs_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
+    if path is None:
+        raise JsonRpcInvalidParams(f"expected a file URI, got {uri!r}")
+    return Path(path)
+
+
+def _disk_text(uri: str) -> str:
+    path = _fs_path(uri)
+    text = read_text(path) if path.is_file() else None
+    if text is None:
+        raise JsonRpcInvalidParams(f"no open document and no readable file for {uri}")
+    return text
+
+
+def _research_or_error(ls: DeepResearchServer, uri: str) -> Research:
+    _fs_path(uri)
+    place = ls.place(uri)
+    if place.research is None:
+        raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
+    return place.research

@@ -1,0 +1,176 @@
+"""The language server: a pygls server holding per-document state, and its wiring.
+
+Features live in `features/*.py`, each with a `register(server)` function; this module
+builds a fresh server and registers them in order (no module-level server, so tests
+can make as many as they like). Handlers are thin: they convert LSP values, call the
+engine, and convert back.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.capabilities import get_capability
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument
+
+from .. import __version__
+from ..engine.analysis import Analysis
+from ..engine.assist import Snapshot
+from ..engine.parser import ParsedMessage, parse
+from ..engine.research import Location, NotAResearch, Research, locate
+from ..engine.state import Phase
+from ..engine.store import FileCache
+from ..engine.text import split_lines
+from .config import Settings
+from .convert import Positions
+
+log = logging.getLogger("deep_research.lsp")
+
+
+@dataclass
+class Place:
+    """Where a document sits: its research, or why it has none."""
+
+    research: Research | None
+    root: Path | None
+    problem: str | None  # shown as a diagnostic when the document cannot run here
+
+    @property
+    def phase(self) -> Phase:
+        return self.research.state().phase if self.research else Phase.NO_PROBLEM
+
+
+@dataclass
+class Document:
+    """One open document as the features see it: text, parse, position conversion."""
+
+    uri: str
+    version: int | None
+    text: str
+    parsed: ParsedMessage
+    positions: Positions
+
+
+class DeepResearchServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("deep-research", __version__)
+        self.settings = Settings()
+        self._researches: dict[Path, Research] = {}
+        self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
+        # Text each document held when it was executed: that text never runs again,
+        # until the document has held something else (then it is a new message).
+        self.executed: dict[str, str] = {}
+
+    # -- errors go to the log, never to popups ------------------------------------------------
+
+    def report_server_error(self, error: Exception, source: object) -> None:
+        log.error("internal error (%s): %s: %s", getattr(source, "__name__", source), type(error).__name__, error)
+
+    # -- client capabilities ------------------------------------------------------------------
+
+    def supports(self, path: str) -> bool:
+        return bool(get_capability(self.client_capabilities, path, False))
+
+    @property
+    def pulls_diagnostics(self) -> bool:
+        return get_capability(self.client_capabilities, "text_document.diagnostic", None) is not None
+
+    @property
+    def encoding(self) -> str:
+        encoding = self.server_capabilities.position_encoding
+        return str(encoding.value if hasattr(encoding, "value") else encoding or types.PositionEncodingKind.Utf16)
+
+    # -- documents ----------------------------------------------------------------------------
+
+    def document(self, uri: str) -> Document | None:
+        """The open document, parsed (cached per version); None for unknown URIs."""
+        if uri not in self.workspace.text_documents:
+            return None
+        doc: TextDocument = self.workspace.get_text_document(uri)
+        text = doc.source
+        cached = self._parses.get(uri)
+        if cached is not None and cached[0] == doc.version and cached[1] == text:
+            parsed = cached[2]
+        else:
+            parsed = parse(text)
+            self._parses[uri] = (doc.version, text, parsed)
+        return Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
+
+    def forget(self, uri: str) -> None:
+        self._parses.pop(uri, None)
+        self.executed.pop(uri, None)
+
+    def place(self, uri: str) -> Place:
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path is None:
+            return Place(None, None, "This document is not saved in a folder. Save it as a `.dr` file in a "
+                                     "research folder to run its messages.")
+        folder = Path(path).parent
+        where, root = locate(folder)
+        if where is Location.NONE:
+            return Place(None, folder, (
+                f"This folder is not a research, so messages cannot run here. A research lives in the folder of "
+                f"its .dr document: make this folder one with the command “Deep Research: New Research” "
+                f"(or `deep-research new {folder}`), or move this document into a research folder."))
+        if where is Location.INSIDE:
+            return Place(None, root, (
+                f"This document is inside the problem tree of the research in {root}. Messages run from a "
+                f".dr document in the research's own folder: {root}."))
+        try:
+            return Place(self.research(root), root, None)
+        except (NotAResearch, OSError) as error:
+            return Place(None, root, f"The research in {root} cannot be opened: {error}")
+
+    def research(self, root: Path) -> Research:
+        """One Research per folder for the server's life: its file cache is shared by documents."""
+        root = root.resolve()
+        if root not in self._researches:
+            self._researches[root] = Research.open(root, FileCache())
+        return self._researches[root]
+
+    def snapshot(self, place: Place) -> Snapshot:
+        research = place.research
+        if research is None:
+            return Snapshot(Phase.NO_PROBLEM)
+        state = research.state()
+        if state.phase is Phase.NO_PROBLEM:
+            return Snapshot(state.phase)
+        focus = research.tree.problem(state.focus)
+        children = tuple(research.tree.children(state.focus))
+        folders = {c.title: research.tree.folder(c.path) for c in children}
+        return Snapshot(state.phase, focus, children, folders)
+
+    def analysis(self, doc: Document, place: Place) -> Analysis | None:
+        if place.research is None:
+            return None
+        return place.research.analyze(doc.text)
+
+
+def create_server() -> DeepResearchServer:
+    """A new server with every feature registered. Order matters only for readability."""
+    from .features import actions, completion, diagnostics, execution, navigation, workspace
+
+    server = DeepResearchServer()
+    for feature in (workspace, diagnostics, completion, navigation, actions, execution):
+        feature.register(server)
+    return server
+
+
+def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
+    from .logs import setup_logging
+
+    server = create_server()
+    setup_logging(server, log_file)
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        if not port.isdigit():
+            raise SystemExit(f"--tcp wants HOST:PORT, got {tcp!r}")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
+    return 0

@@ -1,0 +1,122 @@
+"""pytest-lsp fixtures: the real server over stdio, with VS Code's and Neovim's capabilities.
+
+Spec violations (a request the client did not advertise support for) are errors
+(pyproject.toml turns LspSpecificationWarning into an error).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+
+from deep_research.lsp.client_support import converter_factory
+
+REPO = Path(__file__).resolve().parents[2]
+PRESETS = ["visual-studio-code", "neovim"]
+SERVER = [sys.executable, "-m", "deep_research", "serve"]
+ENV = {**os.environ, "PYTHONPATH": str(REPO / "server")}
+
+
+def make_client() -> LanguageClient:
+    client = LanguageClient(converter_factory=converter_factory)
+    client.diagnostic_versions = {}  # type: ignore[attr-defined]
+
+    def publish_diagnostics(ls: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
+        ls.diagnostics[params.uri] = params.diagnostics
+        ls.diagnostic_versions[params.uri] = params.version  # type: ignore[attr-defined]
+
+    features = {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish_diagnostics}
+    register_lsp_features(client, features)
+    client.applied_edits = []  # type: ignore[attr-defined]
+    client.executed_notifications = []  # type: ignore[attr-defined]
+
+    @client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        client.applied_edits.append(params)  # type: ignore[attr-defined]
+        for change in params.edit.document_changes or []:
+            if isinstance(change, types.TextDocumentEdit):
+                _apply_to_open_document(client, change.text_document.uri, change.edits)
+        for uri, edits in (params.edit.changes or {}).items():
+            _apply_to_open_document(client, uri, edits)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+    client.registrations = []  # type: ignore[attr-defined]
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register_capability(params: types.RegistrationParams) -> None:
+        client.registrations.extend(params.registrations)  # type: ignore[attr-defined]
+
+    @client.feature("deepResearch/didExecute")
+    def did_execute(params) -> None:
+        client.executed_notifications.append(params)  # type: ignore[attr-defined]
+
+    return client
+
+
+def _apply_to_open_document(client: LanguageClient, uri: str, edits) -> None:
+    """Behave like an editor: apply the edit to our copy and tell the server (didChange)."""
+    docs = client.documents  # type: ignore[attr-defined]
+    if uri not in docs:
+        return
+    version, text = docs[uri]
+    lines = text.split("\n")
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        start = _offset(lines, edit.range.start, client)
+        end = _offset(lines, edit.range.end, client)
+        text = text[:start] + edit.new_text + text[end:]
+        lines = text.split("\n")
+    docs[uri] = (version + 1, text)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version + 1),
+        content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+    ))
+
+
+def _offset(lines: list[str], position: types.Position, client: LanguageClient) -> int:
+    encoding = client.encoding  # type: ignore[attr-defined]
+    offset = sum(len(line) + 1 for line in lines[: position.line])
+    if position.line >= len(lines):
+        return offset
+    line, units, index = lines[position.line], 0, 0
+    while index < len(line) and units < position.character:
+        char = line[index]
+        units += len(char.encode("utf-8")) if encoding == "utf-8" else len(char.encode("utf-16-le")) // 2
+        index += 1
+    return offset + index
+
+
+@pytest_lsp.fixture(
+    params=PRESETS,
+    config=ClientServerConfig(server_command=SERVER, client_factory=make_client, server_env=ENV),
+)
+async def client(request, lsp_client: LanguageClient, tmp_path: Path):
+    lsp_client.documents = {}  # type: ignore[attr-defined]
+    lsp_client.preset = request.param  # type: ignore[attr-defined]
+    lsp_client.set_configuration({"approvalMode": "update"}, section="deepResearch")
+    result = await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities(request.param),
+        root_uri=tmp_path.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="research")],
+    ))
+    lsp_client.init_result = result  # type: ignore[attr-defined]
+    encoding = result.capabilities.position_encoding
+    lsp_client.encoding = getattr(encoding, "value", encoding) or "utf-16"  # type: ignore[attr-defined]
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def research(tmp_path: Path) -> Path:
+    """A fresh research folder made by the real command line."""
+    folder = tmp_path / "research"
+    subprocess.run([*SERVER[:-1], "new", str(folder), "--instruction", "Study tiling"], check=True, env=ENV,
+                   capture_output=True)
+    return folder
