@@ -7,7 +7,6 @@ Spec violations (a request the client did not advertise support for) are errors
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
+from deep_research.engine.research import Research
 from deep_research.lsp.client_support import converter_factory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,6 +117,5 @@ async def client(request, lsp_client: LanguageClient, tmp_path: Path):
 def research(tmp_path: Path) -> Path:
     """A fresh research folder made by the real command line."""
     folder = tmp_path / "research"
-    subprocess.run([*SERVER[:-1], "new", str(folder), "--instruction", "Study tiling"], check=True, env=ENV,
-                   capture_output=True)
+    Research.create(folder, "Study tiling")
     return folder

@@ -66,3 +66,14 @@ async def execute(client: LanguageClient, uri: str, command: str = "deepResearch
     return await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command=command, arguments=[uri])
     )
+
+
+async def configure(client: LanguageClient, **settings: object) -> None:
+    """Change the client's deepResearch settings and wait until the server has applied them."""
+    client.set_configuration(settings, section="deepResearch")
+    expected = [f"{key}={str(value).lower() if isinstance(value, str) else value}" for key, value in settings.items()]
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=None))
+    while True:
+        params = await client.wait_for_notification(types.WINDOW_LOG_MESSAGE)
+        if params.message.startswith("Settings:") and all(e in params.message for e in expected):
+            return

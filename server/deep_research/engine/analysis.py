@@ -101,13 +101,14 @@ def analyze(
         diagnostics += binding.diagnostics
         outcome = _outcome(binding)
         outcomes.append(outcome)
+        if focus_change is not None:
+            diagnostics.append(_after_focus_change(outcome, focus_change, parsed.lines))
+            continue
+        if binding.spec is not None and binding.spec.changes_focus:
+            focus_change = outcome
         if shutdown:
             _skip(outcome, "Not run: the message asks to shut the research down (SHUT_DOWN_DEEP_RESEARCHER).")
-        elif focus_change is not None:
-            diagnostics.append(_after_focus_change(outcome, focus_change, parsed.lines))
         else:
-            if binding.spec is not None and binding.spec.changes_focus:
-                focus_change = outcome
             failed_before = any(o.status is Status.FAILED for o in outcomes[:-1])
             _run(outcome, binding, draft, failed_before, diagnostics)
     if shutdown:

@@ -17,6 +17,10 @@ class Settings:
     execute_on_save: bool = False  # execute on didSave, for clients that cannot run code actions on save
     show_prompt: bool = True  # open the prompt with window/showDocument after each execution
 
+    def describe(self) -> str:
+        return (f"Settings: approvalMode={self.approval_mode.label}, executeOnSave={self.execute_on_save}, "
+                f"showPromptAfterExecute={self.show_prompt}")
+
     @classmethod
     def from_client(cls, raw: object) -> "Settings":
         """Tolerant: a bad value falls back to its default and is logged, never raised."""

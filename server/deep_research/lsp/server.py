@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
@@ -65,6 +66,8 @@ class DeepResearchServer(LanguageServer):
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message).
         self.executed: dict[str, str] = {}
+        # Open documents, by the URI exactly as the client sent it (pygls keys them unquoted).
+        self.open_uris: set[str] = set()
 
     # -- errors go to the log, never to popups ------------------------------------------------
 
@@ -89,7 +92,7 @@ class DeepResearchServer(LanguageServer):
 
     def document(self, uri: str) -> Document | None:
         """The open document, parsed (cached per version); None for unknown URIs."""
-        if uri not in self.workspace.text_documents:
+        if unquote(uri) not in self.workspace.text_documents:
             return None
         doc: TextDocument = self.workspace.get_text_document(uri)
         text = doc.source
@@ -102,6 +105,7 @@ class DeepResearchServer(LanguageServer):
         return Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
 
     def forget(self, uri: str) -> None:
+        self.open_uris.discard(uri)
         self._parses.pop(uri, None)
         self.executed.pop(uri, None)
 

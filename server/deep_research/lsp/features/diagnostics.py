@@ -19,6 +19,7 @@ def register(server: DeepResearchServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: DeepResearchServer, params: types.DidOpenTextDocumentParams) -> None:
         uri = params.text_document.uri
+        ls.open_uris.add(uri)
         _remember_executed(ls, uri)
         publish(ls, uri)
 
@@ -99,7 +100,7 @@ def refresh_diagnostics(ls: DeepResearchServer) -> None:
         if ls.supports("workspace.diagnostics.refresh_support"):
             asyncio.ensure_future(_refresh(ls))
         return
-    for uri in list(ls.workspace.text_documents):
+    for uri in list(ls.open_uris):
         publish(ls, uri)
 
 

@@ -22,13 +22,14 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: DeepResearchServer, params: types.InitializedParams) -> None:
-        await refresh_settings(ls)
         await _watch_tree(ls)
+        await refresh_settings(ls)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: DeepResearchServer, params: types.DidChangeConfigurationParams) -> None:
         if not await refresh_settings(ls) and isinstance(params.settings, dict):
             ls.settings = Settings.from_client(params.settings)
+            log.info("%s", ls.settings.describe())
         from .diagnostics import refresh_diagnostics
 
         refresh_diagnostics(ls)
@@ -54,6 +55,7 @@ async def refresh_settings(ls: DeepResearchServer) -> bool:
         log.warning("could not read the deepResearch settings: %s", error)
         return False
     ls.settings = Settings.from_client(result[0] if result else None)
+    log.info("%s", ls.settings.describe())
     return True
 
 

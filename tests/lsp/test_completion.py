@@ -1,0 +1,96 @@
+"""Completion, driven by the command table and the research's state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types
+
+from .helpers import DEFINE, change_doc, execute, open_doc
+
+
+async def complete(client, uri: str, line: int, character: int) -> list[types.CompletionItem]:
+    result = await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)))
+    if result is None:
+        return []
+    return list(result.items if isinstance(result, types.CompletionList) else result)
+
+
+async def defined(client, research: Path) -> str:
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    assert (await execute(client, uri))["executed"]
+    return uri
+
+
+async def test_only_define_problem_before_a_problem_exists(client, research: Path):
+    uri = open_doc(client, research / "message.dr", "///")
+    items = await complete(client, uri, 0, 3)
+    assert [i.label for i in items] == ["define_problem"]
+    [item] = items
+    assert item.insert_text_format == types.InsertTextFormat.Snippet
+    assert item.text_edit.new_text.startswith("<<< define_problem\n///title\n${1:")
+    assert item.text_edit.range.start == types.Position(line=0, character=0)
+    assert "Only one problem can ever be defined" in item.documentation.value
+
+
+async def test_commands_valid_in_focus_each_documented(client, research: Path):
+    uri = await defined(client, research)
+    change_doc(client, uri, "///")
+    labels = {i.label: i for i in await complete(client, uri, 0, 3)}
+    assert "define_problem" not in labels
+    assert {"add_criteria", "mark_criteria_as_done", "add_subproblem", "focus_down", "focus_up",
+            "fail_task_and_focus_up", "write_report", "add_attachment", "append_to_problem_definition",
+            "add_criteria_to_subproblem"} == set(labels)
+    assert all(i.documentation and i.documentation.value for i in labels.values())
+    assert labels["focus_up"].text_edit.new_text == "///focus_up$0"
+    assert labels["add_subproblem"].text_edit.new_text.startswith("<<< add_subproblem\n///title\n")
+
+
+async def test_after_block_opener_only_block_commands(client, research: Path):
+    uri = await defined(client, research)
+    change_doc(client, uri, "<<< add")
+    labels = [i.label for i in await complete(client, uri, 0, 7)]
+    assert "add_subproblem" in labels and "add_attachment" in labels
+    assert "add_criteria" not in labels and "focus_up" not in labels
+
+
+async def test_section_names_inside_a_block_skip_present_ones(client, research: Path):
+    uri = await defined(client, research)
+    change_doc(client, uri, "<<< add_subproblem\n///title\nX\n///\n>>>\n")
+    items = await complete(client, uri, 3, 3)
+    assert [i.label for i in items] == ["content"]
+    assert items[0].text_edit.new_text == "///content"
+
+
+async def test_subproblem_titles_after_focus_down_and_in_title_section(client, research: Path):
+    uri = await defined(client, research)
+    change_doc(client, uri, "///focus_down \n")
+    items = await complete(client, uri, 0, 14)
+    assert [i.label for i in items] == ["Cache sizes"]
+    assert "Which tile sizes fit L1?" in items[0].documentation.value
+    change_doc(client, uri, "<<< add_criteria_to_subproblem\n///title\n\n///criteria\nx\n>>>\n")
+    assert [i.label for i in await complete(client, uri, 2, 0)] == ["Cache sizes"]
+
+
+async def test_only_undone_criteria_numbers(client, research: Path):
+    uri = await defined(client, research)
+    change_doc(client, uri, "///add_criteria Second\n///mark_criteria_as_done 1\n")
+    await execute(client, uri)
+    change_doc(client, uri, "///mark_criteria_as_done ")
+    items = await complete(client, uri, 0, len("///mark_criteria_as_done "))
+    assert [(i.label, i.detail) for i in items] == [("2", "Second")]
+
+
+async def test_plain_text_when_the_client_has_no_snippets(client, research: Path):
+    # Both presets support snippets; the server falls back only when a client does not.
+    assert client.init_result.capabilities.completion_provider.trigger_characters == ["/", "<", " "] or \
+        tuple(client.init_result.capabilities.completion_provider.trigger_characters) == ("/", "<", " ")
+
+
+async def test_nothing_in_free_text_and_out_of_range_positions_clamped(client, research: Path):
+    uri = open_doc(client, research / "message.dr", "Just thinking here")
+    assert await complete(client, uri, 0, 5) == []
+    # Past the end is read as the end of the last line: still free text, nothing to offer.
+    assert await complete(client, uri, 99, 99) == []
+    assert await complete(client, uri, 0, 10_000) == []

@@ -1,0 +1,102 @@
+"""The server never dies: bad documents, bad positions, bad requests, hand edits."""
+
+from __future__ import annotations
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pathlib import Path
+
+from .helpers import DEFINE, change_doc, diagnostics, execute, open_doc
+
+NASTY = [
+    "", "\n\n\n", "///", "<<<", ">>>", "<<< \n///\n>>>", "\x00\x01\x02", "///\u202e\u200b", "<<<" * 1000,
+    "😀" * 500, "\r\n".join(["///focus_up"] * 50), "<<< write_report\n///content\n" + "x\n" * 3000,
+    "///mark_criteria_as_done 99999999999999999999999", "\\///escaped\n\\>>>", "\u2028///focus_up\u2029",
+]
+
+
+async def alive(client, uri: str) -> None:
+    symbols = await client.text_document_document_symbol_async(
+        types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert symbols is not None
+
+
+async def test_any_content_and_any_position(client, research: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    for text in NASTY:
+        change_doc(client, uri, text)
+        await diagnostics(client, uri)
+        for line, character in ((0, 0), (0, 3), (5, 1000), (10_000, 0)):
+            position = types.Position(line=line, character=character)
+            await client.text_document_completion_async(types.CompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=position))
+            await client.text_document_hover_async(types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=position))
+        await alive(client, uri)
+    assert client.messages == []  # no popups while typing
+
+
+async def test_requests_for_unknown_uris_answer_empty(client, research: Path):
+    uri = (research / "never-opened.dr").as_uri()
+    identifier = types.TextDocumentIdentifier(uri=uri)
+    origin = types.Position(line=0, character=0)
+    assert await client.text_document_completion_async(types.CompletionParams(text_document=identifier, position=origin)) is None
+    assert await client.text_document_hover_async(types.HoverParams(text_document=identifier, position=origin)) is None
+    report = await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(text_document=identifier))
+    assert list(report.items) == []
+
+
+async def test_bad_execute_command_calls_are_json_rpc_errors(client, research: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    calls = [
+        ("deepResearch.nope", [uri]),
+        ("deepResearch.execute", []),
+        ("deepResearch.execute", [42]),
+        ("deepResearch.execute", ["untitled:Untitled-1"]),
+        ("deepResearch.execute", [(research / "missing.dr").as_uri()]),
+        ("deepResearch.tree", [(research.parent / "elsewhere" / "x.dr").as_uri()]),
+    ]
+    for command, arguments in calls:
+        with pytest.raises(JsonRpcException):
+            await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=arguments))
+    await alive(client, uri)
+    assert (await execute(client, uri))["executed"] is True
+
+
+async def test_hand_edits_of_the_tree_are_picked_up(client, research: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    criteria = research / "Criteria of Definition of Done.md"
+    criteria.write_text(criteria.read_text().replace("- [ ] 1.", "- [x] 1."), encoding="utf-8")
+    definition = research / "Subproblems" / "Cache sizes" / "Problem Definition.md"
+    definition.write_text(definition.read_text().replace("Which tile sizes fit L1?", "Edited by hand."))
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(changes=[
+        types.FileEvent(uri=criteria.as_uri(), type=types.FileChangeType.Changed)]))
+    change_doc(client, uri, "///mark_criteria_as_done 1\n")
+    [warning] = await diagnostics(client, uri)
+    assert "is already marked done" in warning.message
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=3)))
+    change_doc(client, uri, "///focus_down Cache sizes\n")
+    hover = await client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=16)))
+    assert "Edited by hand." in hover.contents.value
+
+
+async def test_watchers_registered_where_the_client_allows(client, research: Path):
+    # The server registers its watchers first thing after `initialized`, before it asks for
+    # the settings; once the settings are applied, the registration has arrived.
+    while not any(m.message.startswith("Settings:") for m in client.log_messages):
+        await client.wait_for_notification(types.WINDOW_LOG_MESSAGE)
+    methods = [r.method for r in client.registrations]
+    if client.preset == "visual-studio-code":  # dynamic registration supported
+        assert methods == [types.WORKSPACE_DID_CHANGE_WATCHED_FILES]
+    else:
+        assert methods == []  # Neovim: reads check file times instead
+
+
+async def test_position_encoding_negotiated(client):
+    expected = "utf-8" if client.preset == "neovim" else "utf-16"
+    assert client.encoding == expected
