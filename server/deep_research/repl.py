@@ -64,7 +64,7 @@ def _typed_messages() -> Iterator[str]:
     while True:
         try:
             yield session.prompt("message> ", multiline=True, bottom_toolbar=toolbar,
-                                 prompt_continuation=lambda width, line, wrap: " " * width)
+                                 prompt_continuation=lambda width, _line, _wrap: " " * width)
         except EOFError:
             return
         except KeyboardInterrupt:

@@ -110,7 +110,7 @@ def analyze(
             _skip(outcome, "Not run: the message asks to shut the research down (SHUT_DOWN_DEEP_RESEARCHER).")
         else:
             failed_before = any(o.status is Status.FAILED for o in outcomes[:-1])
-            _run(outcome, binding, draft, failed_before, diagnostics)
+            _run(outcome, binding, draft, failed_before, diagnostics, _syntax_errors(parsed, command))
     if shutdown:
         draft.state = draft.state.evolve(phase=Phase.SHUT_DOWN)
     diagnostics.sort(key=lambda d: (d.span.start, d.severity))
@@ -129,7 +129,16 @@ def _fail(outcome: Outcome, why: str, fixes: tuple[Fix, ...] = ()) -> None:
     outcome.status, outcome.summary, outcome.fixes = Status.FAILED, why, fixes
 
 
-def _run(outcome: Outcome, binding: Binding, draft: Draft, failed_before: bool, out: list[Diagnostic]) -> None:
+def _syntax_errors(parsed: ParsedMessage, command: Command) -> list[Diagnostic]:
+    """The parser's errors inside a command (text outside sections …): it must not run."""
+    span = command.span
+    return [d for d in parsed.diagnostics if d.is_error and span.start <= d.span.start <= span.end]
+
+
+def _run(
+    outcome: Outcome, binding: Binding, draft: Draft, failed_before: bool, out: list[Diagnostic],
+    syntax_errors: list[Diagnostic],
+) -> None:
     spec, command = binding.spec, binding.command
     if spec is None:
         error = binding.error
@@ -142,7 +151,10 @@ def _run(outcome: Outcome, binding: Binding, draft: Draft, failed_before: bool, 
         _fail(outcome, why)
         return
     if not command.closed:
-        _fail(outcome, f"The block is not closed: add a line holding only `>>>` after its last section.")
+        _fail(outcome, "The block is not closed: add a line holding only `>>>` after its last section.")
+        return
+    if syntax_errors:
+        _fail(outcome, syntax_errors[0].message, syntax_errors[0].fixes)
         return
     if binding.args is None:
         error = binding.error

@@ -102,6 +102,14 @@ def _bind_block(command: Command, spec: CommandSpec, out: list[Diagnostic]) -> A
 
 
 def _unknown(command: Command) -> Diagnostic:
+    owners = [s.name for s in commands.COMMANDS.values() if command.name in s.section_names]
+    if owners and not command.is_block:
+        blocks = ", ".join(f"`<<< {name}`" for name in owners)
+        return Diagnostic(
+            command.name_span, Severity.ERROR, "section-outside-block",
+            f"`///{command.name}` is a section, not a command: it belongs inside a block such as {blocks}, "
+            "after the `<<< name` line and before the closing `>>>`.",
+        )
     suggestion = commands.suggest(command.name)
     if suggestion:
         message = f"Unknown command `{command.name}`. Did you mean `{suggestion}`?"

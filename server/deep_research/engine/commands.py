@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from .state import Phase
 
@@ -156,7 +156,6 @@ def _build() -> dict[str, CommandSpec]:
     from . import operations as op
 
     in_focus = _phases(Phase.IN_FOCUS)
-    title = Argument("title", ArgType.LINE, "one line; newlines become spaces", "Title of the problem")
     specs = [
         CommandSpec(
             "define_problem", Form.BLOCK, Kind.CREATE, _phases(Phase.NO_PROBLEM), False,
@@ -284,5 +283,3 @@ def suggest(name: str, candidates: list[str] | None = None) -> str | None:
     match = get_close_matches(name.lower(), pool, n=1, cutoff=0.6)
     return match[0] if match else None
 
-
-OperationFn = Callable[..., object]

@@ -18,7 +18,7 @@ from . import formats
 from .model import Attachment, Problem
 from .names import name_key, unique_component
 from .state import ROOT, ProblemPath, State, Status, now
-from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT
+from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .tree import Tree
 
 # What about a problem changed, hence which of its files must be written.
@@ -102,7 +102,7 @@ class Draft:
 
     def add_child(self, parent: ProblemPath, title: str, definition: str) -> Problem:
         siblings = self._child_paths(parent)
-        taken = {name_key(n) for n in self.tree.child_names(parent)} | {name_key(p[-1]) for p in siblings}
+        taken = self.tree.taken_names(self.tree.folder(parent) / SUBPROBLEMS) | {name_key(p[-1]) for p in siblings}
         path = parent + (unique_component(title, taken),)
         order = max((c.order for c in self.children(parent)), default=-1) + 1
         problem = Problem(path, title, definition, Status.OPEN, [], None, order, now())
@@ -124,7 +124,7 @@ class Draft:
         return any(name_key(a.name) == key for a in self.attachments(path))
 
     def add_attachment(self, path: ProblemPath, name: str, content: str) -> None:
-        taken = {name_key(f) for f in self.tree.attachment_files(path)}
+        taken = self.tree.taken_names(self.tree.folder(path) / ATTACHMENTS)
         taken |= {name_key(n.file_name) for n in self.new_attachments if n.path == path}
         file_name = unique_component(name, taken, suffix=".md")
         self.new_attachments.append(NewAttachment(path, file_name, Attachment(name, content, now())))

@@ -26,7 +26,7 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
     if not match:
         return {}, text
     meta: dict[str, str] = {}
-    for line in match.group(1).splitlines():
+    for line in match.group(1).split("\n"):
         key, sep, value = line.partition(":")
         if sep:
             value = value.strip()
@@ -60,7 +60,7 @@ def render_definition(problem: Problem) -> str:
 def parse_definition(text: str, path: ProblemPath, fallback_title: str) -> Problem:
     meta, body = split_front_matter(text)
     title = fallback_title
-    lines = body.splitlines()
+    lines = body.split("\n")  # not splitlines(): it also breaks on \f, \x1c, \u2028 ...
     for index, line in enumerate(lines):
         if not line.strip():
             continue
@@ -97,7 +97,7 @@ def render_criteria(criteria: list[Criterion]) -> str:
 def parse_criteria(text: str) -> list[Criterion]:
     """Every checkbox line is a criterion, numbered by its position. `[x]`, `[X]`, `[✓]` are done."""
     criteria = []
-    for line in text.splitlines():
+    for line in text.split("\n"):
         match = _CRITERION.match(line)
         if match and match.group(2):
             criteria.append(Criterion(match.group(2), match.group(1).strip() != ""))

@@ -36,7 +36,7 @@ def safe_component(name: str) -> str:
     for ch in text:
         if ch in "\t\n\r":
             chars.append(" ")
-        elif ch in _FORBIDDEN or ch in _BIDI_CONTROLS or unicodedata.category(ch) == "Cc":
+        elif ch in _FORBIDDEN or ch in _BIDI_CONTROLS or unicodedata.category(ch) in ("Cc", "Cs"):
             chars.append("_")
         else:
             chars.append(ch)

@@ -184,8 +184,8 @@ def _subproblem(draft: Draft, arg: Arg):
         raise CommandError(
             f"{_quote(focus.title)} has no subproblems yet. Add one first with `<<< add_subproblem`.", arg.span
         )
-    near = get_close_matches(arg.value, titles, n=1, cutoff=0.5)
-    near = near or [t for t in titles if t.casefold() == arg.value.casefold()]
+    near = [t for t in titles if t.casefold() == arg.value.casefold()]
+    near = near or get_close_matches(arg.value, titles, n=1, cutoff=0.5)
     fixes: tuple[Fix, ...] = ()
     hint = ""
     if near:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .text import Diagnostic, Edit, Fix, Pos, Severity, Span, split_lines, whole_lines
+from .text import Diagnostic, Edit, Fix, Pos, Severity, Span, clean_text, split_lines, whole_lines
 
 LINE_PREFIX = "///"
 BLOCK_OPEN = "<<<"
@@ -71,14 +71,10 @@ class ParsedMessage:
     def command_at(self, pos: Pos) -> Command | None:
         return next((c for c in self.commands if c.span.contains(pos)), None)
 
-    @property
-    def has_commands(self) -> bool:
-        return bool(self.commands)
-
 
 def parse(text: str) -> ParsedMessage:
     """Parse a whole message. Total: any string gives a result."""
-    return _Parser(text).run()
+    return _Parser(clean_text(text)).run()
 
 
 def unescape(line: str) -> str:
@@ -177,10 +173,10 @@ class _Parser:
                 self.diagnostics.append(
                     Diagnostic(
                         Span.on_line(number, col, col + len(extra)),
-                        Severity.WARNING,
+                        Severity.ERROR,
                         "block-header-text",
-                        f"Text after the command name of a block is ignored: put it in a section "
-                        f"(e.g. `///title`) on the next line.",
+                        "Text after the command name of a block would be lost: put it in a section "
+                        "(e.g. `///title`) on the next line.",
                     )
                 )
         self.block = Command(name, True, header, name_span, header, closed=False)
@@ -268,11 +264,11 @@ class _Parser:
         else:
             where = f"before line {last_line + 2}"
             insert = Edit(Span(Pos(last_line + 1, 0), Pos(last_line + 1, 0)), BLOCK_CLOSE + "\n")
-        label = f"`{block.name}`" if block.name else "This block"
+        label = f"Block `{block.name}`" if block.name else "This block"
         self._error(
             block.header,
             "unclosed-block",
-            f"Block {label} is not closed: add a line holding only `>>>` {where}. "
+            f"{label} is not closed: add a line holding only `>>>` {where}. "
             "Without it the block does not run.",
             Fix("Close the block with `>>>`", (insert,)),
         )
@@ -287,8 +283,8 @@ class _Parser:
         self._error(
             Span(Pos(first, 0), Pos(last, len(self.lines[last]))),
             "text-before-section",
-            f"Text inside a block must come after a section header such as "
-            f"`///content`; this text belongs to no section and would be lost.",
+            "Text inside a block must come after a section header such as "
+            "`///content`; this text belongs to no section and would be lost.",
         )
         self.stray_text = []
 

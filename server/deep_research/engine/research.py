@@ -28,11 +28,12 @@ from .names import name_key, unique_component
 from .parser import parse
 from .prompt import Bookkeeping, Entry, render_prompt
 from .reply import render_reply
-from .state import ROOT, Phase, ProblemPath, State, now
+from .state import ROOT, Phase, State, now
 from .store import (
     CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE, FileCache, Transaction,
     bookkeeping, locked, read_text, recover, session_file,
 )
+from .text import clean_text
 from .tree import Tree, read_attachments
 
 MESSAGE_FILE = "message.dr"
@@ -227,6 +228,7 @@ class Research:
         `consume` is the message document, emptied in the same transaction.
         `cancelled` is asked once more just before the commit; after it, nothing stops.
         """
+        text = clean_text(text)
         if not text.strip():
             return Execution(False, "empty")
         with locked(self.root):
@@ -257,7 +259,7 @@ class Research:
         turn = [Entry("assistant", text.rstrip(), now()), Entry("system", reply, now())]
         tx.append(session_file(self.root, before.session), "".join(e.to_json() for e in turn))
         if after.session != before.session:
-            transcript = [Entry("system", _session_note(draft, before, after), now())]
+            transcript = [Entry("system", _session_note(analysis, before, after), now())]
             tx.append(session_file(self.root, after.session), transcript[0].to_json())
         else:
             transcript = self.transcript(before.session) + turn
@@ -272,7 +274,7 @@ class Research:
 
 def message_digest(text: str) -> str:
     """Identifies a message's text, ignoring trailing whitespace and line-break style."""
-    return hashlib.sha256(text.replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
+    return hashlib.sha256(clean_text(text).replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
 
 
 def _parse_transcript(text: str) -> list[Entry]:
@@ -280,8 +282,18 @@ def _parse_transcript(text: str) -> list[Entry]:
     return [e for e in entries if e is not None]
 
 
-def _session_note(draft: Draft, before: State, after: State) -> str:
-    """The first entry of a new session: how the assistant got here."""
+def _session_note(analysis: Analysis, before: State, after: State) -> str:
+    """The first entry of a new session: how the assistant got here, and what of the last
+    message did not run (the old session, where its reply went, is no longer shown)."""
+    note = _arrival(analysis.draft, before, after)
+    lost = [o for o in analysis.outcomes if o.status is not Status.OK]
+    if lost:
+        note += "\n\nThese commands of your last message did not run; send them again if they still apply:\n"
+        note += "\n".join(f"- Line {o.line}, `{o.label}`: {o.summary}" for o in lost)
+    return note
+
+
+def _arrival(draft: Draft, before: State, after: State) -> str:
     if after.phase is not Phase.IN_FOCUS:
         return "The session ended."
     if before.phase is Phase.NO_PROBLEM:
@@ -341,6 +353,3 @@ def _not_a_research(folder: Path, where: Location, found: Path) -> str:
         f"{DEFINITION}. Create one with `deep-research new {folder}`."
     )
 
-
-def problem_path_label(path: ProblemPath) -> str:
-    return "/".join(path) or "(root)"

@@ -1,6 +1,6 @@
 """The research folder on disk: where each file lives, reading it, writing it safely.
 
-Reading goes through a cache keyed by each file's (inode, size, mtime), so unchanged
+Reading goes through a cache keyed by each file's (inode, size, times), so unchanged
 files are parsed once and a hand edit is seen on the next read, without watching.
 
 Writing goes through `Transaction`: the whole change set of a message is first saved
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ _LOCK = "lock"
 _TMP_MARK = ".tmp-dr-"
 
 T = TypeVar("T")
+log = logging.getLogger("deep_research.engine")
 
 
 class UnsafePath(Exception):
@@ -67,10 +69,10 @@ def session_file(root: Path, session: int) -> Path:
 
 
 class FileCache:
-    """Parsed file contents, valid while the file's (inode, size, mtime) is unchanged."""
+    """Parsed file contents, valid while the file's (inode, size, mtime, ctime) is unchanged."""
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, object], tuple[tuple[int, int, int], object]] = {}
+        self._entries: dict[tuple[str, object], tuple[tuple[int, ...], object]] = {}
 
     def read(self, path: Path, parse: Callable[[str], T], tag: object = None) -> T | None:
         """`parse(text)` of the file, or None if it does not exist or cannot be read."""
@@ -78,7 +80,7 @@ class FileCache:
             st = os.stat(path)
         except OSError:
             return None
-        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
         key = (str(path), tag)
         hit = self._entries.get(key)
         if hit is not None and hit[0] == signature:
@@ -168,7 +170,8 @@ class Transaction:
         self.writes[self._relative(target)] = text
 
     def append(self, target: Path, text: str) -> None:
-        self.appends.append((self._relative(target), text))
+        if text:
+            self.appends.append((self._relative(target), text))
 
     def _relative(self, target: Path) -> str:
         ensure_inside(self.root, target)
@@ -176,6 +179,8 @@ class Transaction:
 
     def commit(self, cache: FileCache | None = None) -> list[Path]:
         """Apply everything, all or nothing across crashes; returns the files changed."""
+        for rel in list(self.writes) + [rel for rel, _ in self.appends]:
+            _check_target(self.root, rel)
         pending = {
             "writes": self.writes,
             "appends": [
@@ -188,6 +193,22 @@ class Transaction:
         changed = _apply(self.root, pending, self.durable, cache)
         os.unlink(book / _PENDING)
         return changed
+
+
+class BlockedPath(Exception):
+    """Something on disk stands where the transaction must write (a folder for a file …)."""
+
+
+def _check_target(root: Path, rel: str) -> None:
+    """Refuse before the commit point what could not be applied after it."""
+    target = root / rel
+    if target.is_dir():
+        raise BlockedPath(f"cannot write {target}: a folder is in the way")
+    for parent in target.parents:
+        if parent == root:
+            break
+        if parent.exists() and not parent.is_dir():
+            raise BlockedPath(f"cannot write {target}: {parent} is a file, not a folder")
 
 
 def _size(path: Path) -> int:
@@ -233,8 +254,15 @@ def recover(root: Path, cache: FileCache | None = None) -> bool:
         except ValueError:
             pending = None  # torn before the atomic rename finished: nothing was applied
         if pending is not None:
-            _apply(root, pending, True, cache)
-            finished = True
+            try:
+                _apply(root, pending, True, cache)
+                finished = True
+            except OSError as error:
+                # Applying failed for a reason retrying cannot fix (a file made by hand where
+                # a folder must go …): keep the record for a person, and carry on.
+                kept = book / f"pending-failed-{secrets.token_hex(4)}.json"
+                os.replace(pending_file, kept)
+                log.error("could not finish an interrupted message (%s); its record is kept in %s", error, kept)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(pending_file)
         # Temporaries elsewhere in the tree exist only if a commit was interrupted.
@@ -244,7 +272,7 @@ def recover(root: Path, cache: FileCache | None = None) -> bool:
 
 
 def _sweep_temporaries(folder: Path, *, recursive: bool) -> None:
-    for current, dirs, files in os.walk(folder):
+    for current, _dirs, files in os.walk(folder):
         for name in files:
             if name.startswith(_TMP_MARK):
                 with contextlib.suppress(OSError):

@@ -16,6 +16,15 @@ from enum import IntEnum
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Replace lone surrogates (possible in JSON from an editor) so the text can be written
+    as UTF-8. One code point for one, so every position stays where it was."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def split_lines(text: str) -> list[str]:
     """Split like an LSP client does: a trailing newline gives a last, empty line."""
     return _LINE_BREAK.split(text)

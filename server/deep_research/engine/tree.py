@@ -11,15 +11,14 @@ hand edits of the markdown are picked up on the next read.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 
 from . import formats
 from .model import Attachment, Criterion, Problem
 from .names import name_key
-from .store import (
-    ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache, list_dir, problem_dir, read_text,
-)
+from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache, list_dir, problem_dir
 from .state import ProblemPath
 
 
@@ -52,6 +51,13 @@ class Tree:
         problem.report = report or None
         return problem
 
+    def taken_names(self, folder: Path) -> set[str]:
+        """Keys of every entry in `folder`, files and folders alike: a new name must avoid them all."""
+        try:
+            return {name_key(name) for name in os.listdir(folder)}
+        except OSError:
+            return set()
+
     def child_names(self, path: ProblemPath) -> list[str]:
         return [e.name for e in list_dir(self.folder(path) / SUBPROBLEMS) if e.is_dir()]
 
@@ -80,6 +86,3 @@ def read_attachments(folder: Path, cache: FileCache) -> list[Attachment]:
                 found.append((item.added, name_key(entry.name), item))
     return [item for _, _, item in sorted(found, key=lambda t: (t[0], t[1]))]
 
-
-def read_file(path: Path) -> str:
-    return read_text(path) or ""

@@ -1,0 +1,186 @@
+"""Kill `deep-research execute` with SIGKILL part-way through a large message, at several
+points, and check that the research, once opened again (Research.open recovers), is
+either entirely as before the message or entirely as after it, with a whole journal.
+
+No sleeps: the test polls the filesystem for the progress of the commit (the pending
+file, the number of subproblem folders and attachments written, the journal growing)
+and kills the process the moment it sees it. The two references are made by running
+the same message uninterrupted in a copy of the folder (after) and by not running it
+(before)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from deep_research.engine.research import Research
+
+from dr_cli_support import cli_command, cli_env
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+
+BOOK = ".deep-research"
+SUBPROBLEMS = 60
+ATTACHMENTS = 60
+TMP_MARK = ".tmp-dr-"
+
+
+def large_message() -> str:
+    parts = ["Planning the breakdown. Many parts follow.\n", "///add_criteria Every part is covered\n",
+             "///mark_criteria_as_done 1\n"]
+    for n in range(SUBPROBLEMS):
+        parts.append(f"<<< add_subproblem\n///title\nPart {n:03d}\n///content\nWhat part {n} must answer.\n>>>\n")
+    parts.append("<<< add_criteria_to_subproblem\n///title\nPart 000\n///criteria\nNames a number\n>>>\n")
+    for n in range(ATTACHMENTS):
+        parts.append(f"<<< add_attachment\n///name\nSource {n:03d}\n///content\n" + f"Excerpt {n}. " * 40 + "\n>>>\n")
+    parts.append("<<< append_to_problem_definition\n///content\nScope grew.\n>>>\n")
+    return "".join(parts)
+
+
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)?")
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file of the research, timestamps normalised. The lock, and temporary files left
+    in the bookkeeping folder by a kill before the commit point, are not state."""
+    out = {}
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder).as_posix()
+        if not path.is_file() or rel == f"{BOOK}/lock":
+            continue
+        if rel.startswith(f"{BOOK}/") and path.name.startswith(TMP_MARK):
+            continue
+        out[rel] = _TIME.sub("<time>", path.read_bytes().decode("utf-8"))
+    return out
+
+
+def count(folder: Path) -> int:
+    try:
+        return sum(1 for _ in os.scandir(folder))
+    except OSError:
+        return 0
+
+
+def names(folder: Path) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """A research holding the large message in message.dr; its snapshots before and after."""
+    base = tmp_path_factory.mktemp("kill") / "base"
+    research = Research.create(base, "Cover everything.", [("Background", "Context text.")])
+    research.execute("<<< define_problem\n///title\nA wide problem\n///content\nMany parts.\n>>>\n")
+    (base / "message.dr").write_text(large_message(), encoding="utf-8")
+    before = snapshot(base)
+    reference = base.parent / "after"
+    shutil.copytree(base, reference)
+    done = subprocess.run(cli_command("execute", reference / "message.dr"), capture_output=True, text=True,
+                          env=cli_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    after = snapshot(reference)
+    assert len(after) >= len(before) + SUBPROBLEMS * 3 + ATTACHMENTS
+    return base, before, after
+
+
+Condition = Callable[[Path], bool]
+
+KILL_POINTS: dict[str, Condition] = {
+    "at once": lambda f: True,
+    "while the pending file is written": lambda f: any(n.startswith(TMP_MARK) for n in names(f / BOOK)),
+    "when the pending file appears": lambda f: (f / BOOK / "pending.json").exists(),
+    "after a third of the subproblems": lambda f: count(f / "Subproblems") >= SUBPROBLEMS // 3,
+    "after most subproblems": lambda f: count(f / "Subproblems") >= SUBPROBLEMS - 5,
+    "after most attachments": lambda f: count(f / "Attachments") >= ATTACHMENTS - 3,
+    "when the journal grows": lambda f: size(f / BOOK / "journal.jsonl") > f.journal_size,  # type: ignore[attr-defined]
+}
+
+
+class Folder(type(Path())):  # a Path that remembers the journal's size before the run
+    journal_size = 0
+
+
+def kill_when(folder: Folder, condition: Condition) -> tuple[bool, bool]:
+    """Start `execute`, poll until `condition` holds, SIGKILL. (killed?, pending file at the kill?)"""
+    stderr = open(folder.parent / f"{folder.name}.stderr", "w")
+    process = subprocess.Popen(
+        cli_command("execute", folder / "message.dr"), stdout=subprocess.DEVNULL, stderr=stderr, env=cli_env(),
+    )
+    try:
+        while process.poll() is None:
+            if condition(folder):
+                process.send_signal(signal.SIGKILL)
+                break
+        process.wait(timeout=120)
+    finally:
+        stderr.close()
+    killed = process.returncode == -signal.SIGKILL
+    return killed, (folder / BOOK / "pending.json").exists()
+
+
+def test_sigkill_during_execute_leaves_the_tree_before_or_after(references, tmp_path: Path) -> None:
+    base, before, after = references
+    results = {}
+    for number, (name, condition) in enumerate(KILL_POINTS.items()):
+        folder = Folder(tmp_path / f"run{number}")
+        shutil.copytree(base, folder)
+        folder.journal_size = size(folder / BOOK / "journal.jsonl")
+        killed, pending = kill_when(folder, condition)
+
+        Research.open(folder)  # recovers an interrupted commit
+        state = snapshot(folder)
+        outcome = "before" if state == before else "after" if state == after else "HALF"
+        if outcome == "HALF":
+            only_before = sorted(set(before) - set(state))[:5]
+            only_now = sorted(set(state) - set(after))[:5]
+            differ = sorted(k for k in state if k in after and state[k] != after[k] and k in before and state[k] != before[k])[:5]
+            pytest.fail(f"kill point {name!r} (killed={killed}, pending={pending}) left a half tree: "
+                        f"missing vs before {only_before}, extra vs after {only_now}, differing {differ}")
+        if pending:
+            assert outcome == "after", f"{name}: a complete pending file must be finished by recovery"
+        # No temporary file is left in the tree, and the journal has no partial record.
+        leftovers = [p for p in folder.rglob(f"{TMP_MARK}*") if BOOK not in p.relative_to(folder).parts]
+        assert leftovers == [], name
+        journal = (folder / BOOK / "journal.jsonl").read_text(encoding="utf-8")
+        assert journal.endswith("\n")
+        for record in journal.splitlines():
+            json.loads(record)
+        assert not (folder / BOOK / "pending.json").exists()
+        results[name] = (killed, pending, outcome)
+
+    outcomes = {outcome for _, _, outcome in results.values()}
+    assert outcomes == {"before", "after"}, results
+    assert any(killed and pending for killed, pending, _ in results.values()), (
+        f"no kill landed inside the commit, so recovery was not exercised: {results}"
+    )
+
+
+def test_a_killed_execution_can_simply_be_run_again(references, tmp_path: Path) -> None:
+    base, before, after = references
+    folder = Folder(tmp_path / "again")
+    shutil.copytree(base, folder)
+    killed, pending = kill_when(folder, KILL_POINTS["at once"])
+    state = snapshot(folder) if pending else None
+    # Whatever happened, executing the message document again gives the "after" tree.
+    result = subprocess.run(cli_command("execute", folder / "message.dr"), capture_output=True, text=True,
+                            env=cli_env(), timeout=120)
+    assert "Traceback" not in result.stderr
+    assert snapshot(folder) == after, (killed, pending, state is None)

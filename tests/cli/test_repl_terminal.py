@@ -1,0 +1,36 @@
+"""The REPL in a real terminal (a pty): prompt_toolkit reads a multi-line message that
+Esc then Enter sends, as seed 000's mock asks."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pexpect
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_esc_enter_sends_a_multi_line_message_and_ctrl_d_quits(tmp_path: Path):
+    # A pty is not a terminal emulator: it cannot answer cursor-position requests.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "server"), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+    folder = tmp_path / "research"
+    run = [sys.executable, "-m", "deep_research"]
+    pexpect.run(" ".join([*run, "new", str(folder)]), env=env, timeout=30)
+    child = pexpect.spawn(run[0], [*run[1:], "repl", str(folder)], env=env, encoding="utf-8",
+                          timeout=30, dimensions=(50, 200))
+    child.expect("# How to define a problem")  # the prompt is shown first
+    child.expect("message>")
+    child.send("<<< define_problem\r///title\rTyped in a terminal\r///content\rEnter adds lines.\r>>>\r")
+    child.send("\x1b\r")  # Esc, then Enter: send
+    child.expect("SYSTEM REPLY TO MESSAGE 1")
+    child.expect("define_problem`: done")
+    child.expect("# Current Problem: Typed in a terminal")
+    child.expect("message>")
+    child.sendeof()  # Ctrl-D on an empty message quits
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    definition = (folder / "Problem Definition.md").read_text(encoding="utf-8")
+    assert "# Typed in a terminal\n\nEnter adds lines." in definition

@@ -1,0 +1,151 @@
+"""Editor assistance computed by the engine (assist.py): completion, hover, symbols,
+folding and semantic tokens, from the command table and a snapshot of the research.
+Cases mark the cursor with `$0`. A property test checks that none of it ever raises on
+any text at any position, and that every range it returns lies within the text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deep_research.engine import assist, commands
+from deep_research.engine.assist import Snapshot
+from deep_research.engine.commands import Form
+from deep_research.engine.model import Criterion, Problem
+from deep_research.engine.parser import parse
+from deep_research.engine.state import Phase
+from deep_research.engine.text import Pos, split_lines
+
+from dr_engine_support import span_is_valid
+
+FOCUS = Problem((), "Root question", "What must be found.", criteria=[Criterion("First", True), Criterion("Second")])
+CHILDREN = (
+    Problem(("Sub A",), "Sub A", "Definition of A.", criteria=[Criterion("A one")]),
+    Problem(("Sub B",), "Sub B", "Definition of B."),
+)
+IN_FOCUS = Snapshot(Phase.IN_FOCUS, FOCUS, CHILDREN)
+NO_PROBLEM = Snapshot(Phase.NO_PROBLEM)
+FINISHED = Snapshot(Phase.FINISHED, FOCUS, CHILDREN)
+
+VALID = [s.name for s in commands.valid_in(Phase.IN_FOCUS)]
+BLOCKS = [s.name for s in commands.valid_in(Phase.IN_FOCUS) if s.form is Form.BLOCK]
+
+
+def cursor(marked: str) -> tuple[str, Pos]:
+    before, after = marked.split("$0")
+    lines = split_lines(before)
+    return before + after, Pos(len(lines) - 1, len(lines[-1]))
+
+
+COMPLETION = {
+    "empty line": ("$0", IN_FOCUS, VALID),
+    "after ///": ("///$0", IN_FOCUS, VALID),
+    "part of a name": ("///foc$0", IN_FOCUS, VALID),
+    "after <<<": ("<<< $0", IN_FOCUS, BLOCKS),
+    "before a problem": ("///$0", NO_PROBLEM, ["define_problem"]),
+    "after the end": ("///$0", FINISHED, []),
+    "subproblem titles": ("///focus_down $0", IN_FOCUS, ["Sub A", "Sub B"]),
+    "open criteria numbers": ("///mark_criteria_as_done $0", IN_FOCUS, ["2"]),
+    "sections of a block": ("<<< add_subproblem\n///$0\n>>>", IN_FOCUS, ["title", "content"]),
+    "the sections left": ("<<< add_subproblem\n///title\nT\n///$0\n>>>", IN_FOCUS, ["content"]),
+    "titles in a block": ("<<< add_criteria_to_subproblem\n///title\n$0\n>>>", IN_FOCUS, ["Sub A", "Sub B"]),
+    "in free text": ("some thinking $0", IN_FOCUS, []),
+    "in an unknown block": ("<<< frobnicate\n///$0", IN_FOCUS, []),
+}
+
+
+@pytest.mark.parametrize("marked, snap, labels", COMPLETION.values(), ids=COMPLETION.keys())
+def test_completion(marked: str, snap: Snapshot, labels: list[str]) -> None:
+    text, pos = cursor(marked)
+    items = assist.complete(parse(text), pos, snap)
+    assert [i.label for i in items] == labels
+    lines = split_lines(text)
+    for item in items:
+        assert item.documentation.strip(), item.label
+        assert span_is_valid(lines, item.replace)
+        assert item.replace.start <= pos <= item.replace.end or item.replace.start.line == pos.line
+
+
+def test_command_completion_inserts_a_valid_command() -> None:
+    text, pos = cursor("<<< $0")
+    for item in assist.complete(parse(text), pos, IN_FOCUS):
+        assert parse(item.text).diagnostics == []
+        assert item.snippet and "$0" in item.snippet
+
+
+HOVER = {
+    "command name": ("///focus$0_up", IN_FOCUS, ["**focus_up**", "changes focus"]),
+    "block name": ("<<< add_sub$0problem\n///title\nT\n>>>", IN_FOCUS, ["**add_subproblem**"]),
+    "section name": ("<<< add_subproblem\n///ti$0tle\nT\n>>>", IN_FOCUS, ["`///title`", "one line"]),
+    "subproblem title": ("///focus_down Sub$0 A", IN_FOCUS, ["**Sub A**", "Definition of A.", "A one"]),
+    "unknown subproblem": ("///focus_down Sub$0 Z", IN_FOCUS, ["No subproblem", "Sub Z"]),
+    "criterion number": ("///mark_criteria_as_done $02", IN_FOCUS, ["Criterion 2 (not done yet)", "Second"]),
+    "criterion out of range": ("///mark_criteria_as_done $09", IN_FOCUS, ["has 2 criteria"]),
+    "shutdown": ("now SHUT_DOWN$0_DEEP_RESEARCHER", IN_FOCUS, ["escape hatch"]),
+}
+
+
+@pytest.mark.parametrize("marked, snap, words", HOVER.values(), ids=HOVER.keys())
+def test_hover(marked: str, snap: Snapshot, words: list[str]) -> None:
+    text, pos = cursor(marked)
+    info = assist.hover(parse(text), pos, snap)
+    assert info is not None
+    for word in words:
+        assert word in info.markdown, info.markdown
+    assert info.span.contains(pos)
+
+
+@pytest.mark.parametrize("marked", ["just te$0xt", "///frob$0nicate", "$0"])
+def test_no_hover(marked: str) -> None:
+    text, pos = cursor(marked)
+    assert assist.hover(parse(text), pos, IN_FOCUS) is None
+
+
+def test_symbols_and_folding() -> None:
+    text = "thinking\n///add_criteria Cites\n<<< add_subproblem\n///title\nTiling\n///content\nC\n>>>\n"
+    parsed = parse(text)
+    symbols = assist.symbols(parsed)
+    assert [(s.name, s.detail, s.block) for s in symbols] == [
+        ("add_criteria", "Cites", False), ("add_subproblem", "Tiling", True),
+    ]
+    assert [c.name for c in symbols[1].children] == ["///title", "///content"]
+    assert assist.folding(parsed) == [(2, 7)]
+
+
+def test_tokens_colour_known_and_unknown_names() -> None:
+    tokens = assist.tokens(parse("///frobnicate\n<<< add_subproblem\n///titel\nT\n>>>"))
+    unknown = [(t.line, t.col, t.length) for t in tokens if t.unknown]
+    assert unknown == [(0, 3, 10), (2, 3, 5)]
+
+
+fragments = st.sampled_from([
+    "///", "<<< ", ">>>", "///focus_down ", "///mark_criteria_as_done ", "<<< add_subproblem", "<<< add_criteria_to_subproblem",
+    "///title", "///content", "Sub A", "1", "\n", "\r\n", " ", "x", "SHUT_DOWN_DEEP_RESEARCHER", "é", "\t",
+])
+texts = st.one_of(st.lists(fragments, max_size=30).map("".join), st.text(max_size=100))
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(text=texts, data=st.data())
+def test_assistance_never_raises_and_stays_in_range(text: str, data) -> None:
+    parsed = parse(text)
+    lines = split_lines(text)
+    line = data.draw(st.integers(0, len(lines) - 1))
+    pos = Pos(line, data.draw(st.integers(0, len(lines[line]))))
+    for snap in (IN_FOCUS, NO_PROBLEM):
+        for item in assist.complete(parsed, pos, snap):
+            assert span_is_valid(lines, item.replace)
+        info = assist.hover(parsed, pos, snap)
+        if info is not None:
+            assert span_is_valid(lines, info.span)
+    previous = None
+    for token in assist.tokens(parsed):
+        assert 0 <= token.line < len(lines) and 0 <= token.col and token.col + token.length <= len(lines[token.line])
+        if previous is not None:
+            assert (previous.line, previous.col + previous.length) <= (token.line, token.col), "no overlap"
+        previous = token
+    for symbol in assist.symbols(parsed):
+        assert span_is_valid(lines, symbol.span) and span_is_valid(lines, symbol.selection)
+    for first, last in assist.folding(parsed):
+        assert 0 <= first < last < len(lines)

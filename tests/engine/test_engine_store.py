@@ -1,0 +1,211 @@
+"""The store: transactions are all-or-nothing, recovery finishes an interrupted commit,
+nothing is written outside the research, unchanged files are left alone, and hand edits
+are seen through the file cache.
+
+Crashes are simulated by making the real `atomic_write` stop after N files (the process
+"dies" with an exception that nothing catches); the files on disk are real. The SIGKILL
+test in tests/cli/ does the same with a real process and a real kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from deep_research.engine import store
+from deep_research.engine.research import Research
+from deep_research.engine.store import FileCache, Transaction, UnsafePath, ensure_inside, recover
+
+from dr_engine_support import CRITERIA, attachment, files, line, normalise, ok, read, subproblem
+
+BIG_MESSAGE = (
+    "".join(subproblem(f"Part {n}", f"Definition {n}") for n in range(8))
+    + "".join(attachment(f"Source {n}", f"Excerpt {n}") for n in range(4))
+    + line("add_criteria", "Third criterion") + line("mark_criteria_as_done", "1")
+)
+
+
+class Killed(BaseException):
+    """Stands for the process dying: nothing in the engine catches it."""
+
+
+def crash_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
+    """Let `writes` atomic writes happen, then die in the middle of the next one, leaving
+    its temporary file behind as a killed process would."""
+    real = store.atomic_write
+    count = {"n": 0}
+
+    def dying_write(path: Path, text: str, *, durable: bool) -> None:
+        if count["n"] >= writes:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / f"{store._TMP_MARK}torn").write_text(text[: len(text) // 2])
+            raise Killed()
+        count["n"] += 1
+        real(path, text, durable=durable)
+
+    monkeypatch.setattr(store, "atomic_write", dying_write)
+
+
+def tree_state(root: Path) -> dict[str, str]:
+    """Every file, timestamps aside. A temporary file left in the bookkeeping folder by a
+    kill before the commit point is garbage, not state (the next execution sweeps it)."""
+    return {
+        k: normalise(v) for k, v in files(root, bookkeeping=True).items()
+        if not (k.startswith(".deep-research/") and os.path.basename(k).startswith(store._TMP_MARK))
+    }
+
+
+@pytest.fixture
+def references(research: Research, root: Path, tmp_path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The research before the big message, and after running it uninterrupted in a copy."""
+    copy = tmp_path / "reference"
+    shutil.copytree(root, copy)
+    ok(Research.open(copy), BIG_MESSAGE)
+    return tree_state(root), tree_state(copy)
+
+
+@pytest.mark.parametrize("writes", [0, 1, 2, 5, 10, 20, 30, 32])  # the message makes 33 writes
+def test_recovery_after_a_crash_mid_commit(
+    research: Research, root: Path, references, monkeypatch: pytest.MonkeyPatch, writes: int
+) -> None:
+    before, after = references
+    crash_after(monkeypatch, writes)
+    with pytest.raises(Killed):
+        research.execute(BIG_MESSAGE)
+    monkeypatch.undo()
+    pending = (root / ".deep-research" / "pending.json").exists()
+    assert pending == (writes > 0), "the pending file is the commit point: the first write"
+    reopened = Research.open(root)  # recovers
+    state = tree_state(root)
+    assert state == (after if pending else before)
+    assert not (root / ".deep-research" / "pending.json").exists()
+    assert not [p for p in root.rglob(f"{store._TMP_MARK}*") if ".deep-research" not in p.parts]
+    # And the research goes on from there.
+    ok(reopened, line("add_criteria", "After recovery"))
+    assert "After recovery" in read(root, CRITERIA)
+
+
+def test_recovery_also_happens_on_execute(research: Research, root: Path, references, monkeypatch) -> None:
+    _, after = references
+    crash_after(monkeypatch, 3)
+    with pytest.raises(Killed):
+        research.execute(BIG_MESSAGE)
+    monkeypatch.undo()
+    research.execute(line("add_criteria", "Next"))  # the same object, as a long-running server would
+    state = tree_state(root)
+    assert "Next" in state[CRITERIA]
+    assert all(state.get(k) == v for k, v in after.items() if not k.startswith(".deep-research") and k != CRITERIA)
+
+
+def test_torn_journal_tail_is_cut_on_recovery(research: Research, root: Path, references, monkeypatch) -> None:
+    _, after = references
+    journal = root / ".deep-research" / "journal.jsonl"
+    crash_after(monkeypatch, 1)
+    with pytest.raises(Killed):
+        research.execute(BIG_MESSAGE)
+    monkeypatch.undo()
+    with open(journal, "ab") as handle:  # a half-written record from the killed append
+        handle.write(b'{"message": 3, "comm')
+    Research.open(root)
+    assert tree_state(root) == after
+    for record in journal.read_text().splitlines():
+        json.loads(record)
+
+
+def test_unreadable_pending_file_means_nothing_was_applied(research: Research, root: Path, references) -> None:
+    before, _ = references
+    (root / ".deep-research" / "pending.json").write_text('{"writes": {"Problem Definition.md": "tor')
+    Research.open(root)
+    assert tree_state(root) == before
+    assert not (root / ".deep-research" / "pending.json").exists()
+
+
+def test_stray_temporary_files_are_swept(research: Research, root: Path) -> None:
+    stray = root / ".deep-research" / f"{store._TMP_MARK}abc"
+    stray.write_text("half")
+    ok(research, line("add_criteria", "x"))
+    assert not stray.exists()
+
+
+# -- transactions ---------------------------------------------------------------------------------------------------
+
+
+def test_transaction_writes_appends_and_reports_what_changed(tmp_path: Path) -> None:
+    (tmp_path / "same.md").write_text("same\n")
+    (tmp_path / "log.jsonl").write_text("one\n")
+    tx = Transaction(tmp_path)
+    tx.write(tmp_path / "same.md", "same\n")
+    tx.write(tmp_path / "a" / "b" / "new.md", "new\n")
+    tx.append(tmp_path / "log.jsonl", "two\n")
+    inode = os.stat(tmp_path / "same.md").st_ino
+    changed = tx.commit()
+    assert sorted(os.path.relpath(p, tmp_path) for p in changed) == ["a/b/new.md", "log.jsonl"]
+    assert os.stat(tmp_path / "same.md").st_ino == inode, "an unchanged file is not rewritten"
+    assert (tmp_path / "a" / "b" / "new.md").read_text() == "new\n"
+    assert (tmp_path / "log.jsonl").read_text() == "one\ntwo\n"
+    assert not (tmp_path / ".deep-research" / "pending.json").exists()
+
+
+ESCAPES = ["../outside.md", "../../etc/x", "/etc/x", "a/../../x"]
+
+
+@pytest.mark.parametrize("target", ESCAPES)
+def test_transaction_refuses_paths_outside_the_root(tmp_path: Path, target: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    tx = Transaction(root)
+    with pytest.raises(UnsafePath):
+        tx.write(root / target, "x")
+    with pytest.raises(UnsafePath):
+        tx.append(root / target, "x")
+
+
+def test_ensure_inside_sees_through_symlinks(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "link").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(UnsafePath):
+        ensure_inside(root, root / "link" / "x.md")
+    assert ensure_inside(root, root / "sub" / ".." / "x.md") == (root / "x.md").resolve()
+
+
+def test_recover_without_pending_changes_nothing(research: Research, root: Path) -> None:
+    before = files(root, bookkeeping=True)
+    assert recover(root) is False
+    assert files(root, bookkeeping=True) == before
+
+
+# -- the file cache ----------------------------------------------------------------------------------------------------
+
+
+def test_file_cache_parses_once_and_sees_changes(tmp_path: Path) -> None:
+    path = tmp_path / "f.md"
+    path.write_text("one")
+    calls = []
+    cache = FileCache()
+
+    def parse(text: str) -> str:
+        calls.append(text)
+        return text.upper()
+
+    assert cache.read(path, parse) == "ONE"
+    assert cache.read(path, parse) == "ONE"
+    assert calls == ["one"]
+    path.write_text("two!")  # another size
+    assert cache.read(path, parse) == "TWO!"
+    tmp = tmp_path / "g.md"
+    tmp.write_text("six")  # same size, replaced atomically as editors do
+    os.replace(tmp, path)
+    assert cache.read(path, parse) == "SIX"
+    path.unlink()
+    assert cache.read(path, parse) is None
+
+
+def test_read_text_replaces_undecodable_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "bad.md"
+    path.write_bytes(b"ok \xff\xfe ok\r\nline")
+    assert store.read_text(path) == "ok \ufffd\ufffd ok\nline"
