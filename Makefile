@@ -1,19 +1,25 @@
 # The two commands a newcomer needs (see README.md):
 #   make demo   set everything up, then run a scripted research through the language server
 #   make test   set everything up, then run every test (CI runs this)
-# Everything is installed into .venv/ and node_modules/ of this checkout.
+# Python packages go into .venv/, npm packages into node_modules/, and the real-VS-Code
+# test environment (code-server, node 24, Chromium, Playwright) into ~/.cache/deep-research.
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test setup test-python test-extension test-vscode bench clean
+.PHONY: demo test test-fast setup vscode-env bench clean
 
 demo: setup
 	$(VENV)/bin/deep-research demo
 
-test: setup test-python test-extension test-vscode
+test: setup vscode-env
+	$(PY) -m pytest
+
+# Everything but the real editors (no code-server, no Neovim): quick feedback while coding.
+test-fast: setup
+	$(PY) -m pytest -m "not editor and not vscode"
 
 setup: $(STAMP)
 
@@ -24,22 +30,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,editors]'
 	touch $@
 
-# Engine, command line, language server (pytest-lsp) and Neovim tests.
-test-python: setup
-	$(PY) -m pytest -m "not vscode"
-
-# The VS Code extension: typecheck, bundle, grammar tests, .vsix package and its contents.
-test-extension:
-	npm ci --no-audit --no-fund
-	npm run typecheck
-	npm run test:grammar
-	npm run package
-	npm run check:vsix
-
-# A real VS Code (code-server) driven by Playwright: extension-host suite and a UI test.
-test-vscode: setup test-extension
+# code-server, node 24, Chromium and playwright-core for the VS Code tests (reused when present).
+vscode-env:
 	./scripts/setup-vscode-test-env
-	$(PY) -m pytest -m vscode
 
 # Benchmarks print figures; they are not tests.
 bench: setup
@@ -47,4 +40,4 @@ bench: setup
 	$(PY) benchmarks/lsp_bench.py
 
 clean:
-	rm -rf $(VENV) node_modules vscode-client/dist vscode-client/bundled dist
+	rm -rf $(VENV) node_modules vscode-client/dist vscode-client/bundled

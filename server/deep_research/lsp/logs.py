@@ -36,3 +36,6 @@ def setup_logging(server: LanguageServer, log_file: str | None) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logger.addHandler(handler)
     logger.propagate = False
+    # pygls warns on harmless protocol events (e.g. a cancel for a request already answered);
+    # editors show its stderr as errors, so keep only its real errors.
+    logging.getLogger("pygls").setLevel(logging.ERROR)

@@ -55,20 +55,11 @@ def register(server: DeepResearchServer) -> None:
         return {"uri": from_fs_path(str(path)), "shown": shown}
 
     @server.command("deepResearch.tree")
-    def tree(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+    async def tree(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
         research = _research_or_error(ls, uri)
-        state = research.state()
-        root = outline(research)
-        focus = research.focus()
-        return {
-            "root": from_fs_path(str(research.root)),
-            "phase": state.phase.value,
-            "approvalMode": ls.settings.approval_mode.label,
-            "focus": None if focus is None else {
-                "title": focus.title, "criteriaMet": focus.criteria_met, "criteriaTotal": len(focus.criteria),
-            },
-            "tree": _node_json(root) if root else None,
-        }
+        # The whole tree is walked: in a worker thread, so a large research does not
+        # hold up completion and diagnostics meanwhile.
+        return await asyncio.to_thread(_view, ls, research)
 
     @server.command("deepResearch.newResearch")
     def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
@@ -248,6 +239,21 @@ class _Progress:
         if self.token is not None:
             self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message="Done"))
             self.token = None
+
+
+def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
+    state = research.state()
+    root = outline(research)
+    focus = research.focus()
+    return {
+        "root": from_fs_path(str(research.root)),
+        "phase": state.phase.value,
+        "approvalMode": ls.settings.approval_mode.label,
+        "focus": None if focus is None else {
+            "title": focus.title, "criteriaMet": focus.criteria_met, "criteriaTotal": len(focus.criteria),
+        },
+        "tree": _node_json(root) if root else None,
+    }
 
 
 def _node_json(node: Node) -> dict[str, Any]:

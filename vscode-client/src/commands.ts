@@ -1,0 +1,138 @@
+// Palette commands. They call the server with `workspace/executeCommand` directly
+// (see protocol.ts for why their ids differ from the server's).
+import * as vscode from 'vscode';
+import { ResearchModel } from './model';
+import {
+  ClientCommand,
+  ExecutionResult,
+  LANGUAGE_ID,
+  NewResearchResult,
+  runServerCommand,
+  ServerCommand,
+  ShowPromptResult,
+} from './protocol';
+import { ServerManager } from './server';
+
+function asUri(arg: unknown): vscode.Uri | undefined {
+  if (arg instanceof vscode.Uri) {
+    return arg;
+  }
+  if (typeof arg === 'string' && arg) {
+    return arg.includes('://') ? vscode.Uri.parse(arg) : vscode.Uri.file(arg);
+  }
+  return undefined;
+}
+
+export function registerCommands(
+  context: vscode.ExtensionContext,
+  server: ServerManager,
+  model: ResearchModel,
+  output: vscode.LogOutputChannel,
+): void {
+  const needClient = async () => {
+    const client = await server.start();
+    if (!client) {
+      void vscode.window.showErrorMessage('Deep Research: the language server is not running (see the "Deep Research" output).');
+    }
+    return client;
+  };
+  /** The message document: the argument, the active `.dr` editor, or the last one shown. */
+  const messageDocument = (arg: unknown): vscode.Uri | undefined => {
+    const uri = asUri(arg);
+    if (uri) {
+      return uri;
+    }
+    const active = vscode.window.activeTextEditor?.document;
+    if (active?.languageId === LANGUAGE_ID) {
+      return active.uri;
+    }
+    return model.document;
+  };
+
+  context.subscriptions.push(
+    vscode.commands.registerCommand(ClientCommand.newResearch, async (arg?: unknown): Promise<NewResearchResult | undefined> => {
+      let target = asUri(arg);
+      if (!target) {
+        const picked = await vscode.window.showOpenDialog({
+          canSelectFiles: false,
+          canSelectFolders: true,
+          canSelectMany: false,
+          defaultUri: vscode.workspace.workspaceFolders?.[0]?.uri,
+          openLabel: 'Start Research Here',
+          title: 'Deep Research: choose (or create) the research folder',
+        });
+        target = picked?.[0];
+      }
+      if (!target) {
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      const result = await runServerCommand<NewResearchResult>(client, ServerCommand.newResearch, target.toString());
+      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.document));
+      await vscode.window.showTextDocument(doc);
+      await model.setDocument(doc.uri);
+      return result;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.executeMessage, async (arg?: unknown): Promise<ExecutionResult | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) to execute it.');
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      const result = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Window, title: 'Deep Research: executing' },
+        () => runServerCommand<ExecutionResult>(client, ServerCommand.execute, uri.toString()),
+      );
+      output.appendLine(`execute ${uri.toString()}: ${JSON.stringify({ ...result, report: undefined })}`);
+      if (!result?.executed) {
+        void vscode.window.showInformationMessage(`Deep Research: nothing executed (${result?.reason ?? 'unknown reason'}).`);
+      } else if (result.failed) {
+        void vscode.window
+          .showWarningMessage(`Deep Research: ${result.failed} command(s) failed, ${result.ok ?? 0} ran; see the Errors Report in the prompt.`, 'Show Prompt')
+          .then((c) => c && vscode.commands.executeCommand(ClientCommand.showPrompt, uri));
+      } else {
+        vscode.window.setStatusBarMessage(`Deep Research: ${result.ok ?? 0} command(s) executed`, 5000);
+      }
+      await model.setDocument(uri);
+      return result;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.showPrompt, async (arg?: unknown): Promise<ShowPromptResult | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) first; its research has the prompt.');
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      const result = await runServerCommand<ShowPromptResult>(client, ServerCommand.showPrompt, uri.toString());
+      if (result && !result.shown && result.uri) {
+        // the server could not show it: open it beside the message ourselves
+        const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri));
+        await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false });
+      }
+      return result;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.restartServer, async () => {
+      const client = await server.restart();
+      if (client) {
+        vscode.window.setStatusBarMessage('Deep Research: server restarted', 3000);
+        await model.refresh();
+      }
+      return !!client;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.refreshTree, () => model.refresh()),
+  );
+}

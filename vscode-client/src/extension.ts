@@ -1,0 +1,88 @@
+// Entry point of the Deep Research extension: starts the bundled language server with
+// the user's Python and wires the problem tree, the status bar and the commands to it.
+import * as vscode from 'vscode';
+import type { LanguageClient } from 'vscode-languageclient/node';
+import { registerCommands } from './commands';
+import { ResearchModel } from './model';
+import { ResearchView } from './protocol';
+import { onPythonExtensionInterpreterChange, PythonDiscovery } from './python';
+import { ServerManager, ServerState } from './server';
+import { StatusBar } from './statusBar';
+import { ProblemTreeProvider, TREE_VIEW_ID, TreeItemSnapshot } from './tree';
+
+/** What `extensions.getExtension('deep-research.deep-research').exports` gives (used by the tests). */
+export interface DeepResearchApi {
+  /** Resolves once the first start attempt is over: the client, or undefined if the server cannot run. */
+  ready(): Promise<LanguageClient | undefined>;
+  serverState(): ServerState;
+  python(): PythonDiscovery | undefined;
+  /** Asks the server for the tree of the current research again. */
+  refresh(): Promise<ResearchView | undefined>;
+  view(): ResearchView | undefined;
+  treeItems(): TreeItemSnapshot[];
+  statusBar(): { text: string; tooltip: string; visible: boolean };
+  /** Fires after every refresh of the tree and the status bar. */
+  onDidRefresh: vscode.Event<ResearchView | undefined>;
+}
+
+let server: ServerManager | undefined;
+
+export function activate(context: vscode.ExtensionContext): DeepResearchApi {
+  const output = vscode.window.createOutputChannel('Deep Research', { log: true });
+  server = new ServerManager(context, output);
+  const model = new ResearchModel(server, output);
+  const tree = new ProblemTreeProvider(model);
+  const statusBar = new StatusBar(model, server);
+  const treeView = vscode.window.createTreeView(TREE_VIEW_ID, { treeDataProvider: tree, showCollapseAll: true });
+  context.subscriptions.push(output, server, model, tree, statusBar, treeView);
+  registerCommands(context, server, model, output);
+
+  const srv = server;
+  // refresh after every execution: the server's notification, and (in case an execution
+  // ran without one) the save of a message and every rewrite of a prompt
+  let refreshTimer: NodeJS.Timeout | undefined;
+  const refreshSoon = () => {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => void model.refresh(), 150); // debounce bursts of file events
+  };
+  const promptWatcher = vscode.workspace.createFileSystemWatcher('**/.deep-research/prompt.md');
+  context.subscriptions.push(
+    srv.onDidExecute(() => void model.refresh()),
+    srv.onDidChangeState((state) => state === 'running' && void model.refresh()),
+    vscode.workspace.onDidSaveTextDocument((doc) => doc.languageId === 'deep-research' && void model.refresh()),
+    promptWatcher,
+    promptWatcher.onDidChange(refreshSoon),
+    promptWatcher.onDidCreate(refreshSoon),
+    { dispose: () => clearTimeout(refreshTimer) },
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration('deepResearch.server')) {
+        void srv.restart();
+      } else if (e.affectsConfiguration('deepResearch')) {
+        void model.refresh(); // the server re-reads its settings (didChangeConfiguration)
+      }
+    }),
+    onPythonExtensionInterpreterChange(() => {
+      const setting = vscode.workspace.getConfiguration('deepResearch').get<string>('server.pythonPath');
+      if (!setting) {
+        void srv.restart();
+      }
+    }),
+  );
+
+  const ready = srv.start();
+  return {
+    ready: () => ready,
+    serverState: () => srv.state,
+    python: () => srv.discovery,
+    refresh: () => model.refresh(),
+    view: () => model.view,
+    treeItems: () => tree.snapshot(),
+    statusBar: () => ({ text: statusBar.text, tooltip: statusBar.tooltip, visible: statusBar.visible }),
+    onDidRefresh: model.onDidChange,
+  };
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stop();
+  server = undefined;
+}

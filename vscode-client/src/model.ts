@@ -1,0 +1,106 @@
+// The research the user is looking at: the current `.dr` document and the server's
+// view of its tree (`deepResearch.tree`). The tree view and the status bar render it.
+import * as vscode from 'vscode';
+import { LANGUAGE_ID, ResearchView, runServerCommand, ServerCommand } from './protocol';
+import { ServerManager } from './server';
+
+export class ResearchModel implements vscode.Disposable {
+  private _document: vscode.Uri | undefined;
+  private _view: ResearchView | undefined;
+  private inFlight: Promise<ResearchView | undefined> | undefined;
+  private again = false;
+  private readonly emitter = new vscode.EventEmitter<ResearchView | undefined>();
+  private readonly disposables: vscode.Disposable[] = [];
+  /** Fires after every refresh, with the new view (undefined: no research or no server). */
+  readonly onDidChange = this.emitter.event;
+
+  constructor(
+    private readonly server: ServerManager,
+    private readonly output: vscode.LogOutputChannel,
+  ) {
+    this.pickDocument(vscode.window.activeTextEditor);
+    this.disposables.push(
+      vscode.window.onDidChangeActiveTextEditor((editor) => {
+        if (this.pickDocument(editor)) {
+          void this.refresh();
+        } else {
+          this.emitter.fire(this._view); // visibility of the status bar depends on the editor
+        }
+      }),
+      vscode.workspace.onDidOpenTextDocument((doc) => {
+        if (!this._document && doc.languageId === LANGUAGE_ID && doc.uri.scheme === 'file') {
+          this._document = doc.uri;
+          void this.refresh();
+        }
+      }),
+    );
+  }
+
+  /** The `.dr` document whose research is shown. */
+  get document(): vscode.Uri | undefined {
+    return this._document;
+  }
+  get view(): ResearchView | undefined {
+    return this._view;
+  }
+
+  private pickDocument(editor: vscode.TextEditor | undefined): boolean {
+    const doc = editor?.document;
+    if (doc && doc.languageId === LANGUAGE_ID && doc.uri.scheme === 'file' && doc.uri.toString() !== this._document?.toString()) {
+      this._document = doc.uri;
+      return true;
+    }
+    if (!this._document) {
+      const open = vscode.workspace.textDocuments.find((d) => d.languageId === LANGUAGE_ID && d.uri.scheme === 'file');
+      if (open) {
+        this._document = open.uri;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  setDocument(uri: vscode.Uri): Promise<ResearchView | undefined> {
+    this._document = uri;
+    return this.refresh();
+  }
+
+  /** Asks the server for the tree again; concurrent calls coalesce into one more request. */
+  refresh(): Promise<ResearchView | undefined> {
+    if (this.inFlight) {
+      this.again = true;
+      return this.inFlight;
+    }
+    this.inFlight = (async () => {
+      let view: ResearchView | undefined;
+      do {
+        this.again = false;
+        view = await this.fetch();
+      } while (this.again);
+      this._view = view;
+      this.emitter.fire(view);
+      return view;
+    })().finally(() => (this.inFlight = undefined));
+    return this.inFlight;
+  }
+
+  private async fetch(): Promise<ResearchView | undefined> {
+    const client = this.server.running;
+    const doc = this._document;
+    if (!client || !doc) {
+      return undefined;
+    }
+    try {
+      const view = await runServerCommand<ResearchView | null>(client, ServerCommand.tree, doc.toString());
+      return view ?? undefined;
+    } catch (e) {
+      this.output.appendLine(`${ServerCommand.tree} failed for ${doc.toString()}: ${(e as Error).message}`);
+      return undefined;
+    }
+  }
+
+  dispose(): void {
+    this.disposables.forEach((d) => d.dispose());
+    this.emitter.dispose();
+  }
+}

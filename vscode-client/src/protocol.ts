@@ -1,0 +1,86 @@
+// The server's protocol (docs/protocol.md): workspace commands, the notification and
+// the shapes they return. Nothing here is private between this extension and the server.
+import { ExecuteCommandRequest, NotificationType } from 'vscode-languageclient/node';
+import type { LanguageClient } from 'vscode-languageclient/node';
+
+/** Workspace commands of the server (`workspace/executeCommand`); each takes the URI string. */
+export const ServerCommand = {
+  execute: 'deepResearch.execute',
+  executeOnSave: 'deepResearch.executeOnSave',
+  showPrompt: 'deepResearch.showPrompt',
+  tree: 'deepResearch.tree',
+  newResearch: 'deepResearch.newResearch',
+} as const;
+
+/**
+ * Commands this extension contributes to the palette. They use the `deep-research.`
+ * prefix because vscode-languageclient registers every command of the server's
+ * `executeCommandProvider` as a VS Code command under the server's own id
+ * (`deepResearch.*`); registering the same id twice would fail.
+ */
+export const ClientCommand = {
+  newResearch: 'deep-research.newResearch',
+  executeMessage: 'deep-research.executeMessage',
+  showPrompt: 'deep-research.showPrompt',
+  restartServer: 'deep-research.restartServer',
+  refreshTree: 'deep-research.refreshTree',
+} as const;
+
+export const LANGUAGE_ID = 'deep-research';
+export const EXECUTE_ACTION_KIND = 'source.deepResearch.execute';
+
+export type Phase = 'no_problem' | 'in_focus' | 'finished' | 'shut_down';
+export type ApprovalMode = 'none' | 'read' | 'create' | 'update' | 'delete';
+
+export interface ExecutionResult {
+  executed: boolean;
+  reason: string | null;
+  report?: string;
+  ok?: number;
+  failed?: number;
+  skipped?: number;
+  focusChanged?: boolean;
+  phase?: Phase;
+  promptUri?: string;
+}
+
+export interface ShowPromptResult {
+  uri: string;
+  shown: boolean;
+}
+
+export interface NewResearchResult {
+  root: string;
+  document: string;
+}
+
+export interface ProblemNode {
+  title: string;
+  status: 'open' | 'done' | 'failed';
+  criteriaMet: number;
+  criteriaTotal: number;
+  focused: boolean;
+  definitionUri?: string;
+  children: ProblemNode[];
+}
+
+export interface ResearchView {
+  root: string;
+  phase: Phase;
+  approvalMode: ApprovalMode;
+  focus: { title: string; criteriaMet: number; criteriaTotal: number } | null;
+  tree: ProblemNode | null;
+}
+
+export interface DidExecuteParams {
+  uri: string;
+  phase: Phase;
+  focusChanged: boolean;
+}
+
+export const DidExecuteNotification = new NotificationType<DidExecuteParams>('deepResearch/didExecute');
+
+/** Sends `workspace/executeCommand` straight to the server (not through VS Code's command registry). */
+export async function runServerCommand<T>(client: LanguageClient, command: string, ...args: unknown[]): Promise<T> {
+  return (await client.sendRequest(ExecuteCommandRequest.type, { command, arguments: args })) as T;
+}

@@ -1,0 +1,276 @@
+// Shared helpers of the real-VS-Code test drivers (code-server + Playwright + Debian chromium).
+// No sleeps for synchronisation: everything waits by polling a condition with a deadline.
+import { execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export const SETUP_SCRIPT = 'scripts/setup-vscode-test-env';
+
+export function log(...args) {
+  const t = ((Date.now() - T0) / 1000).toFixed(1).padStart(5);
+  console.log(`[${t}s]`, ...args);
+}
+const T0 = Date.now();
+
+/** The paths written by scripts/setup-vscode-test-env; exits 2 with a clear message when it has not run. */
+export function testEnv() {
+  let dir = process.env.DR_VSCODE_ENV_DIR;
+  if (!dir) {
+    try {
+      dir = execFileSync('bash', [path.join(REPO, SETUP_SCRIPT), '--print-dir'], { encoding: 'utf8' }).trim();
+    } catch {
+      dir = '';
+    }
+  }
+  const envFile = dir && path.join(dir, 'env.json');
+  if (!envFile || !fs.existsSync(envFile) || !fs.existsSync(path.join(dir, '.complete'))) {
+    console.error(
+      `The VS Code test environment is not installed (code-server, node 24, playwright-core, chromium).\n` +
+        `Run: ${SETUP_SCRIPT}   (about 2-3 minutes the first time; reused afterwards)`,
+    );
+    process.exit(2);
+  }
+  const env = JSON.parse(fs.readFileSync(envFile, 'utf8'));
+  for (const key of ['node24', 'vscodeServerMain', 'codeServerBin', 'playwrightCore', 'chromium']) {
+    if (!fs.existsSync(env[key])) {
+      console.error(`The VS Code test environment is incomplete (${key}: ${env[key]} is missing). Run: ${SETUP_SCRIPT}`);
+      process.exit(2);
+    }
+  }
+  return env;
+}
+
+export function loadPlaywright(env) {
+  return createRequire(import.meta.url)(env.playwrightCore);
+}
+
+/** A private temp tree: HOME, XDG dirs, user data, extensions, workspace, logs. */
+export function makeTempRoot(name) {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), `dr-${name}-`));
+  const dirs = {
+    root,
+    home: path.join(root, 'home'),
+    userData: path.join(root, 'user-data'),
+    serverData: path.join(root, 'server-data'),
+    extensions: path.join(root, 'extensions'),
+    ws: path.join(root, 'ws'),
+    logs: path.join(root, 'logs'),
+  };
+  for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
+  return dirs;
+}
+
+export function isolatedEnv(dirs, extra = {}) {
+  const env = { ...process.env };
+  // keep the machine's npm/node settings out of the editor's processes
+  for (const k of Object.keys(env)) if (k.startsWith('npm_') || k.startsWith('VSCODE_')) delete env[k];
+  return {
+    ...env,
+    HOME: dirs.home,
+    XDG_CONFIG_HOME: path.join(dirs.home, '.config'),
+    XDG_DATA_HOME: path.join(dirs.home, '.local', 'share'),
+    XDG_CACHE_HOME: path.join(dirs.home, '.cache'),
+    XDG_STATE_HOME: path.join(dirs.home, '.local', 'state'),
+    XDG_RUNTIME_DIR: path.join(dirs.home, 'run'),
+    ...extra,
+  };
+}
+
+/** User settings for a quiet, offline, trusted workbench; `extra` adds to them. */
+export function writeSettings(file, extra = {}) {
+  const settings = {
+    'security.workspace.trust.enabled': false,
+    'workbench.startupEditor': 'none',
+    'workbench.tips.enabled': false,
+    'workbench.welcomePage.walkthroughs.openOnInstall': false,
+    'telemetry.telemetryLevel': 'off',
+    'update.mode': 'none',
+    'extensions.autoCheckUpdates': false,
+    'extensions.autoUpdate': false,
+    'extensions.ignoreRecommendations': true,
+    'chat.disableAIFeatures': true,
+    'files.autoSave': 'off',
+    'git.enabled': false,
+    'editor.minimap.enabled': false,
+    'workbench.secondarySideBar.defaultVisibility': 'hidden',
+    ...extra,
+  };
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, JSON.stringify(settings, null, 2));
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function waitFor(what, fn, timeoutMs, intervalMs = 100) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export async function waitForHttp(url, timeoutMs) {
+  await waitFor(`${url} to answer`, async () => (await fetch(url)).status < 500, timeoutMs, 100);
+}
+
+/** Starts a process in its own process group, logging to a file. */
+export function startProcess(name, command, args, { env, cwd, logDir }) {
+  const logFile = path.join(logDir, `${name}.log`);
+  const fd = fs.openSync(logFile, 'a');
+  const child = spawn(command, args, { env, cwd, detached: true, stdio: ['ignore', fd, fd] });
+  fs.closeSync(fd);
+  child.logFile = logFile;
+  child.exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  log(`started ${name} (pid ${child.pid}): ${[command, ...args].map((a) => (a.length > 80 ? a.slice(0, 77) + '...' : a)).join(' ')}`);
+  return child;
+}
+
+function childrenMap() {
+  const map = new Map();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!map.has(ppid)) map.set(ppid, []);
+      map.get(ppid).push(Number(entry));
+    } catch {
+      // the process is gone
+    }
+  }
+  return map;
+}
+
+export function descendants(pid) {
+  const map = childrenMap();
+  const out = [];
+  const walk = (p) => {
+    for (const c of map.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+function commandName(pid) {
+  try {
+    const args = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    const pick = args.find((a) => /deep_research|server-main|entry\.js|--type=/.test(a)) ?? args[0] ?? '?';
+    return `${pid}:${path.basename(pick).slice(0, 40)}`;
+  } catch {
+    return `${pid}:?`;
+  }
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
+/** Stops a process and every descendant (file watcher, extension host, our Python server). */
+export async function killTree(child, name, known = []) {
+  if (!child || child.pid === undefined) return;
+  const pids = [...new Set([...known, ...descendants(child.pid), child.pid])];
+  const names = pids.filter(alive).map(commandName);
+  const signal = (sig) => {
+    try {
+      process.kill(-child.pid, sig); // the whole process group
+    } catch {
+      // already gone
+    }
+    for (const p of pids) {
+      try {
+        process.kill(p, sig);
+      } catch {
+        // already gone
+      }
+    }
+  };
+  signal('SIGTERM');
+  try {
+    await waitFor(`${name} to exit`, () => pids.every((p) => !alive(p)), 5000, 50);
+  } catch {
+    signal('SIGKILL');
+    await waitFor(`${name} to die`, () => pids.every((p) => !alive(p)), 5000, 50);
+  }
+  log(`stopped ${name}: ${names.join(', ') || 'already gone'}`);
+}
+
+export function tail(file, lines = 40) {
+  try {
+    return fs.readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+export function launchChromium(pw, env, dirs) {
+  return pw.chromium.launch({
+    executablePath: env.chromium,
+    headless: true,
+    env: isolatedEnv(dirs),
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage',
+    ],
+  });
+}
+
+/** The Python that runs our server in the tests (the pytest interpreter when run from pytest). */
+export function testPython() {
+  return process.env.DR_TEST_PYTHON || 'python3';
+}
+
+/** `python -m deep_research new DIR`, from the repo's sources with the bundled libraries. */
+export function newResearch(dir) {
+  const env = {
+    ...process.env,
+    PYTHONPATH: [path.join(REPO, 'server'), path.join(REPO, 'vscode-client', 'bundled', 'libs'), process.env.PYTHONPATH]
+      .filter(Boolean)
+      .join(path.delimiter),
+  };
+  execFileSync(testPython(), ['-m', 'deep_research', 'new', dir], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  return path.join(dir, 'message.dr');
+}
+
+export function requireBuilt() {
+  const missing = [
+    'vscode-client/dist/extension.js',
+    'vscode-client/bundled/libs/pygls/__init__.py',
+  ].filter((f) => !fs.existsSync(path.join(REPO, f)));
+  if (missing.length) {
+    console.error(`Build the extension first (npm run package): missing ${missing.join(', ')}`);
+    process.exit(2);
+  }
+}

@@ -1,0 +1,167 @@
+// UI test driver ("test mode A"): installs the packaged .vsix into code-server, opens a
+// fresh research in headless chromium and works as a user does: types a command, sees
+// the suggestion widget and a squiggle, checks the grammar's scopes with VS Code's token
+// inspector, writes a message, saves, and sees the prompt open beside the message.
+// Exit code: 0 passed, 1 failed, 2 the environment or the .vsix is missing.
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import {
+  REPO, descendants, freePort, isolatedEnv, killTree, launchChromium, loadPlaywright, log, makeTempRoot,
+  newResearch, startProcess, tail, testEnv, testPython, waitFor, waitForHttp, writeSettings,
+} from './lib.mjs';
+
+const VSIX = process.env.DR_VSIX || path.join(REPO, 'vscode-client', 'dist', 'deep-research.vsix');
+const TITLE = 'Cache-friendly matrix multiplication';
+const env = testEnv();
+if (!fs.existsSync(VSIX)) {
+  console.error(`${VSIX} is missing: run \`npm run package\` first`);
+  process.exit(2);
+}
+const pw = loadPlaywright(env);
+const dirs = makeTempRoot('ui');
+const research = path.join(dirs.ws, 'research');
+const message = newResearch(research);
+const prompt = path.join(research, '.deep-research', 'prompt.md');
+writeSettings(path.join(dirs.userData, 'User', 'settings.json'), { 'workbench.colorTheme': 'Default Dark Modern' });
+// a machine-overridable setting: in a remote window (code-server) it comes from the
+// remote machine's settings, not the user's
+fs.mkdirSync(path.join(dirs.userData, 'Machine'), { recursive: true });
+fs.writeFileSync(path.join(dirs.userData, 'Machine', 'settings.json'), JSON.stringify({ 'deepResearch.server.pythonPath': testPython() }));
+const port = await freePort();
+const config = path.join(dirs.root, 'config.yaml');
+fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+const cs = (...args) => [env.codeServerBin, '--config', config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions, ...args];
+const csEnv = isolatedEnv(dirs);
+
+let server;
+let browser;
+let page;
+let exitCode = 1;
+const step = (s) => log(`step: ${s}`);
+try {
+  step('install the .vsix');
+  const out = execFileSync(env.node24, cs('--install-extension', VSIX), { env: csEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  if (!/successfully installed/.test(out)) throw new Error(`install failed: ${out}`);
+
+  server = startProcess(
+    'code-server',
+    env.node24,
+    cs('--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check',
+      '--disable-workspace-trust', '--disable-getting-started-override', dirs.ws),
+    { env: csEnv, cwd: dirs.ws, logDir: dirs.logs },
+  );
+  await waitForHttp(`http://127.0.0.1:${port}/healthz`, 30000);
+
+  browser = await launchChromium(pw, env, dirs);
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const pageLog = fs.createWriteStream(path.join(dirs.logs, 'page.log'));
+  page.on('console', (m) => pageLog.write(`[${m.type()}] ${m.text()}\n`));
+  page.setDefaultTimeout(20000);
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.ws)}`);
+  await page.waitForSelector('.monaco-workbench');
+
+  step('open research/message.dr with Quick Open');
+  await waitFor('quick open to find message.dr', async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+P');
+    await page.locator('.quick-input-widget input').waitFor({ timeout: 3000 });
+    await page.keyboard.type('message.dr');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'message.dr' }).first().waitFor({ timeout: 3000 });
+    return true;
+  }, 30000);
+  await page.keyboard.press('Enter');
+  await page.locator('.tab.active', { hasText: 'message.dr' }).waitFor();
+  const editor = page.locator('.editor-group-container .monaco-editor .view-lines').first();
+
+  step('the extension is active: status bar shows the research');
+  const status = page.locator('.statusbar-item', { hasText: 'No problem defined' });
+  await status.first().waitFor({ timeout: 30000 });
+
+  step('type a command: the suggestion widget offers define_problem');
+  await editor.click();
+  await page.keyboard.type('<<< def');
+  const suggestion = page.locator('.suggest-widget .monaco-list-row', { hasText: 'define_problem' }).first();
+  await waitFor('the define_problem suggestion', async () => {
+    if (await suggestion.isVisible()) return true;
+    await page.keyboard.press('Control+Space'); // if the widget did not open by itself
+    await suggestion.waitFor({ timeout: 2000 });
+    return true;
+  }, 20000);
+  await page.keyboard.press('Escape');
+
+  step('a misspelt command gets a squiggle');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.type('///focus_upp');
+  await page.keyboard.press('Escape');
+  await page.locator('.editor-group-container .monaco-editor .squiggly-error').first().waitFor();
+
+  step('the grammar scopes the command (Developer: Inspect Editor Tokens and Scopes)');
+  await page.keyboard.press('Home');
+  for (let i = 0; i < 5; i++) await page.keyboard.press('ArrowRight');
+  await page.keyboard.press('F1');
+  await page.locator('.quick-input-widget input').waitFor();
+  await page.keyboard.type('Inspect Editor Tokens and Scopes');
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: 'Inspect Editor Tokens' }).first().waitFor();
+  await page.keyboard.press('Enter');
+  const inspector = page.locator('.token-inspect-widget');
+  await waitFor('the token inspector to show our scope', async () => /keyword\.control\.command\.deep-research/.test(await inspector.innerText()), 15000);
+  await page.keyboard.press('Escape');
+
+  step('write a message and save: it executes, the prompt opens beside it');
+  await editor.click();
+  await page.keyboard.press('Control+A');
+  await page.keyboard.press('Delete');
+  await page.keyboard.insertText(
+    `Defining the problem.\n<<< define_problem\n///title\n${TITLE}\n///content\nWhich loop orders and tile sizes make it cache friendly?\n>>>\n`,
+  );
+  await page.keyboard.press('Escape');
+  await waitFor('no squiggles for a valid message', async () => (await page.locator('.editor-group-container .monaco-editor .squiggly-error').count()) === 0, 15000);
+  await page.keyboard.press('Control+S');
+  await page.locator('.tab', { hasText: 'prompt.md' }).first().waitFor({ timeout: 30000 });
+  // beside: the prompt's editor group is not the message's
+  const promptGroup = page.locator('.editor-group-container', { has: page.locator('.tab', { hasText: 'prompt.md' }) });
+  await promptGroup.locator('.view-lines', { hasText: '# Deep Research Interface' }).first().waitFor();
+  if ((await promptGroup.locator('.tab', { hasText: 'message.dr' }).count()) !== 0) throw new Error('the prompt did not open beside the message');
+  await page.locator('.editor-group-container', { has: page.locator('.tab', { hasText: 'message.dr' }) }).first().waitFor();
+  await waitFor('the message file to be cleared on disk', () => fs.readFileSync(message, 'utf8').trim() === '', 10000);
+  if (!fs.existsSync(path.join(research, 'Problem Definition.md'))) throw new Error('Problem Definition.md was not written');
+  if (!fs.readFileSync(prompt, 'utf8').includes(`# Current Problem: ${TITLE}`)) throw new Error('prompt.md was not rewritten');
+
+  step('status bar and problem tree show the focused problem');
+  await page.locator('.statusbar-item', { hasText: `${TITLE} [0/0]` }).first().waitFor();
+  const header = page.locator('.pane-header', { hasText: 'Research Problems' }).first();
+  await header.waitFor();
+  if ((await header.getAttribute('aria-expanded')) !== 'true') await header.click();
+  const row = page.locator('.monaco-list-row', { hasText: TITLE }).filter({ hasText: '[0/0]' }).first();
+  await row.waitFor();
+
+  step('clicking the problem opens its definition');
+  await row.click();
+  await page.locator('.tab.active', { hasText: 'Problem Definition.md' }).first().waitFor();
+
+  step('clicking the status bar item shows the prompt');
+  const promptTab = page.locator('.tab', { hasText: 'prompt.md' }).first();
+  await promptTab.click({ button: 'middle' }); // closes the tab
+  await waitFor('the prompt tab to close', async () => (await page.locator('.tab', { hasText: 'prompt.md' }).count()) === 0, 10000);
+  await page.locator('.tab', { hasText: 'message.dr' }).first().click();
+  await page.locator('.statusbar-item', { hasText: `${TITLE} [0/0]` }).first().click();
+  await page.locator('.tab', { hasText: 'prompt.md' }).first().waitFor();
+
+  await page.screenshot({ path: path.join(dirs.root, 'final.png') });
+  log('UI test: 1 passed, 0 failed');
+  exitCode = 0;
+} catch (e) {
+  log(`ERROR: ${e.stack || e}`);
+  if (page) await page.screenshot({ path: path.join(dirs.root, 'failure.png') }).catch(() => undefined);
+  log(`--- code-server log (tail) ---\n${tail(server?.logFile)}`);
+  log('UI test: 0 passed, 1 failed');
+} finally {
+  const family = server ? descendants(server.pid) : [];
+  await browser?.close().catch(() => undefined);
+  await killTree(server, 'code-server', family);
+  if (exitCode === 0 && !process.env.DR_KEEP_TMP) fs.rmSync(dirs.root, { recursive: true, force: true });
+  else log(`kept ${dirs.root}`);
+}
+process.exit(exitCode);

@@ -1,0 +1,366 @@
+// Extension-host test suite: runs inside a real VS Code extension host (code-server's
+// VS Code, see vscode-client/test/drivers/exthost.mjs) against the real `vscode` API,
+// the extension from this repo and the Python language server it starts.
+// No test framework: a small sequential runner with per-test deadlines; results go to
+// $DR_TEST_RESULT as JSON, progress lines to $DR_TEST_LOG.
+'use strict';
+
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const path = require('node:path');
+const vscode = require('vscode');
+
+const EXT_ID = 'deep-research.deep-research';
+const WS = process.env.DR_TEST_WORKSPACE;
+const RESEARCH = process.env.DR_TEST_RESEARCH;
+const PYTHON = process.env.DR_TEST_PYTHON || 'python3';
+const MESSAGE = RESEARCH && path.join(RESEARCH, 'message.dr');
+const PROMPT = RESEARCH && path.join(RESEARCH, '.deep-research', 'prompt.md');
+const TITLE = 'Cache-friendly matrix multiplication';
+const SUB = 'Compare tiling strategies';
+
+// ---------------------------------------------------------------------------- helpers
+
+function progress(line) {
+  if (process.env.DR_TEST_LOG) fs.appendFileSync(process.env.DR_TEST_LOG, line + '\n');
+}
+
+async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 50) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last.message})` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+function api() {
+  return vscode.extensions.getExtension(EXT_ID).exports;
+}
+
+async function show(file, column = vscode.ViewColumn.One) {
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.file(file));
+  return vscode.window.showTextDocument(doc, { viewColumn: column, preview: false });
+}
+
+async function setText(editor, text) {
+  const doc = editor.document;
+  const all = new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length));
+  assert.ok(await editor.edit((b) => b.replace(all, text)), 'the edit was not applied');
+}
+
+/** Types a message into the message editor and saves it (what a user does). */
+async function writeAndSave(text) {
+  const editor = await show(MESSAGE);
+  await setText(editor, text);
+  assert.ok(await editor.document.save(), 'save failed');
+  return editor;
+}
+
+function labels(list) {
+  return (list.items || list).map((i) => (typeof i.label === 'string' ? i.label : i.label.label));
+}
+
+function promptEditor() {
+  return vscode.window.visibleTextEditors.find((e) => e.document.uri.fsPath === PROMPT);
+}
+
+async function config(key, value) {
+  await vscode.workspace.getConfiguration('deepResearch').update(key, value, vscode.ConfigurationTarget.Workspace);
+}
+
+function criteriaDescription(item) {
+  return (item.description.match(/\[\d+\/\d+\]/) || [''])[0];
+}
+
+// ---------------------------------------------------------------------------- tests
+
+const tests = [];
+const test = (name, fn, timeoutMs = 30000) => tests.push({ name, fn, timeoutMs });
+
+// -- the extension alone (no language server needed) ----------------------------------
+
+test('extension is installed and activates', async () => {
+  const ext = vscode.extensions.getExtension(EXT_ID);
+  assert.ok(ext, `extension ${EXT_ID} not found`);
+  await ext.activate();
+  assert.ok(ext.isActive);
+  assert.equal(typeof ext.exports.ready, 'function');
+});
+
+test('.dr documents get the language deep-research', async () => {
+  assert.ok((await vscode.languages.getLanguages()).includes('deep-research'));
+  const editor = await show(MESSAGE);
+  assert.equal(editor.document.languageId, 'deep-research');
+});
+
+test('contributions: palette commands, settings and execute-on-save default', async () => {
+  const all = await vscode.commands.getCommands(true);
+  for (const id of ['deep-research.newResearch', 'deep-research.executeMessage', 'deep-research.showPrompt', 'deep-research.restartServer']) {
+    assert.ok(all.includes(id), `command ${id} missing`);
+  }
+  const cfg = vscode.workspace.getConfiguration('deepResearch');
+  assert.equal(cfg.inspect('approvalMode').defaultValue, 'update');
+  assert.equal(cfg.inspect('executeOnSave').defaultValue, false);
+  assert.equal(cfg.inspect('showPromptAfterExecute').defaultValue, true);
+  assert.equal(cfg.inspect('server.pythonPath').defaultValue, '');
+  const onSave = vscode.workspace.getConfiguration('editor', { languageId: 'deep-research' }).get('codeActionsOnSave');
+  assert.deepEqual(onSave, { 'source.deepResearch.execute': 'explicit' });
+});
+
+test('snippets for block commands come from the snippet file', async () => {
+  const file = path.join(WS, 'snippets.dr');
+  fs.writeFileSync(file, 'add_sub');
+  const doc = await vscode.workspace.openTextDocument(vscode.Uri.file(file));
+  const list = await vscode.commands.executeCommand('vscode.executeCompletionItemProvider', doc.uri, new vscode.Position(0, 7));
+  const snippet = list.items.find((i) => i.kind === vscode.CompletionItemKind.Snippet && labels([i])[0] === 'add_subproblem');
+  assert.ok(snippet, `no add_subproblem snippet among ${labels(list).join(', ')}`);
+  const body = snippet.insertText.value || String(snippet.insertText);
+  assert.match(body, /^<<< add_subproblem\n\/\/\/title\n/);
+});
+
+// -- with the language server ----------------------------------------------------------
+
+test('the server starts with the configured Python', async () => {
+  const client = await api().ready();
+  const found = api().python() && api().python().found;
+  assert.ok(client, `server did not start: state ${api().serverState()}, python ${JSON.stringify(api().python())}`);
+  assert.equal(api().serverState(), 'running');
+  assert.ok(found && found.command[0] === PYTHON, `python ${JSON.stringify(found)}`);
+});
+
+test('diagnostic for a misspelt command suggests the right one', async () => {
+  const editor = await show(MESSAGE);
+  await setText(editor, 'Thinking first.\n///focus_upp\n');
+  const uri = editor.document.uri;
+  const diag = await waitFor('a diagnostic on line 2', () =>
+    vscode.languages.getDiagnostics(uri).find((d) => d.range.start.line === 1),
+  );
+  assert.match(diag.message, /focus_up\b/);
+  assert.equal(diag.severity, vscode.DiagnosticSeverity.Error);
+  assert.equal(diag.range.start.line, 1);
+  await setText(editor, '');
+  await waitFor('the diagnostic to go', () => vscode.languages.getDiagnostics(uri).length === 0);
+});
+
+test('completion before a problem exists offers define_problem', async () => {
+  const editor = await show(MESSAGE);
+  await setText(editor, '<<< ');
+  const list = await vscode.commands.executeCommand('vscode.executeCompletionItemProvider', editor.document.uri, new vscode.Position(0, 4), ' ');
+  assert.ok(labels(list).some((l) => l.includes('define_problem')), `items: ${labels(list).join(', ')}`);
+  await setText(editor, '');
+});
+
+test('status bar before a problem exists', async () => {
+  await show(MESSAGE);
+  await api().refresh();
+  const bar = api().statusBar();
+  assert.ok(bar.visible, 'status bar item hidden');
+  assert.match(bar.text, /No problem defined/);
+  assert.match(bar.text, /approval: update/);
+});
+
+test('saving executes the message: document cleared, files written, prompt opened beside', async () => {
+  const before = fs.statSync(PROMPT).mtimeMs;
+  const editor = await writeAndSave(
+    `Let me define the problem.\n<<< define_problem\n///title\n${TITLE}\n///content\nWhich loop orders and tile sizes make matrix multiplication cache friendly?\n>>>\n`,
+  );
+  const doc = editor.document;
+  await waitFor('the message to be cleared', () => doc.getText().trim() === '');
+  assert.equal(fs.readFileSync(MESSAGE, 'utf8').trim(), '', 'the saved file still holds the message');
+  assert.ok(!doc.isDirty, 'the message is dirty after save');
+  const definition = path.join(RESEARCH, 'Problem Definition.md');
+  await waitFor('Problem Definition.md', () => fs.existsSync(definition));
+  assert.match(fs.readFileSync(definition, 'utf8'), /loop orders/);
+  await waitFor('prompt.md to be rewritten', () => fs.statSync(PROMPT).mtimeMs > before);
+  assert.match(fs.readFileSync(PROMPT, 'utf8'), new RegExp(`# Current Problem: ${TITLE}`));
+  const prompt = await waitFor('the prompt editor', promptEditor);
+  assert.notEqual(prompt.viewColumn, editor.viewColumn, 'the prompt is not beside the message');
+  assert.equal(vscode.window.activeTextEditor && vscode.window.activeTextEditor.document.uri.fsPath, MESSAGE, 'focus left the message');
+});
+
+test('saving the same (empty) message again executes nothing', async () => {
+  const state = fs.readFileSync(path.join(RESEARCH, '.deep-research', 'state.json'), 'utf8');
+  const editor = await show(MESSAGE);
+  assert.ok(await editor.document.save());
+  assert.equal(fs.readFileSync(path.join(RESEARCH, '.deep-research', 'state.json'), 'utf8'), state);
+});
+
+test('tree view data after the first execution', async () => {
+  await api().refresh();
+  const items = api().treeItems();
+  assert.equal(items.length, 1);
+  const root = items[0];
+  assert.equal(root.label, TITLE);
+  assert.equal(criteriaDescription(root), '[0/0]');
+  assert.ok(root.focused && /focus/.test(root.description), `root not highlighted as focus: ${JSON.stringify(root)}`);
+  assert.equal(root.icon, 'target');
+  assert.ok(root.definitionUri && vscode.Uri.parse(root.definitionUri).fsPath === path.join(RESEARCH, 'Problem Definition.md'), root.definitionUri);
+  const view = await vscode.commands.executeCommand('deepResearch.tree', vscode.Uri.file(MESSAGE).toString());
+  assert.equal(view.phase, 'in_focus');
+  assert.equal(view.focus.title, TITLE);
+});
+
+test('completion in focus: ///ad offers add_criteria', async () => {
+  const editor = await show(MESSAGE);
+  await setText(editor, '///ad');
+  const list = await vscode.commands.executeCommand('vscode.executeCompletionItemProvider', editor.document.uri, new vscode.Position(0, 5));
+  const names = labels(list);
+  assert.ok(names.some((l) => l.includes('add_criteria')), `items: ${names.join(', ')}`);
+  assert.ok(!names.some((l) => l.includes('define_problem')), 'define_problem offered although a problem exists');
+  await setText(editor, '');
+});
+
+test('hover on a command shows its documentation', async () => {
+  const editor = await show(MESSAGE);
+  await setText(editor, '///add_criteria Something to check\n');
+  const hovers = await waitFor('a hover', async () => {
+    const h = await vscode.commands.executeCommand('vscode.executeHoverProvider', editor.document.uri, new vscode.Position(0, 6));
+    return h && h.length ? h : undefined;
+  });
+  const text = hovers.flatMap((h) => h.contents.map((c) => c.value || String(c))).join('\n');
+  assert.match(text, /add_criteria/);
+  await setText(editor, '');
+});
+
+test('criteria and a subproblem: status bar text and tree refresh after execution', async () => {
+  const editor = await writeAndSave(
+    `///add_criteria The answer names a loop order\n///add_criteria The answer gives tile sizes\n<<< add_subproblem\n///title\n${SUB}\n///content\nWhich tile sizes fit the L1 cache?\n>>>\n`,
+  );
+  await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+  const bar = await waitFor('the status bar to show [0/2]', () => {
+    const b = api().statusBar();
+    return b.text.includes('[0/2]') ? b : undefined;
+  });
+  assert.ok(bar.text.includes(TITLE), bar.text);
+  assert.match(bar.text, /approval: update/);
+  const root = api().treeItems()[0];
+  assert.equal(criteriaDescription(root), '[0/2]');
+  assert.equal(root.children.length, 1);
+  assert.equal(root.children[0].label, SUB);
+  assert.equal(criteriaDescription(root.children[0]), '[0/0]');
+  assert.equal(root.children[0].status, 'open');
+  assert.equal(root.children[0].icon, 'circle-large-outline');
+  assert.ok(!root.children[0].focused);
+});
+
+test('mark_criteria_as_done updates [x/y]', async () => {
+  const editor = await writeAndSave('///mark_criteria_as_done 1\n');
+  await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+  await waitFor('[1/2] in the tree', () => criteriaDescription(api().treeItems()[0]) === '[1/2]');
+  assert.ok(api().statusBar().text.includes('[1/2]'), api().statusBar().text);
+});
+
+test('approval mode: save does not run kinds above it; Execute Message does', async () => {
+  await config('approvalMode', 'read');
+  try {
+    await waitFor('the status bar to show the mode', () => api().statusBar().text.includes('approval: read'));
+    const editor = await writeAndSave('///add_criteria Needs approval\n');
+    assert.match(editor.document.getText(), /Needs approval/, 'the message was consumed although its kind is above the mode');
+    await api().refresh();
+    assert.equal(criteriaDescription(api().treeItems()[0]), '[1/2]');
+    const result = await vscode.commands.executeCommand('deep-research.executeMessage', editor.document.uri);
+    assert.ok(result && result.executed, `not executed: ${JSON.stringify(result)}`);
+    await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+    await waitFor('[1/3] in the tree', () => criteriaDescription(api().treeItems()[0]) === '[1/3]');
+  } finally {
+    await config('approvalMode', undefined);
+  }
+  await waitFor('approval: update again', () => api().statusBar().text.includes('approval: update'));
+});
+
+test('Show Prompt opens the prompt beside the message', async () => {
+  await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+  await show(MESSAGE);
+  const result = await vscode.commands.executeCommand('deep-research.showPrompt');
+  assert.ok(result && result.uri, JSON.stringify(result));
+  const prompt = await waitFor('the prompt editor', promptEditor);
+  assert.notEqual(prompt.viewColumn, vscode.ViewColumn.One);
+  assert.match(prompt.document.getText(), /# Deep Research Interface/);
+});
+
+test('Restart Server restarts it and features work again', async () => {
+  const ok = await vscode.commands.executeCommand('deep-research.restartServer');
+  assert.equal(ok, true);
+  assert.equal(api().serverState(), 'running');
+  const editor = await show(MESSAGE);
+  await setText(editor, '///focus_upp\n');
+  await waitFor('a diagnostic after the restart', () => vscode.languages.getDiagnostics(editor.document.uri).length > 0);
+  await setText(editor, '');
+  await editor.document.save();
+});
+
+test('New Research makes a research folder and opens its message', async () => {
+  const dir = path.join(WS, 'second research');
+  const result = await vscode.commands.executeCommand('deep-research.newResearch', vscode.Uri.file(dir));
+  assert.ok(result && result.document, JSON.stringify(result));
+  assert.ok(fs.existsSync(path.join(dir, '.deep-research')), 'no .deep-research/');
+  const active = vscode.window.activeTextEditor;
+  assert.ok(active && active.document.languageId === 'deep-research', 'the new message is not open');
+  assert.equal(path.dirname(active.document.uri.fsPath), dir);
+  await waitFor('the status bar for the new research', () => /No problem defined/.test(api().statusBar().text));
+});
+
+test('no suitable Python: clear state, then recovery when the setting is fixed', async () => {
+  // a "Python 3.8" (a script answering the version probe), then one that does not exist
+  const old = path.join(WS, 'python3.8');
+  fs.writeFileSync(old, '#!/bin/sh\necho 3.8.18\necho /opt/python3.8/bin/python3\n', { mode: 0o755 });
+  try {
+    await config('server.pythonPath', old);
+    await waitFor('state no-python for Python 3.8', () => api().serverState() === 'no-python');
+    assert.match(api().python().rejected[0].reason, /3\.8\.18 is older than 3\.10/);
+    assert.match(api().statusBar().text, /no Python/);
+    await config('server.pythonPath', path.join(WS, 'no-such-python'));
+    await waitFor('the missing interpreter to be reported', () =>
+      api().serverState() === 'no-python' && api().python().rejected.some((r) => /not found/.test(r.reason)),
+    );
+  } finally {
+    await config('server.pythonPath', PYTHON);
+  }
+  await waitFor('the server to run again', () => api().serverState() === 'running', 20000);
+});
+
+// ---------------------------------------------------------------------------- runner
+
+async function run() {
+  const results = [];
+  const filter = process.env.DR_TEST_FILTER;
+  let error;
+  try {
+    for (const t of tests) {
+      if (filter && !t.name.includes(filter) && !t.name.startsWith('extension is installed')) {
+        results.push({ name: t.name, ok: false, skipped: true, ms: 0 });
+        continue;
+      }
+      const started = Date.now();
+      let timer;
+      try {
+        await Promise.race([
+          t.fn(),
+          new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`test timed out after ${t.timeoutMs} ms`)), t.timeoutMs))),
+        ]);
+        results.push({ name: t.name, ok: true, ms: Date.now() - started });
+        progress(`ok   ${t.name} (${Date.now() - started} ms)`);
+      } catch (e) {
+        results.push({ name: t.name, ok: false, ms: Date.now() - started, error: e && e.stack ? e.stack : String(e) });
+        progress(`FAIL ${t.name}: ${e && e.message}`);
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+  } catch (e) {
+    error = e && e.stack ? e.stack : String(e);
+  }
+  const ok = !error && results.every((r) => r.ok || r.skipped);
+  fs.writeFileSync(process.env.DR_TEST_RESULT, JSON.stringify({ ok, tests: results, error }, null, 2));
+}
+
+module.exports = { run };
