@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the next prompt.")
     repl.add_argument("dir", type=Path)
 
+    command("commands", _commands, "Print the reference of every command of the message language.")
+
     demo = command("demo", _demo, "Run a scripted research through the language server and show each step.")
     demo.add_argument("dir", type=Path, nargs="?", help="where to create the demo research (default: a temporary folder)")
     demo.add_argument("--short", action="store_true", help="show only the first lines of each prompt")
@@ -163,6 +165,16 @@ def _repl(args: argparse.Namespace) -> int:
     from .repl import run_repl
 
     return run_repl(Research.open(_folder(args.dir)))
+
+
+def _commands(args: argparse.Namespace) -> int:
+    from .engine.commands import COMMANDS
+
+    print("# The commands of a message\n")
+    print("Commands start at the beginning of a line. Kinds: read, create, update (see the approval mode).\n")
+    for spec in COMMANDS.values():
+        print(f"## {spec.name}\n\n{spec.markdown()}\n")
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:
