@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import __version__
-from .engine.analysis import Status
-from .engine.research import MESSAGE_FILE, NotAResearch, Research
-from .engine.store import read_text
+
+# The engine is imported inside each command: `serve` imports it with the language
+# server, inside its start-up window (see `_serve`).
 
 EXIT_OK = 0
 EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed
@@ -34,12 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as error:
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except NotAResearch as error:
-        print(f"deep-research: {error}", file=sys.stderr)
-        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except Exception as error:  # never a raw traceback for a user
+        from .engine.research import NotAResearch
+
+        if isinstance(error, NotAResearch):
+            print(f"deep-research: {error}", file=sys.stderr)
+            return EXIT_USAGE
         if os.environ.get("DEEP_RESEARCH_DEBUG"):
             raise
         print(
@@ -103,12 +105,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import gc
+
+    # Start-up: lsprotocol alone makes thousands of classes; collecting cycles meanwhile
+    # only slows `initialize` down. Afterwards, freeze what is loaded so later full
+    # collections skip it: they were the 20-50 ms tail of request latencies.
+    gc.disable()
     from .lsp.server import run_server
 
+    gc.freeze()
+    gc.enable()
     return run_server(tcp=args.tcp, log_file=args.log_file)
 
 
 def _new(args: argparse.Namespace) -> int:
+    from .engine.research import MESSAGE_FILE, Research
+
     instruction = args.instruction
     if args.instruction_file:
         instruction = _read(args.instruction_file)
@@ -129,6 +141,9 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
+    from .engine.analysis import Status
+    from .engine.research import MESSAGE_FILE, Research
+
     path: Path = args.file
     if not path.exists():
         raise UserError(f"{path}: no such file")
@@ -147,6 +162,8 @@ def _execute(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace) -> int:
+    from .engine.research import Research
+
     research = Research.open(_folder(args.dir))
     research.write_prompt()
     sys.stdout.write(research.prompt())
@@ -155,6 +172,7 @@ def _prompt(args: argparse.Namespace) -> int:
 
 def _tree(args: argparse.Namespace) -> int:
     from .engine.outline import render_outline
+    from .engine.research import Research
 
     research = Research.open(_folder(args.dir))
     print(render_outline(research))
@@ -162,6 +180,7 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _repl(args: argparse.Namespace) -> int:
+    from .engine.research import Research
     from .repl import run_repl
 
     return run_repl(Research.open(_folder(args.dir)))
@@ -201,6 +220,8 @@ def _read(path: Path) -> str:
         raise UserError(f"{path} is a folder, not a file")
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: permission denied")
+    from .engine.store import read_text
+
     text = read_text(path)
     if text is None:
         raise UserError(f"{path}: cannot read the file")

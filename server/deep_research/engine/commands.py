@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum, IntEnum
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from .state import Phase
@@ -275,11 +276,12 @@ def valid_in(phase: Phase) -> list[CommandSpec]:
     return [spec for spec in COMMANDS.values() if phase in spec.phases]
 
 
-def suggest(name: str, candidates: list[str] | None = None) -> str | None:
-    """The closest command name to a misspelt one, if any is close enough."""
+@lru_cache(maxsize=4096)
+def suggest(name: str) -> str | None:
+    """The closest command name to a misspelt one, if any is close enough. Cached: the
+    same typo is looked up on every keystroke until it is fixed."""
     from difflib import get_close_matches
 
-    pool = candidates if candidates is not None else list(COMMANDS)
-    match = get_close_matches(name.lower(), pool, n=1, cutoff=0.6)
+    match = get_close_matches(name.lower(), list(COMMANDS), n=1, cutoff=0.6)
     return match[0] if match else None
 

@@ -12,7 +12,6 @@ adopted (focus at the root, a new session) the first time a message runs.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,7 +24,7 @@ from .commands import ApprovalMode
 from .draft import BREAKDOWN_ASPECT, Draft
 from .model import Attachment, Problem
 from .names import name_key, unique_component
-from .parser import parse
+from .parser import ParsedMessage, parse
 from .prompt import Bookkeeping, Entry, render_prompt
 from .reply import render_reply
 from .state import ROOT, Phase, State, now
@@ -210,9 +209,10 @@ class Research:
 
     # -- running messages ------------------------------------------------------------------------
 
-    def analyze(self, text: str, state: State | None = None) -> Analysis:
-        """Everything executing `text` would do, without doing it."""
-        return analyze(parse(text), self.tree, state or self.state(), self.pending_attachments)
+    def analyze(self, text: str, state: State | None = None, parsed: ParsedMessage | None = None) -> Analysis:
+        """Everything executing `text` would do, without doing it. `parsed` is `parse(text)`
+        if the caller already has it (an editor parses on every keystroke)."""
+        return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments)
 
     def execute(
         self,
@@ -274,6 +274,8 @@ class Research:
 
 def message_digest(text: str) -> str:
     """Identifies a message's text, ignoring trailing whitespace and line-break style."""
+    import hashlib  # imported here: loading OpenSSL costs ~30 ms of server start-up
+
     return hashlib.sha256(clean_text(text).replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
 
 

@@ -152,7 +152,7 @@ class DeepResearchServer(LanguageServer):
     def analysis(self, doc: Document, place: Place) -> Analysis | None:
         if place.research is None:
             return None
-        return place.research.analyze(doc.text)
+        return place.research.analyze(doc.text, parsed=doc.parsed)
 
 
 def create_server() -> DeepResearchServer:

@@ -8,6 +8,7 @@ keeps answering while files are written.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import uuid
 from pathlib import Path
@@ -115,6 +116,13 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
         return _result(True, None, result, place, shown)
     finally:
         progress.end()
+        relax_collector()
+
+
+def relax_collector() -> None:
+    """Freeze what is alive now (mostly cached file contents) so the cyclic collector's
+    full passes stop walking it: they were the tail of request latencies."""
+    gc.freeze()
 
 
 def _result(
@@ -244,6 +252,7 @@ class _Progress:
 def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
     state = research.state()
     root = outline(research)
+    relax_collector()
     focus = research.focus()
     return {
         "root": from_fs_path(str(research.root)),

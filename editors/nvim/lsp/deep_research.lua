@@ -1,0 +1,30 @@
+-- The Deep Research language server, for Neovim 0.11's vim.lsp.config / vim.lsp.enable:
+--
+--   vim.opt.rtp:append('/path/to/deep-research/editors/nvim')
+--   vim.lsp.enable('deep_research')
+--
+-- Override any field with vim.lsp.config('deep_research', { ... }), for example
+-- cmd = { '/path/to/.venv/bin/deep-research', 'serve' } or another approvalMode.
+return {
+  cmd = { 'deep-research', 'serve' },
+  filetypes = { 'deep-research' },
+  -- The research root is the folder holding `.deep-research/`. A .dr file outside any
+  -- research still gets a client (single-file mode, no root): the server then offers
+  -- the quick fix "Make this folder a research".
+  root_markers = { '.deep-research' },
+  handlers = {
+    -- Neovim's handler, plus a fallback for a Neovim 0.11 bug (see lua/deep_research).
+    ['window/showDocument'] = function(...)
+      return require('deep_research').show_document(...)
+    end,
+  },
+  settings = {
+    deepResearch = {
+      -- Which command kinds run on write without asking: none, read, create, update, delete.
+      approvalMode = 'update',
+      -- Neovim executes through the code action on write (ftplugin/deep-research.lua),
+      -- so the server must not execute on didSave as well.
+      executeOnSave = false,
+    },
+  },
+}

