@@ -33,7 +33,22 @@ def make_client() -> LanguageClient:
         ls.diagnostics[params.uri] = params.diagnostics
         ls.diagnostic_versions[params.uri] = params.version  # type: ignore[attr-defined]
 
-    features = {**DEFAULT_CLIENT_FEATURES, types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish_diagnostics}
+    client.cancel_on_begin = False  # type: ignore[attr-defined]
+    record_progress = DEFAULT_CLIENT_FEATURES[types.PROGRESS]
+
+    def progress(ls: LanguageClient, params: types.ProgressParams) -> None:
+        """Record it as the stock client does; like a user pressing Cancel, if a test asks."""
+        record_progress(ls, params)
+        value = params.value
+        kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+        if kind == "begin" and ls.cancel_on_begin:  # type: ignore[attr-defined]
+            ls.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=params.token))
+
+    features = {
+        **DEFAULT_CLIENT_FEATURES,
+        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: publish_diagnostics,
+        types.PROGRESS: progress,
+    }
     register_lsp_features(client, features)
     client.applied_edits = []  # type: ignore[attr-defined]
     client.executed_notifications = []  # type: ignore[attr-defined]

@@ -15,6 +15,7 @@ The message rules:
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
@@ -96,6 +97,8 @@ def analyze(
     diagnostics += [_shutdown_warning(span) for span in parsed.shutdowns]
     outcomes: list[Outcome] = []
     focus_change: Outcome | None = None
+    failed_before = False
+    syntax = _SyntaxErrors(parsed)
     for command in parsed.commands:
         binding = bind(command)
         diagnostics += binding.diagnostics
@@ -109,8 +112,8 @@ def analyze(
         if shutdown:
             _skip(outcome, "Not run: the message asks to shut the research down (SHUT_DOWN_DEEP_RESEARCHER).")
         else:
-            failed_before = any(o.status is Status.FAILED for o in outcomes[:-1])
-            _run(outcome, binding, draft, failed_before, diagnostics, _syntax_errors(parsed, command))
+            _run(outcome, binding, draft, failed_before, diagnostics, syntax.within(command.span))
+            failed_before = failed_before or outcome.status is Status.FAILED
     if shutdown:
         draft.state = draft.state.evolve(phase=Phase.SHUT_DOWN)
     diagnostics.sort(key=lambda d: (d.span.start, d.severity))
@@ -129,10 +132,18 @@ def _fail(outcome: Outcome, why: str, fixes: tuple[Fix, ...] = ()) -> None:
     outcome.status, outcome.summary, outcome.fixes = Status.FAILED, why, fixes
 
 
-def _syntax_errors(parsed: ParsedMessage, command: Command) -> list[Diagnostic]:
-    """The parser's errors inside a command (text outside sections …): it must not run."""
-    span = command.span
-    return [d for d in parsed.diagnostics if d.is_error and span.start <= d.span.start <= span.end]
+class _SyntaxErrors:
+    """The parser's errors, found by position: one inside a command (text outside its
+    sections …) means the command must not run."""
+
+    def __init__(self, parsed: ParsedMessage) -> None:
+        self.errors = sorted((d for d in parsed.diagnostics if d.is_error), key=lambda d: d.span.start)
+        self.starts = [d.span.start for d in self.errors]
+
+    def within(self, span: Span) -> list[Diagnostic]:
+        first = bisect_left(self.starts, span.start)
+        last = bisect_right(self.starts, span.end)
+        return self.errors[first:last]
 
 
 def _run(

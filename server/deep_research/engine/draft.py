@@ -39,12 +39,28 @@ class NewAttachment:
 
 
 @dataclass
+class _Siblings:
+    """The subproblems of one problem, indexed once so that adding many stays linear."""
+
+    paths: list[ProblemPath]
+    by_title: dict[str, ProblemPath]  # exact title -> path
+    by_key: dict[str, ProblemPath]  # title_key -> path
+    taken: set[str]  # name_key of every entry in the Subproblems folder, and of new folders
+    next_order: int
+
+
+def title_key(title: str) -> str:
+    """Titles that differ only in case, spacing or normalisation have the same key."""
+    return name_key(" ".join(title.split()))
+
+
+@dataclass
 class Draft:
     tree: Tree
     state: State
     pending: Callable[[], list[Attachment]] = list  # given before the problem existed
     problems: dict[ProblemPath, Problem] = field(default_factory=dict)
-    child_lists: dict[ProblemPath, list[ProblemPath]] = field(default_factory=dict)
+    siblings: dict[ProblemPath, _Siblings] = field(default_factory=dict)
     changed: dict[ProblemPath, set[str]] = field(default_factory=dict)
     new_attachments: list[NewAttachment] = field(default_factory=list)
 
@@ -58,17 +74,29 @@ class Draft:
             self.problems[path] = loaded
         return self.problems[path]
 
+    def child_count(self, path: ProblemPath) -> int:
+        return len(self._siblings(path).paths)
+
     def children(self, path: ProblemPath) -> list[Problem]:
-        return [p for p in (self.problem(c) for c in self._child_paths(path)) if p is not None]
+        return [p for p in (self.problem(c) for c in self._siblings(path).paths) if p is not None]
 
     def attachments(self, path: ProblemPath) -> list[Attachment]:
         extra = [n.attachment for n in self.new_attachments if n.path == path]
         return self.tree.attachments(path) + extra
 
-    def _child_paths(self, path: ProblemPath) -> list[ProblemPath]:
-        if path not in self.child_lists:
-            self.child_lists[path] = [c.path for c in self.tree.children(path)]
-        return self.child_lists[path]
+    def _siblings(self, path: ProblemPath) -> _Siblings:
+        if path not in self.siblings:
+            children = self.tree.children(path)
+            for child in children:
+                self.problems.setdefault(child.path, child)
+            self.siblings[path] = _Siblings(
+                paths=[c.path for c in children],
+                by_title={c.title: c.path for c in reversed(children)},
+                by_key={title_key(c.title): c.path for c in reversed(children)},
+                taken=self.tree.taken_names(self.tree.folder(path) / SUBPROBLEMS),
+                next_order=max((c.order for c in children), default=-1) + 1,
+            )
+        return self.siblings[path]
 
     # -- lookups commands need -------------------------------------------------------------
 
@@ -79,12 +107,13 @@ class Draft:
         return problem
 
     def child_titled(self, parent: ProblemPath, title: str) -> Problem | None:
-        return next((c for c in self.children(parent) if c.title == title), None)
+        path = self._siblings(parent).by_title.get(title)
+        return self.problem(path) if path is not None else None
 
     def child_title_clash(self, parent: ProblemPath, title: str) -> Problem | None:
         """A sibling whose title differs from `title` only in case, spacing or normalisation."""
-        key = name_key(" ".join(title.split()))
-        return next((c for c in self.children(parent) if name_key(" ".join(c.title.split())) == key), None)
+        path = self._siblings(parent).by_key.get(title_key(title))
+        return self.problem(path) if path is not None else None
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -96,19 +125,22 @@ class Draft:
     def create_root(self, title: str, definition: str) -> Problem:
         problem = Problem(ROOT, title, definition, Status.OPEN, [], None, 0, now())
         self.problems[ROOT] = problem
-        self.child_lists[ROOT] = []
+        self.siblings[ROOT] = _Siblings([], {}, {}, self.tree.taken_names(self.tree.folder(ROOT) / SUBPROBLEMS), 0)
         self.mark(ROOT, *_ALL)
         return problem
 
     def add_child(self, parent: ProblemPath, title: str, definition: str) -> Problem:
-        siblings = self._child_paths(parent)
-        taken = self.tree.taken_names(self.tree.folder(parent) / SUBPROBLEMS) | {name_key(p[-1]) for p in siblings}
-        path = parent + (unique_component(title, taken),)
-        order = max((c.order for c in self.children(parent)), default=-1) + 1
-        problem = Problem(path, title, definition, Status.OPEN, [], None, order, now())
+        siblings = self._siblings(parent)
+        folder = unique_component(title, siblings.taken)
+        path = parent + (folder,)
+        problem = Problem(path, title, definition, Status.OPEN, [], None, siblings.next_order, now())
         self.problems[path] = problem
-        self.child_lists[path] = []
-        siblings.append(path)
+        self.siblings[path] = _Siblings([], {}, {}, set(), 0)
+        siblings.paths.append(path)
+        siblings.by_title.setdefault(title, path)
+        siblings.by_key.setdefault(title_key(title), path)
+        siblings.taken.add(name_key(folder))
+        siblings.next_order += 1
         self.mark(path, *_ALL)
         self.mark(parent, BREAKDOWN_ASPECT)
         return problem

@@ -157,7 +157,7 @@ def add_subproblem(draft: Draft, args: Args) -> Result:
             title.span,
         )
     child = draft.add_child(focus.path, title.value, content)
-    count = len(draft.children(focus.path))
+    count = draft.child_count(focus.path)
     return Result(f"Added subproblem {count} {_quote(child.title)} to {_quote(focus.title)}.")
 
 
