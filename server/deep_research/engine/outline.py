@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .model import Problem
 from .research import Research
 from .state import ROOT, Phase, ProblemPath, Status
 from .store import DEFINITION
@@ -33,21 +34,17 @@ def outline(research: Research) -> Node | None:
     if state.phase is Phase.NO_PROBLEM:
         return None
     focus = state.focus if state.phase is Phase.IN_FOCUS else None
-    return _node(research, ROOT, focus)
+    root = research.tree.problem(ROOT)
+    return _node(research, root, focus) if root is not None else None
 
 
-def _node(research: Research, path: ProblemPath, focus: ProblemPath | None) -> Node | None:
-    problem = research.tree.problem(path)
-    if problem is None:
-        return None
+def _node(research: Research, problem: Problem, focus: ProblemPath | None) -> Node:
+    path = problem.path
     node = Node(
         path, problem.title, problem.status, problem.criteria_met, len(problem.criteria),
         path == focus, research.tree.folder(path) / DEFINITION,
     )
-    for child in research.tree.children(path):
-        sub = _node(research, child.path, focus)
-        if sub is not None:
-            node.children.append(sub)
+    node.children = [_node(research, child, focus) for child in research.tree.children(path)]
     return node
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from .state import ProblemPath
 
 DEFINITION = "Problem Definition.md"
 CRITERIA = "Criteria of Definition of Done.md"
@@ -48,13 +47,6 @@ log = logging.getLogger("deep_research.engine")
 
 class UnsafePath(Exception):
     """A write would land outside the research folder."""
-
-
-def problem_dir(root: Path, path: ProblemPath) -> Path:
-    folder = root
-    for name in path:
-        folder = folder / SUBPROBLEMS / name
-    return folder
 
 
 def bookkeeping(root: Path) -> Path:

@@ -18,7 +18,7 @@ from pathlib import Path
 from . import formats
 from .model import Attachment, Criterion, Problem
 from .names import name_key
-from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache, list_dir, problem_dir
+from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache, list_dir
 from .state import ProblemPath
 
 
@@ -26,9 +26,14 @@ class Tree:
     def __init__(self, root: Path, cache: FileCache | None = None) -> None:
         self.root = root
         self.cache = cache or FileCache()
+        self._folders: dict[ProblemPath, Path] = {(): root}
 
     def folder(self, path: ProblemPath) -> Path:
-        return problem_dir(self.root, path)
+        """The problem's folder (remembered: joining paths is most of a tree walk's cost)."""
+        folder = self._folders.get(path)
+        if folder is None:
+            folder = self._folders[path] = self.folder(path[:-1]) / SUBPROBLEMS / path[-1]
+        return folder
 
     def exists(self, path: ProblemPath) -> bool:
         folder = self.folder(path)
