@@ -333,15 +333,7 @@ def server_side(root: Path, n: int) -> dict[str, list[float]]:
     research = Research.open(root)
     gc.collect()
     gc.freeze()
-    samples = []
-    for i in range(n + 20):
-        message.next_edit()
-        text = message.text
-        began = time.perf_counter()
-        research.analyze(text)
-        if i >= 20:
-            samples.append(time.perf_counter() - began)
-    out["Research.analyze (engine)"] = samples
+    out["Research.analyze (engine)"] = _time_analyze(research, message, n)
 
     try:
         from deep_research.lsp.features.diagnostics import diagnostics_for
@@ -366,16 +358,21 @@ def server_side(root: Path, n: int) -> dict[str, list[float]]:
     # For comparison: the same engine path without the start-up freeze, so the collector's
     # full passes walk every object alive (lsprotocol's classes among them).
     gc.unfreeze()
+    out["Research.analyze without gc.freeze() (comparison)"] = _time_analyze(research, message, n)
+    return out
+
+
+def _time_analyze(research: Research, message: "Message", n: int, warm_up: int = 20) -> list[float]:
+    """Seconds per `Research.analyze`, each after an edit of the message."""
     samples = []
-    for i in range(n + 20):
+    for i in range(n + warm_up):
         message.next_edit()
         text = message.text
         began = time.perf_counter()
         research.analyze(text)
-        if i >= 20:
+        if i >= warm_up:
             samples.append(time.perf_counter() - began)
-    out["Research.analyze without gc.freeze() (comparison)"] = samples
-    return out
+    return samples
 
 
 def _initialize_in_process(server, root: Path) -> None:
