@@ -80,6 +80,17 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
                      help="an attachment for defining the problem; copied to the root problem (repeatable)")
 
+    resume = command("continue", _continue,
+                     "Continue an existing research: new instruction, context or attachments; "
+                     "a finished or shut-down research is reopened at its root.")
+    resume.add_argument("dir", type=Path)
+    resume.add_argument("--instruction", default="", help="replace the user's instruction")
+    resume.add_argument("--instruction-file", type=Path, help="read the new instruction from a file")
+    resume.add_argument("--context", type=Path, action="append", default=[], metavar="FILE",
+                        help="add a context file (repeatable)")
+    resume.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
+                        help="add an attachment to the root problem (repeatable)")
+
     execute = command("execute", _execute, "Execute the message in a .dr document and consume it.")
     execute.add_argument("file", type=Path)
     execute.add_argument("--quiet", action="store_true", help="print only the Errors Report")
@@ -137,6 +148,21 @@ def _new(args: argparse.Namespace) -> int:
         ) from None
     print(f"Created a research in {research.root}")
     print(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
+    return EXIT_OK
+
+
+def _continue(args: argparse.Namespace) -> int:
+    from .engine.research import MESSAGE_FILE, Research
+
+    folder = _folder(args.dir)
+    Research.open(folder)  # a clear error if this is not a research
+    instruction = _read(args.instruction_file) if args.instruction_file else args.instruction
+    research = Research.create(folder, instruction, [(p.name, _read(p)) for p in args.context],
+                               [(p.name, _read(p)) for p in args.attach], exist_ok=True)
+    reopened = research.reopen()
+    print(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
+          + (" at its root problem, in a new session." if reopened else "."))
+    print(f"Write the next message in {research.root / MESSAGE_FILE}.")
     return EXIT_OK
 
 

@@ -28,6 +28,7 @@ from .parser import ParsedMessage, parse
 from .prompt import Bookkeeping, Entry, render_prompt
 from .reply import render_reply
 from .state import ROOT, Phase, State, now
+from .state import Status as RootStatus
 from .store import (
     CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE, FileCache, Transaction,
     bookkeeping, locked, read_text, recover, session_file,
@@ -131,6 +132,34 @@ class Research:
                 research._attach_to_root(attachments)
         research.write_prompt()
         return research
+
+    def reopen(self) -> bool:
+        """Continue a finished or shut-down research: the root is open again and in focus, in
+        a new session. False if the research had not ended (nothing to do)."""
+        with locked(self.root):
+            recover(self.root, self.cache)
+            before = self.state()
+            if before.phase not in (Phase.FINISHED, Phase.SHUT_DOWN):
+                return False
+            draft = Draft(self.tree, before)
+            draft.set_status(ROOT, RootStatus.OPEN)
+            after = before.evolve(phase=Phase.IN_FOCUS, focus=ROOT, session=before.session + 1)
+            note = Entry("system", (
+                f"The user reopened the research (it had {'finished' if before.phase is Phase.FINISHED else 'been shut down'}). "
+                "A new session starts at the root problem: read the instruction and the context again, they may have changed."
+            ), now())
+            tx = Transaction(self.root, durable=self.durable)
+            for path, content in draft.files().items():
+                tx.write(path, content)
+            book = bookkeeping(self.root)
+            tx.write(book / STATE, after.to_json())
+            tx.append(session_file(self.root, after.session), note.to_json())
+            record = {"message": after.messages, "session": after.session, "command": "reopen", "kind": "update",
+                      "started": note.at, "ended": now(), "status": "ok", "result": note.text, "error": None}
+            tx.append(book / JOURNAL, json.dumps(record, ensure_ascii=False) + "\n")
+            tx.write(book / PROMPT, render_prompt(draft, after, self.bookkeeping([note])))
+            tx.commit(self.cache)
+        return True
 
     def _add_named(self, tx: Transaction, folder: Path, items: list[tuple[str, str]]) -> None:
         taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
