@@ -307,14 +307,14 @@ def folding(parsed: ParsedMessage) -> list[tuple[int, int]]:
 
 
 class TokenType(Enum):
-    """Semantic token types; the values are LSP's standard names."""
+    """What a coloured piece of a message is (editors map these to their own token types)."""
 
-    DELIMITER = "operator"  # ///, <<<, >>>
-    COMMAND = "keyword"
-    SECTION = "property"
-    ARGUMENT = "string"
+    DELIMITER = "delimiter"  # ///, <<<, >>>
+    COMMAND = "command"
+    SECTION = "section"
+    ARGUMENT = "argument"
     NUMBER = "number"
-    SHUTDOWN = "macro"
+    SHUTDOWN = "shutdown"
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,12 @@ engine, and convert back.
 
 from __future__ import annotations
 
+import gc
+import importlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -20,15 +23,20 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from .. import __version__
-from ..engine.analysis import Analysis
-from ..engine.assist import Snapshot
 from ..engine.parser import ParsedMessage, parse
-from ..engine.research import Location, NotAResearch, Research, locate
 from ..engine.state import Phase
 from ..engine.store import FileCache
 from ..engine.text import split_lines
 from .config import Settings
 from .convert import Positions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.analysis import Analysis
+    from ..engine.assist import Snapshot
+    from ..engine.research import Research
+
+# The rest of the engine (the command table, analysis, the research) is imported where it
+# is first used, and warmed up in a thread once `initialize` is answered (see warm_up).
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -37,7 +45,7 @@ log = logging.getLogger("deep_research.lsp")
 class Place:
     """Where a document sits: its research, or why it has none."""
 
-    research: Research | None
+    research: "Research | None"
     root: Path | None
     problem: str | None  # shown as a diagnostic when the document cannot run here
 
@@ -110,6 +118,8 @@ class DeepResearchServer(LanguageServer):
         self.executed.pop(uri, None)
 
     def place(self, uri: str) -> Place:
+        from ..engine.research import Location, NotAResearch, locate
+
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if path is None:
             return Place(None, None, "This document is not saved in a folder. Save it as a `.dr` file in a "
@@ -130,14 +140,18 @@ class DeepResearchServer(LanguageServer):
         except (NotAResearch, OSError) as error:
             return Place(None, root, f"The research in {root} cannot be opened: {error}")
 
-    def research(self, root: Path) -> Research:
+    def research(self, root: Path) -> "Research":
         """One Research per folder for the server's life: its file cache is shared by documents."""
+        from ..engine.research import Research
+
         root = root.resolve()
         if root not in self._researches:
             self._researches[root] = Research.open(root, FileCache())
         return self._researches[root]
 
-    def snapshot(self, place: Place) -> Snapshot:
+    def snapshot(self, place: Place) -> "Snapshot":
+        from ..engine.assist import Snapshot
+
         research = place.research
         if research is None:
             return Snapshot(Phase.NO_PROBLEM)
@@ -149,7 +163,7 @@ class DeepResearchServer(LanguageServer):
         folders = {c.title: research.tree.folder(c.path) for c in children}
         return Snapshot(state.phase, focus, children, folders)
 
-    def analysis(self, doc: Document, place: Place) -> Analysis | None:
+    def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         if place.research is None:
             return None
         return place.research.analyze(doc.text, parsed=doc.parsed)
@@ -163,6 +177,14 @@ def create_server() -> DeepResearchServer:
     for feature in (workspace, diagnostics, completion, navigation, actions, execution):
         feature.register(server)
     return server
+
+
+def warm_up() -> None:
+    """Import the rest of the engine while the client gets ready (call it once `initialize`
+    is answered), then keep it out of the cyclic collector's way (see cli._serve)."""
+    for module in ("analysis", "assist", "outline", "research"):
+        importlib.import_module(f"deep_research.engine.{module}")
+    gc.freeze()
 
 
 def run_server(tcp: str | None = None, log_file: str | None = None) -> int:

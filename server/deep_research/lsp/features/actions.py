@@ -11,10 +11,14 @@ import logging
 
 from lsprotocol import types
 
-from ...engine.analysis import Analysis
+from typing import TYPE_CHECKING
+
 from ...engine.text import Diagnostic, Span
 from .. import convert
 from ..server import DeepResearchServer, Document
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.analysis import Analysis
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -83,7 +87,7 @@ def _quick_fix(doc: Document, diagnostic: Diagnostic, fix) -> types.CodeAction:
     )
 
 
-def _execution_actions(ls: DeepResearchServer, doc: Document, analysis: Analysis) -> list[types.CodeAction]:
+def _execution_actions(ls: DeepResearchServer, doc: Document, analysis: "Analysis") -> list[types.CodeAction]:
     if not doc.text.strip() or ls.executed.get(doc.uri) == doc.text:
         return []
     total = len(analysis.outcomes)

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import logging
 
+from typing import TYPE_CHECKING
+
 from lsprotocol import types
 
-from ...engine import assist
-from ...engine.assist import ItemKind
 from .. import convert
 from ..server import DeepResearchServer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine import assist
+
 log = logging.getLogger("deep_research.lsp")
 
-_KINDS = {
-    ItemKind.COMMAND: types.CompletionItemKind.Keyword,
-    ItemKind.SECTION: types.CompletionItemKind.Property,
-    ItemKind.SUBPROBLEM: types.CompletionItemKind.Reference,
-    ItemKind.CRITERION: types.CompletionItemKind.Value,
+_KINDS = {  # by assist.ItemKind name
+    "COMMAND": types.CompletionItemKind.Keyword,
+    "SECTION": types.CompletionItemKind.Property,
+    "SUBPROBLEM": types.CompletionItemKind.Reference,
+    "CRITERION": types.CompletionItemKind.Value,
 }
 
 
@@ -27,6 +30,8 @@ def register(server: DeepResearchServer) -> None:
         types.CompletionOptions(trigger_characters=["/", "<", " "], resolve_provider=False),
     )
     def completion(ls: DeepResearchServer, params: types.CompletionParams) -> types.CompletionList | None:
+        from ...engine import assist
+
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None
@@ -41,11 +46,11 @@ def register(server: DeepResearchServer) -> None:
         return types.CompletionList(is_incomplete=False, items=items)
 
 
-def _item(candidate: assist.Candidate, positions: convert.Positions, snippets: bool) -> types.CompletionItem:
+def _item(candidate: "assist.Candidate", positions: convert.Positions, snippets: bool) -> types.CompletionItem:
     use_snippet = snippets and candidate.snippet is not None
     return types.CompletionItem(
         label=candidate.label,
-        kind=_KINDS[candidate.kind],
+        kind=_KINDS[candidate.kind.name],
         detail=candidate.detail,
         documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=candidate.documentation),
         text_edit=types.TextEdit(

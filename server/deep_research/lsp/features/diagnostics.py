@@ -7,7 +7,6 @@ import logging
 
 from lsprotocol import types
 
-from ...engine.research import message_digest
 from ...engine.text import Pos, Severity, Span
 from .. import convert
 from ..server import DeepResearchServer
@@ -113,6 +112,8 @@ async def _refresh(ls: DeepResearchServer) -> None:
 
 def _remember_executed(ls: DeepResearchServer, uri: str) -> None:
     """A document opened with the text of the last executed message was not cleared: keep it from running twice."""
+    from ...engine.research import message_digest
+
     doc = ls.document(uri)
     if doc is None or not doc.text.strip():
         return

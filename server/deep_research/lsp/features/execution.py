@@ -12,18 +12,20 @@ import gc
 import logging
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path, to_fs_path
 
-from ...engine.commands import ApprovalMode
-from ...engine.outline import Node, outline
-from ...engine.research import Execution, Research
 from ...engine.store import read_text
 from ..server import DeepResearchServer, Place
 from .diagnostics import refresh_diagnostics
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.commands import ApprovalMode
+    from ...engine.outline import Node
+    from ...engine.research import Execution, Research
 
 log = logging.getLogger("deep_research.lsp")
 DID_EXECUTE = "deepResearch/didExecute"
@@ -64,6 +66,8 @@ def register(server: DeepResearchServer) -> None:
 
     @server.command("deepResearch.newResearch")
     def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        from ...engine.research import Research
+
         path = _fs_path(uri)
         folder = path if path.is_dir() or not path.suffix else path.parent
         try:
@@ -78,6 +82,8 @@ def register(server: DeepResearchServer) -> None:
 
 
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
+    from ...engine.commands import ApprovalMode
+
     doc = ls.document(uri)
     place = ls.place(uri)
     if doc is None:
@@ -250,6 +256,8 @@ class _Progress:
 
 
 def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
+    from ...engine.outline import outline
+
     state = research.state()
     root = outline(research)
     relax_collector()

@@ -7,19 +7,24 @@ import logging
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from ...engine import assist
-from ...engine.text import Pos
 from ..server import DeepResearchServer
 
 log = logging.getLogger("deep_research.lsp")
 
-TOKEN_TYPES = [t.value for t in assist.TokenType]
+# The engine's token types (assist.TokenType names) as LSP's standard token types.
+LSP_TOKEN_TYPES = {
+    "DELIMITER": "operator", "COMMAND": "keyword", "SECTION": "property",
+    "ARGUMENT": "string", "NUMBER": "number", "SHUTDOWN": "macro",
+}
+TOKEN_TYPES = list(LSP_TOKEN_TYPES.values())
 LEGEND = types.SemanticTokensLegend(token_types=TOKEN_TYPES, token_modifiers=[])
 
 
 def register(server: DeepResearchServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: DeepResearchServer, params: types.HoverParams) -> types.Hover | None:
+        from ...engine import assist
+
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None
@@ -33,11 +38,13 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def document_symbols(ls: DeepResearchServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
+        from ...engine import assist
+
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return []
 
-        def convert(symbol: assist.Symbol) -> types.DocumentSymbol:
+        def convert(symbol: "assist.Symbol") -> types.DocumentSymbol:
             return types.DocumentSymbol(
                 name=symbol.name,
                 detail=symbol.detail or None,
@@ -52,6 +59,8 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_FOLDING_RANGE)
     def folding(ls: DeepResearchServer, params: types.FoldingRangeParams) -> list[types.FoldingRange]:
+        from ...engine import assist
+
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return []
@@ -62,6 +71,9 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
     def semantic_tokens(ls: DeepResearchServer, params: types.SemanticTokensParams) -> types.SemanticTokens:
+        from ...engine import assist
+        from ...engine.text import Pos
+
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return types.SemanticTokens(data=[])
@@ -74,12 +86,14 @@ def register(server: DeepResearchServer) -> None:
             end = doc.positions.to_client(Pos(token.line, token.col + token.length))
             delta_line = start.line - last_line
             delta_start = start.character - last_start if delta_line == 0 else start.character
-            data += [delta_line, delta_start, end.character - start.character, TOKEN_TYPES.index(token.type.value), 0]
+            data += [delta_line, delta_start, end.character - start.character, TOKEN_TYPES.index(LSP_TOKEN_TYPES[token.type.name]), 0]
             last_line, last_start = start.line, start.character
         return types.SemanticTokens(data=data)
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: DeepResearchServer, params: types.DefinitionParams) -> types.Location | None:
+        from ...engine import assist
+
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 from lsprotocol import types
 
 from ..config import SECTION, Settings
-from ..server import DeepResearchServer
+from ..server import DeepResearchServer, warm_up
 
 log = logging.getLogger("deep_research.lsp")
 WATCHERS_ID = "deep-research-watchers"
@@ -22,6 +23,7 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: DeepResearchServer, params: types.InitializedParams) -> None:
+        threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
         await _watch_tree(ls)
         await refresh_settings(ls)
 
