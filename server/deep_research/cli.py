@@ -17,6 +17,7 @@ EXIT_OK = 0
 EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed
 EXIT_USAGE = 2  # a missing folder, an unreadable file, a folder that is not a research
 EXIT_INTERNAL = 70
+EXIT_IO = 74  # the file system refused a write (BSD's EX_IOERR)
 
 
 class UserError(Exception):
@@ -36,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except OSError as error:  # the file system refused: say what and where, change nothing
+        where = f": {error.filename}" if getattr(error, "filename", None) else ""
+        print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
+        return EXIT_IO
     except Exception as error:  # never a raw traceback for a user
         from .engine.research import NotAResearch
 

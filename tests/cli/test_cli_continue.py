@@ -51,3 +51,17 @@ def test_continue_needs_a_research(tmp_path: Path):
     result = cli("continue", str(tmp_path))
     assert result.returncode == 2
     assert "is not a research" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_execute_into_a_folder_that_cannot_take_the_changes(tmp_path: Path):
+    folder = tmp_path / "r"
+    assert cli("new", str(folder)).returncode == 0
+    (folder / "Problem Definition.md").mkdir()
+    message = folder / "message.dr"
+    message.write_text("<<< define_problem\n///title\nT\n///content\nC\n>>>\n", encoding="utf-8")
+    result = cli("execute", str(message))
+    assert result.returncode == 74
+    assert "a folder is in the way. Nothing was half-written." in result.stderr
+    assert "Traceback" not in result.stderr
+    assert message.read_text(encoding="utf-8").startswith("<<< define_problem")  # the message is kept
+    assert not (folder / ".deep-research" / "journal.jsonl").exists()

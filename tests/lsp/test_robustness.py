@@ -100,3 +100,15 @@ async def test_watchers_registered_where_the_client_allows(client, research: Pat
 async def test_position_encoding_negotiated(client):
     expected = "utf-8" if client.preset == "neovim" else "utf-16"
     assert client.encoding == expected
+
+
+async def test_a_folder_that_cannot_take_the_changes_is_reported_and_nothing_changes(client, research: Path):
+    (research / "Problem Definition.md").mkdir()  # stands where the definition must be written
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    result = await execute(client, uri)
+    assert result["executed"] is False and result["reason"] == "error"
+    assert "a folder is in the way" in result["message"]
+    assert "Nothing was half-written" in client.messages[-1].message
+    assert not (research / ".deep-research" / "journal.jsonl").exists()
+    assert not (research / "Subproblems").exists()
+    await alive(client, uri)

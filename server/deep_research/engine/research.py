@@ -275,11 +275,11 @@ class Research:
         after = analysis.after.evolve(messages=before.messages + 1, last_message=message_digest(text))
         focus = draft.problem(after.focus) if after.phase is not Phase.NO_PROBLEM else None
         reply = render_reply(analysis, focus.title if focus else None)
-        for focus in {before.focus, after.focus}:
+        for path in {before.focus, after.focus}:
             # Self-healing: a breakdown made stale by a hand edit of a subproblem is
             # regenerated; the transaction skips it when nothing changed.
-            if draft.problem(focus) is not None:
-                draft.mark(focus, BREAKDOWN_ASPECT)
+            if draft.problem(path) is not None:
+                draft.mark(path, BREAKDOWN_ASPECT)
         tx = Transaction(self.root, durable=self.durable)
         for path, content in draft.files().items():
             tx.write(path, content)

@@ -45,7 +45,11 @@ T = TypeVar("T")
 log = logging.getLogger("deep_research.engine")
 
 
-class UnsafePath(Exception):
+class StoreError(OSError):
+    """The research folder cannot take a message's changes; nothing was applied."""
+
+
+class UnsafePath(StoreError):
     """A write would land outside the research folder."""
 
 
@@ -187,7 +191,7 @@ class Transaction:
         return changed
 
 
-class BlockedPath(Exception):
+class BlockedPath(StoreError):
     """Something on disk stands where the transaction must write (a folder for a file …)."""
 
 

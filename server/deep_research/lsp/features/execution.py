@@ -99,10 +99,17 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     mode = ApprovalMode.DELETE if approve_all else ls.settings.approval_mode
     progress = await _Progress.start(ls, "Deep Research: executing the message")
     try:
-        result: Execution = await asyncio.to_thread(
-            place.research.execute, text, mode=mode,
-            consume=None if doc is not None else _fs_path(uri), cancelled=progress.cancelled,
-        )
+        try:
+            result: Execution = await asyncio.to_thread(
+                place.research.execute, text, mode=mode,
+                consume=None if doc is not None else _fs_path(uri), cancelled=progress.cancelled,
+            )
+        except OSError as error:  # the folder cannot take the changes: say so, change nothing
+            message = (f"Deep Research: the message was not executed: {error}. Nothing was half-written; "
+                       "fix the research folder and save again.")
+            log.error("%s", message)
+            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+            return _result(False, "error", message=str(error))
         if not result.executed:
             if result.reason == "needs-approval" and result.analysis is not None:
                 _tell_needs_approval(ls, result, mode)
