@@ -189,3 +189,16 @@ async def test_new_research_command_makes_a_folder_a_research(client, tmp_path: 
     assert result == {"root": folder.as_uri(), "document": uri}
     assert (folder / ".deep-research" / "state.json").is_file()
     assert (await execute(client, uri))["executed"] is True
+
+
+async def test_the_prompt_is_shown_at_the_newest_reply(client, research: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)  # a new session starts: the prompt opens at its first note
+    change_doc(client, uri, "///add_criteria Another\n")
+    await execute(client, uri)
+    shown = client.shown_documents[-1]
+    lines = prompt_of(research).split("\n")
+    line = shown.selection.start.line
+    assert lines[line] == '<message from="system">'
+    assert lines[line + 1] == "## Execution Status Report"  # the reply to the message just executed
+    assert all(not l.startswith('<message from="system">') for l in lines[line + 1:])

@@ -51,11 +51,18 @@ async function showDocumentBeside(
     const uri = vscode.Uri.parse(params.uri);
     const visible = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri.toString());
     const doc = await vscode.workspace.openTextDocument(uri);
-    await vscode.window.showTextDocument(doc, {
+    // The server selects what is new in the prompt (the latest reply): reveal it at the top.
+    const at = params.selection?.start;
+    const selection = at ? new vscode.Range(at.line, at.character, at.line, at.character) : undefined;
+    const editor = await vscode.window.showTextDocument(doc, {
       viewColumn: visible?.viewColumn ?? vscode.ViewColumn.Beside,
       preserveFocus: params.takeFocus !== true,
       preview: false,
+      selection,
     });
+    if (selection) {
+      editor.revealRange(selection, vscode.TextEditorRevealType.AtTop);
+    }
     return { success: true };
   } catch {
     return { success: false };

@@ -73,6 +73,17 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping) -> str:
     return body + "\n\n" + _size_line(body) + "\n"
 
 
+def reading_point(prompt: str) -> int:
+    """The line to show first: the system's newest reply, else the start of the current
+    problem (or of "How to define a problem"); the introduction above never changes."""
+    lines = prompt.split("\n")
+    for marker in ('<message from="system">', "# Current Problem:", "# How to define a problem"):
+        found = [i for i, line in enumerate(lines) if line.startswith(marker)]
+        if found:
+            return found[-1]
+    return 0
+
+
 def _size_line(body: str) -> str:
     # The line counts itself: estimate with a generous width for the number.
     tokens = (len(body) + 60) // 4

@@ -122,7 +122,8 @@ try {
   await page.locator('.tab', { hasText: 'prompt.md' }).first().waitFor({ timeout: 30000 });
   // beside: the prompt's editor group is not the message's
   const promptGroup = page.locator('.editor-group-container', { has: page.locator('.tab', { hasText: 'prompt.md' }) });
-  await promptGroup.locator('.view-lines', { hasText: '# Deep Research Interface' }).first().waitFor();
+  // it opens at what is new (here the new session's first note), not at the fixed introduction
+  await promptGroup.locator('.view-lines', { hasText: 'The research problem is defined. This is the first session' }).first().waitFor();
   if ((await promptGroup.locator('.tab', { hasText: 'message.dr' }).count()) !== 0) throw new Error('the prompt did not open beside the message');
   await page.locator('.editor-group-container', { has: page.locator('.tab', { hasText: 'message.dr' }) }).first().waitFor();
   await waitFor('the message file to be cleared on disk', () => fs.readFileSync(message, 'utf8').trim() === '', 10000);

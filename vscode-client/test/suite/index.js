@@ -185,6 +185,10 @@ test('saving executes the message: document cleared, files written, prompt opene
   const prompt = await waitFor('the prompt editor', promptEditor);
   assert.notEqual(prompt.viewColumn, editor.viewColumn, 'the prompt is not beside the message');
   assert.equal(vscode.window.activeTextEditor && vscode.window.activeTextEditor.document.uri.fsPath, MESSAGE, 'focus left the message');
+  // The prompt opens at what is new: a new session started, so at its first system note.
+  const line = prompt.selection.active.line;
+  assert.equal(prompt.document.lineAt(line).text, '<message from="system">', `the prompt opened at line ${line + 1}`);
+  assert.ok(prompt.visibleRanges[0].start.line <= line && line <= prompt.visibleRanges[0].end.line, 'the new part is not visible');
 });
 
 test('saving the same (empty) message again executes nothing', async () => {

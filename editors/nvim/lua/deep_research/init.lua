@@ -216,6 +216,11 @@ function M.show_document(err, params, ctx)
   else
     vim.cmd.edit(vim.fn.fnameescape(fname))
   end
+  if params.selection then -- the server points at what is new in the prompt
+    local line = params.selection.start.line + 1
+    pcall(vim.api.nvim_win_set_cursor, 0, { math.min(line, vim.api.nvim_buf_line_count(0)), 0 })
+    vim.cmd('normal! zt')
+  end
   return { success = true }
 end
 

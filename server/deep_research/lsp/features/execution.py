@@ -54,7 +54,7 @@ def register(server: DeepResearchServer) -> None:
         path = research.prompt_path
         if not path.is_file():
             await asyncio.to_thread(research.write_prompt)
-        shown = await _show(ls, path, take_focus=True)
+        shown = await _show(ls, path, read_text(path) or "", take_focus=True)
         return {"uri": from_fs_path(str(path)), "shown": shown}
 
     @server.command("deepResearch.tree")
@@ -125,7 +125,7 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
         })
         shown = False
         if ls.settings.show_prompt:
-            shown = await _show(ls, place.research.prompt_path, take_focus=False)
+            shown = await _show(ls, place.research.prompt_path, result.prompt, take_focus=False)
         return _result(True, None, result, place, shown)
     finally:
         progress.end()
@@ -214,13 +214,17 @@ def _end_of(text: str):
     return Pos(len(lines) - 1, len(lines[-1]))
 
 
-async def _show(ls: DeepResearchServer, path: Path, *, take_focus: bool) -> bool:
+async def _show(ls: DeepResearchServer, path: Path, prompt: str, *, take_focus: bool) -> bool:
+    """Ask the client to show the prompt, scrolled to what is new in it."""
+    from ...engine.prompt import reading_point
+
     if not ls.supports("window.show_document.support"):
         return False
+    line = reading_point(prompt)
+    at = types.Position(line=line, character=0)
     try:
-        shown = await ls.window_show_document_async(
-            types.ShowDocumentParams(uri=from_fs_path(str(path)), take_focus=take_focus)
-        )
+        shown = await ls.window_show_document_async(types.ShowDocumentParams(
+            uri=from_fs_path(str(path)), take_focus=take_focus, selection=types.Range(start=at, end=at)))
         return bool(shown.success)
     except Exception as error:
         log.warning("could not show the prompt: %s", error)
