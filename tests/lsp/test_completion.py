@@ -82,10 +82,42 @@ async def test_only_undone_criteria_numbers(client, research: Path):
     assert [(i.label, i.detail) for i in items] == [("2", "Second")]
 
 
-async def test_plain_text_when_the_client_has_no_snippets(client, research: Path):
-    # Both presets support snippets; the server falls back only when a client does not.
-    assert client.init_result.capabilities.completion_provider.trigger_characters == ["/", "<", " "] or \
-        tuple(client.init_result.capabilities.completion_provider.trigger_characters) == ("/", "<", " ")
+async def test_trigger_characters(client):
+    triggers = client.init_result.capabilities.completion_provider.trigger_characters
+    assert list(triggers) == ["/", "<", " "]
+
+
+async def test_plain_text_for_a_client_without_snippets(research: Path):
+    """Blocks are inserted as plain text with sample arguments when snippets are not supported."""
+    import sys
+
+    from pygls.lsp.client import LanguageClient
+
+    from deep_research.lsp.client_support import converter_factory
+
+    from .conftest import ENV
+
+    client = LanguageClient("no-snippets", "1", converter_factory=converter_factory)
+    await client.start_io(sys.executable, "-m", "deep_research", "serve", env=ENV)
+    try:
+        await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(
+            text_document=types.TextDocumentClientCapabilities(completion=types.CompletionClientCapabilities(
+                completion_item=types.ClientCompletionItemOptions(snippet_support=False))))))
+        uri = (research / "message.dr").as_uri()
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(
+            uri=uri, language_id="deep-research", version=1, text="///")))
+        result = await client.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=3)))
+        [item] = result.items
+        assert item.insert_text_format == types.InsertTextFormat.PlainText
+        assert item.text_edit.new_text == (
+            "<<< define_problem\n///title\nTitle of the research problem\n"
+            "///content\nWhat exactly must be found out, and why.\n>>>"
+        )
+        await client.shutdown_async(None)
+        client.exit(None)
+    finally:
+        await client.stop()
 
 
 async def test_nothing_in_free_text_and_out_of_range_positions_clamped(client, research: Path):
