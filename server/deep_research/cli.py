@@ -76,25 +76,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--stdio", action="store_true", help="use stdio (the default; accepted for editors)")
     serve.add_argument("--log-file", metavar="FILE", help="also write the server's log to FILE")
 
-    new = command("new", _new, "Create a research in DIR, with its message document DIR/message.dr.")
-    new.add_argument("dir", type=Path)
-    new.add_argument("--instruction", default="", help="the user's instruction, shown in every prompt")
-    new.add_argument("--instruction-file", type=Path, help="read the instruction from a file")
-    new.add_argument("--context", type=Path, action="append", default=[], metavar="FILE",
-                     help="a context file, shown in every prompt (repeatable)")
-    new.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
-                     help="an attachment for defining the problem; copied to the root problem (repeatable)")
+    def user_inputs(p: argparse.ArgumentParser) -> None:
+        """What the user gives a research: for `new`, and again for `continue`."""
+        p.add_argument("dir", type=Path)
+        p.add_argument("--instruction", default="", help="the user's instruction, shown in every prompt")
+        p.add_argument("--instruction-file", type=Path, help="read the instruction from a file")
+        p.add_argument("--context", type=Path, action="append", default=[], metavar="FILE",
+                       help="a context file, shown in every prompt (repeatable)")
+        p.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
+                       help="an attachment: for defining the problem, or of the root problem once "
+                            "it exists (repeatable)")
 
-    resume = command("continue", _continue,
-                     "Continue an existing research: new instruction, context or attachments; "
-                     "a finished or shut-down research is reopened at its root.")
-    resume.add_argument("dir", type=Path)
-    resume.add_argument("--instruction", default="", help="replace the user's instruction")
-    resume.add_argument("--instruction-file", type=Path, help="read the new instruction from a file")
-    resume.add_argument("--context", type=Path, action="append", default=[], metavar="FILE",
-                        help="add a context file (repeatable)")
-    resume.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
-                        help="add an attachment to the root problem (repeatable)")
+    user_inputs(command("new", _new, "Create a research in DIR, with its message document DIR/message.dr."))
+    user_inputs(command(
+        "continue", _continue,
+        "Continue an existing research: replace the instruction, add context or attachments; "
+        "a finished or shut-down research is reopened at its root.",
+    ))
 
     execute = command("execute", _execute, "Execute the message in a .dr document and consume it.")
     execute.add_argument("file", type=Path)
@@ -134,14 +132,16 @@ def _serve(args: argparse.Namespace) -> int:
     return run_server(tcp=args.tcp, log_file=args.log_file)
 
 
+def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]], list[tuple[str, str]]]:
+    """The instruction, context and attachments the user gave, read from their files."""
+    instruction = _read(args.instruction_file) if args.instruction_file else args.instruction
+    return instruction, [(p.name, _read(p)) for p in args.context], [(p.name, _read(p)) for p in args.attach]
+
+
 def _new(args: argparse.Namespace) -> int:
     from .engine.research import MESSAGE_FILE, Research
 
-    instruction = args.instruction
-    if args.instruction_file:
-        instruction = _read(args.instruction_file)
-    context = [(path.name, _read(path)) for path in args.context]
-    attachments = [(path.name, _read(path)) for path in args.attach]
+    instruction, context, attachments = _inputs(args)
     if args.dir.exists() and not args.dir.is_dir():
         raise UserError(f"{args.dir} exists and is not a folder")
     try:
@@ -161,9 +161,8 @@ def _continue(args: argparse.Namespace) -> int:
 
     folder = _folder(args.dir)
     Research.open(folder)  # a clear error if this is not a research
-    instruction = _read(args.instruction_file) if args.instruction_file else args.instruction
-    research = Research.create(folder, instruction, [(p.name, _read(p)) for p in args.context],
-                               [(p.name, _read(p)) for p in args.attach], exist_ok=True)
+    instruction, context, attachments = _inputs(args)
+    research = Research.create(folder, instruction, context, attachments, exist_ok=True)
     reopened = research.reopen()
     print(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
