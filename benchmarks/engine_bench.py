@@ -117,9 +117,10 @@ def typical_message(rep: int, criteria_before: int) -> str:
     )
 
 
-def long_message(child: str, lines: int = 500) -> str:
-    """About `lines` lines: thinking, criteria, attachments, criteria for the subproblem `child`,
-    and a misspelt command now and then (so there are diagnostics to compute too)."""
+def message_lines(children: list[str], lines: int = 500) -> list[str]:
+    """About `lines` lines as an assistant writes them, in stanzas of 20: thinking,
+    criteria, an attachment, a criterion for one of the subproblems `children` (in turn), a
+    tick, and a misspelt command (`///focus_dwn`), so that diagnostics have work to do."""
     out: list[str] = []
     n = 0
     while len(out) < lines:
@@ -127,11 +128,15 @@ def long_message(child: str, lines: int = 500) -> str:
         out += [f"Some thinking about step {n}, in a sentence of ordinary length."] * 3
         out += [f"///add_criteria Criterion number {n}"]
         out += ["<<< add_attachment", "///name", f"Source {n}", "///content"]
-        out += [f"Excerpt line {k} of source {n}." for k in range(6)]
-        out += [">>>"]
-        out += ["<<< add_criteria_to_subproblem", "///title", child, "///criteria", f"Sub criterion {n}", ">>>"]
-        out += [f"///mark_criteria_as_done {n % 3 + 1}", f"///focus_dwn Problem {n}"]
-    return "\n".join(out[:lines]) + "\n"
+        out += [f"Excerpt line {k} of source {n}." for k in range(3)] + [">>>"]
+        out += ["<<< add_criteria_to_subproblem", "///title", children[n % len(children)], "///criteria",
+                f"Sub criterion {n}", ">>>"]
+        out += [f"///mark_criteria_as_done {n % 2 + 1}", f"///focus_dwn Problem {n}"]
+    return out[:lines]
+
+
+def long_message(child: str, lines: int = 500) -> str:
+    return "\n".join(message_lines([child], lines)) + "\n"
 
 
 # -- measuring ---------------------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.lsp.client_support import converter_factory  # noqa: E402
-from engine_bench import build_tree, move_focus, title_of  # noqa: E402
+from engine_bench import build_tree, message_lines, move_focus, title_of  # noqa: E402
 
 FOCUS = (3, 7, 0)  # "Problem 4.8.1", depth 3, with 10 leaf subproblems
 SUBPROBLEM = title_of(FOCUS + (2,))  # "Problem 4.8.1.3"
@@ -65,29 +65,11 @@ def bare_command() -> list[str]:
 STANZA = 20  # lines per stanza of the message below
 
 
-def message_lines(lines: int = 500) -> list[str]:
-    """A long message as an assistant writes it: thinking, criteria, attachments, criteria
-    for subproblems, ticks; and a typo per stanza (`///focus_dwn`), so there is work for
-    diagnostics. Stanzas of 20 lines."""
-    out: list[str] = []
-    n = 0
-    while len(out) < lines:
-        n += 1
-        out += [f"Some thinking about step {n}, in a sentence of ordinary length."] * 3
-        out += [f"///add_criteria Criterion number {n}"]
-        out += ["<<< add_attachment", "///name", f"Source {n}", "///content"]
-        out += [f"Excerpt line {k} of source {n}." for k in range(3)] + [">>>"]
-        out += ["<<< add_criteria_to_subproblem", "///title", title_of(FOCUS + (n % 10,)), "///criteria",
-                f"Sub criterion {n}", ">>>"]
-        out += [f"///mark_criteria_as_done {n % 2 + 1}", f"///focus_dwn Problem {n}"]
-    return out[:lines]
-
-
 class Message:
     """The 500-line message, with lines where the requests are made."""
 
     def __init__(self, lines: int = 500) -> None:
-        self.lines = message_lines(lines)
+        self.lines = message_lines([title_of(FOCUS + (k,)) for k in range(10)], lines)
         # Probes replace the thinking lines of stanza 10; edits rewrite a thinking line of stanza 20.
         base = STANZA * 10
         self.slash = (base, "///")  # completion of command names
