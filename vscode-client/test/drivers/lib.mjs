@@ -116,22 +116,7 @@ export function freePort() {
   });
 }
 
-export async function waitFor(what, fn, timeoutMs, intervalMs = 100) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last.message}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+export const { waitFor } = createRequire(import.meta.url)('../wait.js');
 
 export async function waitForHttp(url, timeoutMs) {
   await waitFor(`${url} to answer`, async () => (await fetch(url)).status < 500, timeoutMs, 100);

@@ -9,6 +9,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
 const vscode = require('vscode');
+const { waitFor } = require('../wait.js');
 
 const EXT_ID = 'deep-research.deep-research';
 const WS = process.env.DR_TEST_WORKSPACE;
@@ -23,23 +24,6 @@ const SUB = 'Compare tiling strategies';
 
 function progress(line) {
   if (process.env.DR_TEST_LOG) fs.appendFileSync(process.env.DR_TEST_LOG, line + '\n');
-}
-
-async function waitFor(what, fn, timeoutMs = 15000, intervalMs = 50) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last.message})` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
 }
 
 function api() {
