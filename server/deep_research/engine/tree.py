@@ -71,10 +71,6 @@ class Tree:
         found = [self.problem(path + (name,)) for name in self.child_names(path)]
         return sorted((p for p in found if p is not None), key=lambda p: (p.order, p.created, p.path[-1]))
 
-    def attachment_files(self, path: ProblemPath) -> list[str]:
-        folder = self.folder(path) / ATTACHMENTS
-        return [e.name for e in list_dir(folder) if e.is_file() and e.name.endswith(".md")]
-
     def attachments(self, path: ProblemPath) -> list[Attachment]:
         folder = self.folder(path) / ATTACHMENTS
         return read_attachments(folder, self.cache)
