@@ -32,7 +32,14 @@ TARGET_PYTHON = "3.10"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".mypy_cache")
 
 
+# Libraries that pull compiled modules (openai: pydantic-core and jiter; trafilatura: lxml)
+# cannot be bundled once for every platform and Python. The server imports them only
+# where the autopilot or web pages need them, and says how to install them when missing.
+NOT_BUNDLED = {"openai", "trafilatura"}
+
+
 def dependencies() -> list[str]:
+    """The runtime dependencies to bundle: [project].dependencies minus NOT_BUNDLED."""
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     try:
         import tomllib
@@ -41,7 +48,8 @@ def dependencies() -> list[str]:
             import tomli as tomllib  # type: ignore[no-redef]
         except ModuleNotFoundError:
             sys.exit("bundle-server needs Python >= 3.11 (tomllib) or the tomli package")
-    return list(tomllib.loads(text)["project"]["dependencies"])
+    deps = tomllib.loads(text)["project"]["dependencies"]
+    return [d for d in deps if _canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) not in NOT_BUNDLED]
 
 
 # pip's --python-version picks wheels but evaluates environment markers for the running
