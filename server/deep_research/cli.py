@@ -172,13 +172,18 @@ def _continue(args: argparse.Namespace) -> int:
 
 def _execute(args: argparse.Namespace) -> int:
     from .engine.analysis import Status
-    from .engine.research import MESSAGE_FILE, Research
+    from .engine.research import MESSAGE_FILE, MESSAGE_SUFFIX, Research, is_message_document
 
     path: Path = args.file
     if not path.exists():
         raise UserError(f"{path}: no such file")
     if path.is_dir():
         raise UserError(f"{path} is a folder; give the .dr message document (e.g. {path / MESSAGE_FILE})")
+    if not (is_message_document(path) and is_message_document(path.resolve())):
+        raise UserError(
+            f"{path} is not a message document: only {MESSAGE_SUFFIX} documents are executed (and emptied "
+            f"afterwards). Write the message in the research's {MESSAGE_FILE}; {path} was not touched."
+        )
     text = _read(path)
     research = Research.open(path.resolve().parent)
     result = research.execute(text, consume=path.resolve())
@@ -186,6 +191,8 @@ def _execute(args: argparse.Namespace) -> int:
         print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
     print(result.reply if not args.quiet else _errors_only(result.reply))
+    if not result.consumed:
+        print(f"\n{path} changed while the message ran, so it was not emptied: check what it holds now.")
     print(f"\nThe prompt for the next message is in {research.prompt_path}.")
     failed = result.analysis is not None and result.analysis.count(Status.FAILED) > 0
     return EXIT_COMMAND_FAILED if failed else EXIT_OK

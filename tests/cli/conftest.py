@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from dr_cli_support import cli_command, cli_env
+from dr_cli_support import DEFINE, cli_command, cli_env
 
 Run = Callable[..., subprocess.CompletedProcess]
 
@@ -26,3 +27,25 @@ def run(tmp_path: Path) -> Run:
         return result
 
     return run
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A research made with the command line: its problem defined, two criteria."""
+    folder = tmp_path_factory.mktemp("cli") / "research"
+    steps = [("new", folder), ("execute", folder / "message.dr"), ("execute", folder / "message.dr")]
+    messages = [None, DEFINE, "///add_criteria First\n///add_criteria Second\n"]
+    for args, message in zip(steps, messages):
+        if message is not None:
+            (folder / "message.dr").write_text(message, encoding="utf-8")
+        result = subprocess.run(cli_command(*args), capture_output=True, text=True, env=cli_env(), timeout=60)
+        assert result.returncode == 0, result.stderr
+    return folder
+
+
+@pytest.fixture
+def research(template: Path, tmp_path: Path) -> Path:
+    """A copy of the template research, for one test."""
+    folder = tmp_path / "research"
+    shutil.copytree(template, folder, symlinks=True)
+    return folder

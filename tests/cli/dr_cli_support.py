@@ -21,3 +21,20 @@ def cli_env() -> dict[str, str]:
 
 def cli_command(*args: object) -> list[str]:
     return [sys.executable, "-m", "deep_research", *map(str, args)]
+
+
+BOOK = ".deep-research"
+DEFINE = "<<< define_problem\n///title\nTiled matrix multiplication\n///content\nWhich tile sizes are fastest?\n>>>\n"
+REPORT = (
+    "<<< write_report\n///content\nSummarized problem definition: tiles.\nQ1: Which size?\nA1: 32.\n"
+    "Conclusion: 32.\n>>>\n"
+)
+FILE_WORDS = ("file", "folder", "path", "directory", ".md", ".deep-research")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes (the lock file aside)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "lock"
+    }

@@ -13,45 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dr_cli_support import REPO, cli_command, cli_env
-
-BOOK = ".deep-research"
-DEFINE = "<<< define_problem\n///title\nTiled matrix multiplication\n///content\nWhich tile sizes are fastest?\n>>>\n"
-REPORT = (
-    "<<< write_report\n///content\nSummarized problem definition: tiles.\nQ1: Which size?\nA1: 32.\n"
-    "Conclusion: 32.\n>>>\n"
-)
-FILE_WORDS = ("file", "folder", "path", "directory", ".md", ".deep-research")
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {
-        str(p.relative_to(folder)): p.read_bytes()
-        for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "lock"
-    }
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A research made with the command line: its problem defined, two criteria."""
-    folder = tmp_path_factory.mktemp("cli") / "research"
-    steps = [("new", folder), ("execute", folder / "message.dr"), ("execute", folder / "message.dr")]
-    messages = [None, DEFINE, "///add_criteria First\n///add_criteria Second\n"]
-    for args, message in zip(steps, messages):
-        if message is not None:
-            (folder / "message.dr").write_text(message, encoding="utf-8")
-        result = subprocess.run(cli_command(*args), capture_output=True, text=True, env=cli_env(), timeout=60)
-        assert result.returncode == 0, result.stderr
-    return folder
-
-
-@pytest.fixture
-def research(template: Path, tmp_path: Path) -> Path:
-    """A copy of the template research, for one test."""
-    folder = tmp_path / "research"
-    shutil.copytree(template, folder)
-    return folder
-
+from dr_cli_support import BOOK, DEFINE, FILE_WORDS, REPO, REPORT, cli_env, snapshot
 
 # -- new -----------------------------------------------------------------------------------------------------------
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.research import Location, NotAResearch, Research, locate
+from deep_research.engine.research import (
+    Location, NotAMessageDocument, NotAResearch, Research, in_tree, locate, refuse_as_research,
+)
 from deep_research.engine.state import ROOT, Phase
 
 from dr_engine_support import (
@@ -296,3 +298,72 @@ def test_any_text_is_analysed_and_executed_without_raising(research: Research, r
     Research.open(root).prompt()
     for path in files(root, bookkeeping=True):
         (root / path).read_bytes().decode("utf-8")  # everything on disk is valid UTF-8
+
+
+# -- only .dr documents; "inside a research" is its tree (the data-loss issue) -------------------------------------
+
+
+@pytest.mark.parametrize("parts, inside", [
+    (("Subproblems", "Sub A"), True),
+    (("Subproblems", "Sub A", "Subproblems", "Leaf"), True),
+    (("Subproblems",), True),
+    (("Attachments",), True),
+    (("Subproblems", "Sub A", "Attachments"), True),
+    ((".deep-research", "sessions"), True),
+    (("code",), False),
+    (("code", "x"), False),
+    (("Subproblems", "Sub A", "notes"), False),
+    (("Attachments", "deeper"), False),
+])
+def test_what_belongs_to_a_research(research: Research, parts: tuple[str, ...], inside: bool) -> None:
+    folder = research.root.joinpath(*parts)
+    folder.mkdir(parents=True, exist_ok=True)
+    assert in_tree(parts) is inside
+    assert locate(folder)[0] is (Location.INSIDE if inside else Location.NONE)
+
+
+def test_a_research_can_be_made_below_another_outside_its_tree(research: Research) -> None:
+    nested = research.root / "code" / "x"
+    made = Research.create(nested, "Nested")
+    assert made.root == nested.resolve() and locate(nested) == (Location.RESEARCH, nested.resolve())
+    with pytest.raises(NotAResearch):
+        Research.create(research.root / "Subproblems" / "Sub A" / "Subproblems" / "New")
+
+
+def test_never_a_research_at_the_root_or_in_the_home_folder(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for folder in (Path("/"), tmp_path):
+        assert refuse_as_research(folder) is not None
+        with pytest.raises(NotAResearch):
+            Research.create(folder)
+    assert list(tmp_path.iterdir()) == [] and not Path("/.deep-research").exists()
+    assert refuse_as_research(tmp_path / "research") is None
+
+
+@pytest.mark.parametrize("name", [DEFINITION, "notes.txt", "notes.md", "message.DRAFT"])
+def test_only_a_dr_document_is_consumed(research: Research, name: str) -> None:
+    target = research.root / name
+    if not target.exists():
+        target.write_text("///add_criteria From a file that is not a message\n", encoding="utf-8")
+    before = files(research.root, bookkeeping=True)
+    with pytest.raises(NotAMessageDocument):
+        research.execute(target.read_text(encoding="utf-8"), consume=target)
+    assert files(research.root, bookkeeping=True) == before
+
+
+def test_a_document_changed_meanwhile_is_not_emptied(research: Research) -> None:
+    document = research.root / "message.dr"
+    document.write_text("///add_criteria Read first\n", encoding="utf-8")
+    executed = document.read_text(encoding="utf-8")
+    document.write_text("///add_criteria Typed meanwhile, not executed yet\n", encoding="utf-8")  # someone else
+    result = research.execute(executed, consume=document)
+    assert result.executed and not result.consumed
+    assert document.read_text(encoding="utf-8") == "///add_criteria Typed meanwhile, not executed yet\n"
+    assert research.focus().criteria[-1].text == "Read first"
+
+
+def test_an_unchanged_document_is_emptied_whatever_its_line_breaks(research: Research) -> None:
+    document = research.root / "message.dr"
+    document.write_bytes(b"///add_criteria With CRLF\r\n\r\n")
+    result = research.execute(read(research.root, "message.dr"), consume=document)
+    assert result.consumed and document.read_bytes() == b""

@@ -209,3 +209,22 @@ def test_read_text_replaces_undecodable_bytes(tmp_path: Path) -> None:
     path = tmp_path / "bad.md"
     path.write_bytes(b"ok \xff\xfe ok\r\nline")
     assert store.read_text(path) == "ok \ufffd\ufffd ok\nline"
+
+
+def test_a_clear_is_applied_only_to_the_text_it_expects_also_on_recovery(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    root.mkdir()
+    same, changed = root / "same.dr", root / "changed.dr"
+    same.write_text("the message\n", encoding="utf-8")
+    changed.write_text("the message\n", encoding="utf-8")
+    tx = Transaction(root)
+    tx.clear_if_unchanged(same, "the message")
+    tx.clear_if_unchanged(changed, "the message")
+    # Committing is interrupted after the commit point: recovery applies the record later.
+    pending = {"writes": {}, "clears": tx.clears, "appends": []}
+    (root / ".deep-research").mkdir()
+    (root / ".deep-research" / "pending.json").write_text(json.dumps(pending), encoding="utf-8")
+    changed.write_text("typed meanwhile\n", encoding="utf-8")
+    assert recover(root) is True
+    assert same.read_text(encoding="utf-8") == ""
+    assert changed.read_text(encoding="utf-8") == "typed meanwhile\n"

@@ -13,6 +13,7 @@ adopted (focus at the root, a new session) the first time a message runs.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -30,17 +31,22 @@ from .reply import render_reply
 from .state import ROOT, Phase, State, now
 from .state import Status as RootStatus
 from .store import (
-    CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE, FileCache, Transaction,
-    bookkeeping, locked, read_text, recover, session_file,
+    ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
+    SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, read_text, recover, session_file,
 )
 from .text import clean_text
 from .tree import Tree, read_attachments
 
 MESSAGE_FILE = "message.dr"
+MESSAGE_SUFFIX = ".dr"
 
 
 class NotAResearch(Exception):
     """The folder holds neither a research nor a problem tree to adopt."""
+
+
+class NotAMessageDocument(ValueError):
+    """Only `.dr` documents are executed or consumed; this path is something else."""
 
 
 class Location(Enum):
@@ -51,16 +57,51 @@ class Location(Enum):
 
 
 def locate(folder: Path) -> tuple[Location, Path]:
-    """What `folder` (the folder of a `.dr` document) is, and the research root it concerns."""
+    """What `folder` (the folder of a `.dr` document) is, and the research root it concerns.
+
+    A folder is inside a research only if it is part of its tree: a problem folder under
+    `Subproblems/`, a `Subproblems/` or `Attachments/` folder, or the bookkeeping. Any
+    other folder below a research root (`notes/code/`) is not the research's business.
+    """
     folder = folder.resolve()
     if (bookkeeping(folder) / STATE).is_file():
         return Location.RESEARCH, folder
     for parent in folder.parents:
-        if (bookkeeping(parent) / STATE).is_file():
+        if (bookkeeping(parent) / STATE).is_file() and in_tree(folder.relative_to(parent).parts):
             return Location.INSIDE, parent
     if (folder / DEFINITION).is_file():
         return Location.ADOPTABLE, folder
     return Location.NONE, folder
+
+
+def in_tree(parts: tuple[str, ...]) -> bool:
+    """Whether a folder at `parts` below a research root belongs to the research."""
+    if parts[:1] == (BOOKKEEPING,):
+        return True
+    index = 0
+    while index < len(parts):
+        if parts[index] == ATTACHMENTS:
+            return index == len(parts) - 1
+        if parts[index] != SUBPROBLEMS:
+            return False
+        index += 2  # Subproblems/<problem folder>
+    return True
+
+
+def is_message_document(path: Path) -> bool:
+    """Only `.dr` documents hold messages: nothing else is ever executed or emptied."""
+    return path.suffix.lower() == MESSAGE_SUFFIX
+
+
+def refuse_as_research(folder: Path) -> str | None:
+    """Why `folder` must never become a research (the file system's root, the home folder), or None."""
+    real = Path(os.path.realpath(folder))
+    if real == Path(real.anchor):
+        return f"{folder} is the root of the file system; make the research in a folder of its own"
+    home = Path(os.path.realpath(Path.home()))
+    if real == home:
+        return f"{folder} is your home folder; make the research in a folder of its own, e.g. {home / 'research'}"
+    return None
 
 
 @dataclass
@@ -71,6 +112,7 @@ class Execution:
     reply: str = ""
     prompt: str = ""
     changed: list[Path] = field(default_factory=list)
+    consumed: bool = False  # the message document was emptied (see Research.execute)
 
 
 class Research:
@@ -104,6 +146,9 @@ class Research:
         exist_ok: bool = False,
     ) -> Research:
         """Make `root` a research: bookkeeping, an empty message document, the first prompt."""
+        refusal = refuse_as_research(root)
+        if refusal is not None:
+            raise NotAResearch(refusal)
         root.mkdir(parents=True, exist_ok=True)
         where, found = locate(root)
         if where is Location.INSIDE:
@@ -254,9 +299,13 @@ class Research:
         """Run a message: every change it makes lands in one all-or-nothing transaction.
 
         `mode` says which command kinds may run; if any command needs more, nothing runs.
-        `consume` is the message document, emptied in the same transaction.
+        `consume` is the message document (a `.dr` file), emptied in the same transaction
+        if it still holds the executed text then (someone may have changed it meanwhile:
+        then it is left as it is; `Execution.consumed` says which).
         `cancelled` is asked once more just before the commit; after it, nothing stops.
         """
+        if consume is not None and not is_message_document(consume):
+            raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
         text = clean_text(text)
         if not text.strip():
             return Execution(False, "empty")
@@ -296,16 +345,15 @@ class Research:
         prompt = render_prompt(draft, after, self.bookkeeping(transcript))
         tx.write(book / PROMPT, prompt)
         if consume is not None:
-            tx.write(consume, "")
+            tx.clear_if_unchanged(consume, text)
         changed = tx.commit(self.cache)
-        return Execution(True, None, analysis, reply, prompt, changed)
+        consumed = consume is not None and Path(os.path.realpath(consume)) in changed
+        return Execution(True, None, analysis, reply, prompt, changed, consumed)
 
 
 def message_digest(text: str) -> str:
     """Identifies a message's text, ignoring trailing whitespace and line-break style."""
-    import hashlib  # imported here: loading OpenSSL costs ~30 ms of server start-up
-
-    return hashlib.sha256(clean_text(text).replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
+    return content_digest(clean_text(text))
 
 
 def _parse_transcript(text: str) -> list[Entry]:

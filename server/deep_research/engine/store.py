@@ -103,6 +103,13 @@ def read_text(path: Path) -> str | None:
     return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
 
 
+def content_digest(text: str) -> str:
+    """Identifies a text, ignoring trailing whitespace and line-break style."""
+    import hashlib  # imported here: loading OpenSSL costs ~30 ms of server start-up
+
+    return hashlib.sha256(text.replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
+
+
 def list_dir(folder: Path) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as entries:
@@ -160,10 +167,16 @@ class Transaction:
     root: Path
     writes: dict[str, str] = field(default_factory=dict)  # relative path -> new content
     appends: list[tuple[str, str]] = field(default_factory=list)  # (relative path, text)
+    clears: dict[str, str] = field(default_factory=dict)  # relative path -> digest it must still have
     durable: bool = True
 
     def write(self, target: Path, text: str) -> None:
         self.writes[self._relative(target)] = text
+
+    def clear_if_unchanged(self, target: Path, expected: str) -> None:
+        """Empty `target` when it is applied, but only if it still holds `expected` then
+        (compared by `content_digest`): text written meanwhile by someone else is never lost."""
+        self.clears[self._relative(target)] = content_digest(expected)
 
     def append(self, target: Path, text: str) -> None:
         if text:
@@ -175,10 +188,11 @@ class Transaction:
 
     def commit(self, cache: FileCache | None = None) -> list[Path]:
         """Apply everything, all or nothing across crashes; returns the files changed."""
-        for rel in list(self.writes) + [rel for rel, _ in self.appends]:
+        for rel in list(self.writes) + [rel for rel, _ in self.appends] + list(self.clears):
             _check_target(self.root, rel)
         pending = {
             "writes": self.writes,
+            "clears": self.clears,
             "appends": [
                 {"path": rel, "text": text, "offset": _size(self.root / rel)} for rel, text in self.appends
             ],
@@ -221,6 +235,15 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) ->
         if read_text(target) == text.replace("\r\n", "\n") and target.is_file():
             continue  # unchanged: leave the file (and its mtime) alone
         atomic_write(target, text, durable=durable)
+        changed.append(target)
+        if cache is not None:
+            cache.forget(target)
+    for rel, digest in pending.get("clears", {}).items():
+        target = ensure_inside(root, root / rel)
+        current = read_text(target) if target.is_file() else None
+        if current is None or not current or content_digest(current) != digest:
+            continue  # changed by someone else since it was read (or already empty): keep it
+        atomic_write(target, "", durable=durable)
         changed.append(target)
         if cache is not None:
             cache.forget(target)
