@@ -120,6 +120,7 @@ async def client(request, lsp_client: LanguageClient, tmp_path: Path):
         capabilities=client_capabilities(request.param),
         root_uri=tmp_path.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="research")],
+        initialization_options={"reloadsChangedFiles": True},  # as VS Code and editors/nvim declare
     ))
     lsp_client.init_result = result  # type: ignore[attr-defined]
     encoding = result.capabilities.position_encoding

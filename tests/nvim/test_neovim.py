@@ -277,3 +277,20 @@ def test_approval_mode_on_write(nvim: str, tmp_path: Path, defined: Path) -> Non
     assert seen["lines_after_execute"] == [""] and seen["modified_after_execute"] is False
     assert message.read_bytes() == b""
     assert "- [ ] 1. Needs approval first" in (defined / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("mode", ["plain", "runtime"])
+def test_the_prompt_after_two_executions(nvim: str, tmp_path: Path, defined: Path, mode: str, monkeypatch) -> None:
+    monkeypatch.setenv("DR_MODE", mode)
+    seen = run_scenario(nvim, tmp_path, "scenario_prompt_twice.lua", defined / "message.dr")
+    # No "Cursor position outside buffer": the selection lies inside what Neovim holds.
+    assert seen["errors"] == [] and "outside buffer" not in seen["errmsg"], (seen["errors"], seen["errmsg"])
+    assert not [m for m in seen["server_log"] if "could not show the prompt" in m], seen["server_log"]
+    lsp_log = tmp_path / "xdg" / "state" / "nvim" / "lsp.log"  # where Neovim logs a failed handler
+    assert "outside buffer" not in (lsp_log.read_text(errors="replace") if lsp_log.exists() else "")
+    assert 1 <= seen["cursor_line"] <= seen["prompt_line_count"]
+    assert state(defined)["messages"] == 3
+    if mode == "runtime":  # the runtime folder re-reads the prompt: it is the current one
+        disk = (defined / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
+        assert seen["prompt_text"] == disk.rstrip("\n")
+        assert "Second criterion" in seen["prompt_text"]

@@ -162,6 +162,8 @@ export class ServerManager implements vscode.Disposable {
       outputChannel: this.output,
       traceOutputChannel: this.traceChannel,
       diagnosticCollectionName: 'deep-research',
+      // VS Code re-reads files changed on disk, so the server may select the prompt's newest line.
+      initializationOptions: { reloadsChangedFiles: true },
       middleware: { window: { showDocument: (params, token, next) => showDocumentBeside(params, token, next) } },
     };
     // the id `deepResearch` makes the client read `deepResearch.trace.server`

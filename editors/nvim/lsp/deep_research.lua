@@ -12,6 +12,9 @@ return {
   -- research still gets a client (single-file mode, no root): the server then offers
   -- the quick fix "Make this folder a research".
   root_markers = { '.deep-research' },
+  -- The showDocument handler below re-reads a prompt changed on disk (:checktime), so the
+  -- server may point at the prompt's newest lines.
+  init_options = { reloadsChangedFiles = true },
   handlers = {
     -- Neovim's handler, plus a fallback for a Neovim 0.11 bug (see lua/deep_research).
     ['window/showDocument'] = function(...)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,6 +49,7 @@ class Place:
     research: "Research | None"
     root: Path | None
     problem: str | None  # shown as a diagnostic when the document cannot run here
+    can_become_research: bool = False  # "Make this folder a research" applies
 
     @property
     def phase(self) -> Phase:
@@ -76,6 +78,10 @@ class DeepResearchServer(LanguageServer):
         self.executed: dict[str, str] = {}
         # Open documents, by the URI exactly as the client sent it (pygls keys them unquoted).
         self.open_uris: set[str] = set()
+        # Whether the client re-reads files changed on disk (initializationOptions
+        # `reloadsChangedFiles`); if not, the line count of the prompt it was first shown.
+        self.reloads_changed_files = False
+        self.shown_prompt_lines: dict[str, int] = {}
 
     # -- errors go to the log, never to popups ------------------------------------------------
 
@@ -112,25 +118,46 @@ class DeepResearchServer(LanguageServer):
             self._parses[uri] = (doc.version, text, parsed)
         return Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
 
+    # -- where the server may act ---------------------------------------------------------------
+
+    def workspace_roots(self) -> list[Path]:
+        """Where the server may create, write and execute: the client's workspace folders (or
+        its root); for a client that opened files without a workspace, their folders."""
+        uris = [f.uri for f in self.workspace.folders.values()] or [self.workspace.root_uri or ""]
+        if not any(uris):
+            uris = sorted(self.open_uris)
+            return _real_folders(uris, parent=True)
+        return _real_folders(uris, parent=False)
+
+    def in_workspace(self, path: Path) -> bool:
+        real = os.path.realpath(path)
+        return any(os.path.commonpath([str(root), real]) == str(root) for root in self.workspace_roots())
+
     def forget(self, uri: str) -> None:
         self.open_uris.discard(uri)
         self._parses.pop(uri, None)
         self.executed.pop(uri, None)
 
     def place(self, uri: str) -> Place:
-        from ..engine.research import Location, NotAResearch, locate
+        from ..engine.research import Location, NotAResearch, locate, refuse_as_research
 
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if path is None:
             return Place(None, None, "This document is not saved in a folder. Save it as a `.dr` file in a "
                                      "research folder to run its messages.")
         folder = Path(path).parent
+        if not self.in_workspace(folder):
+            return Place(None, None, (
+                "This document is outside the editor's workspace folders, so its messages do not run here: "
+                "the language server only writes inside the workspace. Open its research folder as a workspace "
+                "folder to work on it."))
         where, root = locate(folder)
         if where is Location.NONE:
             return Place(None, folder, (
                 f"This folder is not a research, so messages cannot run here. A research lives in the folder of "
                 f"its .dr document: make this folder one with the command “Deep Research: New Research” "
-                f"(or `deep-research new {folder}`), or move this document into a research folder."))
+                f"(or `deep-research new {folder}`), or move this document into a research folder."),
+                can_become_research=refuse_as_research(folder) is None)
         if where is Location.INSIDE:
             return Place(None, root, (
                 f"This document is inside the problem tree of the research in {root}. Messages run from a "
@@ -167,6 +194,15 @@ class DeepResearchServer(LanguageServer):
         if place.research is None:
             return None
         return place.research.analyze(doc.text, parsed=doc.parsed)
+
+
+def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:
+    folders = []
+    for uri in uris:
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        if path:
+            folders.append(Path(os.path.realpath(Path(path).parent if parent else path)))
+    return folders
 
 
 def create_server() -> DeepResearchServer:

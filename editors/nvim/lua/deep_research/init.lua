@@ -202,6 +202,14 @@ end
 --- takeFocus is true and the cursor is on an empty line or blank (it reads <cword> for
 --- the tag stack), and the message buffer is often empty. Then open the file here.
 function M.show_document(err, params, ctx)
+  -- A prompt loaded before holds an older version: re-read it from disk first (:edit!
+  -- rather than :checktime, which asks the user when 'autoread' is off).
+  if type(params) == 'table' and params.uri and not params.external then
+    local loaded = vim.fn.bufnr(vim.uri_to_fname(params.uri))
+    if loaded > 0 and vim.api.nvim_buf_is_loaded(loaded) and not vim.bo[loaded].modified then
+      pcall(vim.api.nvim_buf_call, loaded, function() vim.cmd('silent keepjumps edit!') end)
+    end
+  end
   local ok, result = pcall(vim.lsp.handlers['window/showDocument'], err, params, ctx)
   if ok then
     return result

@@ -52,7 +52,7 @@ def _wanted(kind: str | None, only: list[str] | None) -> bool:
 def _actions(ls: DeepResearchServer, doc: Document, params: types.CodeActionParams) -> list[types.CodeAction]:
     place = ls.place(doc.uri)
     if place.research is None:
-        if place.root is not None and "inside" not in (place.problem or ""):
+        if place.can_become_research:
             return [types.CodeAction(
                 title="Make this folder a research",
                 kind=types.CodeActionKind.QuickFix,

@@ -40,9 +40,14 @@ def register(server: DeepResearchServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
     async def did_save(ls: DeepResearchServer, params: types.DidSaveTextDocumentParams) -> None:
         if ls.settings.execute_on_save:
+            from pygls.exceptions import JsonRpcInvalidParams
+
             from .execution import run_execution
 
-            await run_execution(ls, params.text_document.uri, approve_all=False)
+            try:
+                await run_execution(ls, params.text_document.uri, approve_all=False)
+            except JsonRpcInvalidParams as error:  # not a .dr document, or outside the workspace
+                log.info("not executed on save: %s", error)
 
     @server.feature(
         types.TEXT_DOCUMENT_DIAGNOSTIC,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,10 +67,22 @@ def register(server: DeepResearchServer) -> None:
 
     @server.command("deepResearch.newResearch")
     def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
-        from ...engine.research import Research
+        from ...engine.research import Research, is_message_document, refuse_as_research
 
         path = _fs_path(uri)
-        folder = path if path.is_dir() or not path.suffix else path.parent
+        if path.is_dir() or (not path.exists() and not path.suffix):
+            folder = path  # a folder, made if missing
+        elif is_message_document(path):
+            folder = path.parent
+        else:
+            raise JsonRpcInvalidParams(
+                f"{uri} is neither a folder nor a .dr message document: a research is made from its folder "
+                "or from the .dr document that will hold its messages")
+        if not ls.in_workspace(folder):
+            raise JsonRpcInvalidParams(f"{folder} is outside the workspace folders: the server makes researches only inside them")
+        refusal = refuse_as_research(folder)
+        if refusal is not None:
+            raise JsonRpcInvalidParams(refusal)
         try:
             research = Research.create(folder, exist_ok=True)
         except (OSError, ValueError) as error:
@@ -84,6 +97,7 @@ def register(server: DeepResearchServer) -> None:
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
     from ...engine.commands import ApprovalMode
 
+    message_document(ls, uri)
     doc = ls.document(uri)
     place = ls.place(uri)
     if doc is None:
@@ -221,6 +235,13 @@ async def _show(ls: DeepResearchServer, path: Path, prompt: str, *, take_focus: 
     if not ls.supports("window.show_document.support"):
         return False
     line = reading_point(prompt)
+    key = str(path)
+    if not ls.reloads_changed_files:
+        # A client that keeps the buffer it loaded first (plain Neovim) may still show that
+        # version: never select past its end ("Cursor position outside buffer").
+        lines = prompt.count("\n") + (0 if prompt.endswith("\n") else 1)  # as an editor counts them
+        first_shown = ls.shown_prompt_lines.setdefault(key, lines)
+        line = max(0, min(line, first_shown - 1))
     at = types.Position(line=line, character=0)
     try:
         shown = await ls.window_show_document_async(types.ShowDocumentParams(
@@ -296,6 +317,19 @@ def _node_json(node: Node) -> dict[str, Any]:
     }
 
 
+def message_document(ls: DeepResearchServer, uri: str) -> Path:
+    """The path of the `.dr` document `uri` names, if the server may execute it: anything
+    else (another file, a folder, a file outside the workspace) is refused untouched."""
+    from ...engine.research import is_message_document
+
+    path = _fs_path(uri)
+    if not (is_message_document(path) and is_message_document(Path(os.path.realpath(path)))):
+        raise JsonRpcInvalidParams(f"{uri} is not a .dr message document: only .dr documents are executed")
+    if not ls.in_workspace(path.parent):
+        raise JsonRpcInvalidParams(f"{uri} is outside the workspace folders: the server executes only inside them")
+    return path
+
+
 def _fs_path(uri: str) -> Path:
     path = to_fs_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
     if path is None:
@@ -312,7 +346,7 @@ def _disk_text(uri: str) -> str:
 
 
 def _research_or_error(ls: DeepResearchServer, uri: str) -> Research:
-    _fs_path(uri)
+    message_document(ls, uri)
     place = ls.place(uri)
     if place.research is None:
         raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")

@@ -20,6 +20,8 @@ def register(server: DeepResearchServer) -> None:
         # Clients without workspace/configuration may pass settings here.
         if params.initialization_options:
             ls.settings = Settings.from_client(params.initialization_options)
+            options = params.initialization_options
+            ls.reloads_changed_files = isinstance(options, dict) and options.get("reloadsChangedFiles") is True
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: DeepResearchServer, params: types.InitializedParams) -> None:
