@@ -20,7 +20,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from deep_research.engine.research import Research
 
 from .conftest import ENV, PRESETS, SERVER, make_client
-from .helpers import DEFINE, execute, open_doc
+from .helpers import DEFINE, configure, execute, open_doc
 
 COMMANDS = ["deepResearch.execute", "deepResearch.executeOnSave", "deepResearch.showPrompt",
             "deepResearch.tree", "deepResearch.newResearch"]
@@ -216,3 +216,22 @@ async def test_a_fuzzed_stream_of_workspace_commands_changes_nothing_outside(ws_
     symbols = await client.text_document_document_symbol_async(
         types.DocumentSymbolParams(text_document=types.TextDocumentIdentifier(uri=documents[0])))
     assert symbols is not None  # still alive
+
+
+async def test_execute_on_save_ignores_a_file_that_is_not_a_dr_document(ws_client, tmp_path: Path):
+    client = ws_client
+    research = tmp_path / "ws" / "research"
+    await configure(client, executeOnSave=True)
+    # A misconfigured client sends a markdown file of the research as if it were a message.
+    uri = open_doc(client, research / "ideas.md", "///add_criteria From a markdown file\n")
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    message = open_doc(client, research / "message.dr", "///add_criteria Saved after the markdown\n")
+    client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=message)))
+    while not client.executed_notifications:  # type: ignore[attr-defined]
+        await client.wait_for_notification("deepResearch/didExecute")
+    # Notifications are handled in order: the markdown's save was handled (and ignored) first.
+    [done] = client.executed_notifications  # type: ignore[attr-defined]
+    assert done.uri == message
+    assert (research / "ideas.md").read_bytes() == b"///add_criteria From a markdown file\n"
+    journal = (research / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8")
+    assert "Saved after the markdown" in journal and "From a markdown file" not in journal
