@@ -40,7 +40,9 @@ def headings(prompt: str, title: str) -> list[str]:
 
 def check_form(prompt: str, expected: list[str], title: str = "") -> None:
     assert headings(prompt, title) == [h.format(title=title) for h in expected]
-    assert FILE_WORDS.findall(prompt) == []
+    # The research is never shown as files; only attach_file's help speaks of the user's own files.
+    research_text = "\n".join(line for line in prompt.split("\n") if not line.startswith("- `///attach_file "))
+    assert FILE_WORDS.findall(research_text) == []
     match = TOKENS.search(prompt)
     assert match, "the prompt states its size"
     assert prompt.rstrip().endswith(match.group(0))

@@ -19,7 +19,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .checks import Binding, bind
 from .commands import ApprovalMode, CommandSpec
@@ -30,6 +31,9 @@ from .parser import Command, ParsedMessage
 from .state import Phase, State
 from .text import Diagnostic, Edit, Fix, Severity, Span, whole_lines
 from .tree import Tree
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .evidence import Evidence, Need
 
 
 class Status(str, Enum):
@@ -86,12 +90,21 @@ class Analysis:
     def count(self, status: Status) -> int:
         return sum(1 for o in self.outcomes if o.status is status)
 
+    @property
+    def needs(self) -> list[Need]:
+        """What the message needs from outside (a dry run's), once each, in message order."""
+        return list(dict.fromkeys(self.draft.needs))
+
 
 def analyze(
-    parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list
+    parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list,
+    *, evidence: Evidence | None = None, roots: Sequence[Path] = (),
 ) -> Analysis:
-    """`pending` gives the attachments that `define_problem` copies to the new problem."""
-    draft = Draft(tree, state, pending=pending)
+    """`pending` gives the attachments that `define_problem` copies to the new problem.
+    Without `evidence` it is a dry run: commands that need the outside world record their
+    needs (`Analysis.needs`); with it they use its results (engine/evidence.py)."""
+    draft = Draft(tree, state, pending=pending, evidence=evidence,
+                  roots=tuple(evidence.roots if evidence is not None else roots))
     diagnostics = list(parsed.diagnostics)
     shutdown = bool(parsed.shutdowns)
     diagnostics += [_shutdown_warning(span) for span in parsed.shutdowns]

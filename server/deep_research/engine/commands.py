@@ -74,6 +74,9 @@ class ArgType(Enum):
     LINE = "line"  # one line; newlines become spaces
     CRITERION = "criterion number"  # a 1-based criterion number of the focused problem
     SUBPROBLEM = "subproblem title"  # the title of a subproblem of the focused problem
+    URL = "URL"  # an http(s) address, fetched when the message runs
+    PATH = "file path"  # a file, relative to the research folder or inside an allowed root
+    QUERY = "search query"  # one line, sent to the configured search provider
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ def _phases(*phases: Phase) -> frozenset[Phase]:
 
 
 def _build() -> dict[str, CommandSpec]:
+    from . import evidence as ev
     from . import operations as op
 
     in_focus = _phases(Phase.IN_FOCUS)
@@ -217,6 +221,36 @@ def _build() -> dict[str, CommandSpec]:
             "Saves material under a name on the current problem. Attachments are visible while this "
             "problem or one of its subproblems is in focus, and not elsewhere.",
             op.add_attachment,
+        ),
+        # Evidence: each reaches outside the research when the message runs (never while
+        # typing) and adds one attachment, so they are `create`, as add_attachment is.
+        CommandSpec(
+            "attach_url", Form.LINE, Kind.CREATE, in_focus, False,
+            (Argument("url", ArgType.URL, "an http or https address", "https://example.org/article"),),
+            "Fetch a web page or document and attach it to the current problem.",
+            "Fetches the page (HTML becomes readable markdown of its main content; PDF, plain text, "
+            "markdown, JSON and CSV are kept as text) and attaches it to the current problem, named "
+            "after its title, with its address as the source. Other content types are refused.",
+            ev.attach_url,
+        ),
+        CommandSpec(
+            "attach_file", Form.LINE, Kind.CREATE, in_focus, False,
+            (Argument("path", ArgType.PATH, "a file of the workspace, relative to the research folder",
+                      "notes/paper.pdf"),),
+            "Attach a file of the workspace (text, code, markdown or PDF) to the current problem.",
+            "Attaches a text, code, markdown or PDF file (PDF as its text) to the current problem, "
+            "named after the file. The path is relative to the research folder; other folders only "
+            "if the user allowed them.",
+            ev.attach_file,
+        ),
+        CommandSpec(
+            "search", Form.LINE, Kind.CREATE, in_focus, False,
+            (Argument("query", ArgType.QUERY, "what to search the web for, one line", "tiled matrix multiplication cache"),),
+            "Search the web; the numbered results become one attachment.",
+            "Runs a web search and attaches the results (title, address and snippet of each, "
+            "numbered) to the current problem as \"Search: <query>\". Then attach the pages worth "
+            "reading with `///attach_url`.",
+            ev.search,
         ),
         CommandSpec(
             "append_to_problem_definition", Form.BLOCK, Kind.UPDATE, in_focus, False,

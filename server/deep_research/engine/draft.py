@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from . import formats
 from .model import Attachment, Problem
@@ -20,6 +20,9 @@ from .names import name_key, unique_component
 from .state import ROOT, ProblemPath, State, Status, now
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .tree import Tree
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .evidence import Evidence, Need
 
 # What about a problem changed, hence which of its files must be written.
 DEFINITION_ASPECT = "definition"
@@ -63,6 +66,11 @@ class Draft:
     siblings: dict[ProblemPath, _Siblings] = field(default_factory=dict)
     changed: dict[ProblemPath, set[str]] = field(default_factory=dict)
     new_attachments: list[NewAttachment] = field(default_factory=list)
+    # Evidence from outside (engine/evidence.py): None in a dry run, whose commands record
+    # their needs instead; `roots` are the folders attach_file may read besides the research.
+    evidence: Evidence | None = None
+    roots: tuple[Path, ...] = ()
+    needs: list[Need] = field(default_factory=list)
 
     # -- reading (the same interface as Tree) ------------------------------------------
 
@@ -155,11 +163,12 @@ class Draft:
         key = name_key(name)
         return any(name_key(a.name) == key for a in self.attachments(path))
 
-    def add_attachment(self, path: ProblemPath, name: str, content: str) -> None:
+    def add_attachment(self, path: ProblemPath, name: str, content: str, **origin: str) -> None:
+        """`origin`: the source fields of `Attachment` (source, final_url, fetched, …)."""
         taken = self.tree.taken_names(self.tree.folder(path) / ATTACHMENTS)
         taken |= {name_key(n.file_name) for n in self.new_attachments if n.path == path}
         file_name = unique_component(name, taken, suffix=".md")
-        self.new_attachments.append(NewAttachment(path, file_name, Attachment(name, content, now())))
+        self.new_attachments.append(NewAttachment(path, file_name, Attachment(name, content, now(), **origin)))
 
     # -- to disk ----------------------------------------------------------------------------
 

@@ -126,8 +126,12 @@ def render_breakdown(children: list[Problem]) -> str:
 # -- Attachments/<name>.md and the context files -------------------------------------------------
 
 
+SOURCE_FIELDS = ("source", "final_url", "fetched", "content_type", "sha256")  # written only when set
+
+
 def render_attachment(attachment: Attachment) -> str:
-    meta = front_matter(name=attachment.name, added=attachment.added)
+    origin = {key: getattr(attachment, key) for key in SOURCE_FIELDS if getattr(attachment, key)}
+    meta = front_matter(name=attachment.name, added=attachment.added, **origin)
     return f"{meta}\n{attachment.content.rstrip()}\n"
 
 
@@ -135,7 +139,8 @@ def parse_attachment(text: str, fallback_name: str) -> Attachment:
     meta, body = split_front_matter(text)
     if meta:
         body = body[1:] if body.startswith("\n") else body
-    return Attachment(meta.get("name") or fallback_name, body.rstrip("\n"), meta.get("added", ""))
+    origin = {key: meta.get(key, "") for key in SOURCE_FIELDS}
+    return Attachment(meta.get("name") or fallback_name, body.rstrip("\n"), meta.get("added", ""), **origin)
 
 
 # -- Report 3 Pager.md -------------------------------------------------------------------------

@@ -46,3 +46,9 @@ class Attachment:
     name: str  # as the assistant (or user) named it
     content: str
     added: str = ""
+    # Where it came from, for attach_url / attach_file / search (empty for typed material).
+    source: str = ""  # the URL, path or query as the message wrote it
+    final_url: str = ""  # after redirects
+    fetched: str = ""
+    content_type: str = ""
+    sha256: str = ""

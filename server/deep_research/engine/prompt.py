@@ -235,9 +235,11 @@ def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, to
     left = total
     for attachment, owner in items:
         owner_attr = f' problem="{_attr(owner)}"' if owner else ""
+        source_attr = f' source="{_attr(attachment.source)}"' if attachment.source else ""
         content, note = _cut(attachment.content, min(each, max(left, 0)))
         left -= len(content)
-        out.append(f'<attachment name="{_attr(attachment.name)}"{owner_attr}>\n{content}{note}\n</attachment>')
+        out.append(
+            f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n{content}{note}\n</attachment>')
     out.append("</attachments>")
     return "\n".join(out)
 

@@ -17,12 +17,13 @@ import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from . import formats
 from .analysis import Analysis, Status, analyze
 from .commands import ApprovalMode
 from .draft import BREAKDOWN_ASPECT, Draft
+from .evidence import Evidence
 from .model import Attachment, Problem
 from .names import name_key, unique_component
 from .parser import ParsedMessage, parse
@@ -283,10 +284,15 @@ class Research:
 
     # -- running messages ------------------------------------------------------------------------
 
-    def analyze(self, text: str, state: State | None = None, parsed: ParsedMessage | None = None) -> Analysis:
+    def analyze(
+        self, text: str, state: State | None = None, parsed: ParsedMessage | None = None,
+        *, roots: Sequence[Path] = (),
+    ) -> Analysis:
         """Everything executing `text` would do, without doing it. `parsed` is `parse(text)`
-        if the caller already has it (an editor parses on every keystroke)."""
-        return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments)
+        if the caller already has it (an editor parses on every keystroke). `roots` are the
+        folders `attach_file` may read besides the research (`fetch.allowed_roots`);
+        `Analysis.needs` lists what the message needs from outside."""
+        return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments, roots=roots)
 
     def execute(
         self,
@@ -295,6 +301,7 @@ class Research:
         mode: ApprovalMode = ApprovalMode.DELETE,
         consume: Path | None = None,
         cancelled: Callable[[], bool] | None = None,
+        evidence: Evidence | None = None,
     ) -> Execution:
         """Run a message: every change it makes lands in one all-or-nothing transaction.
 
@@ -303,6 +310,9 @@ class Research:
         if it still holds the executed text then (someone may have changed it meanwhile:
         then it is left as it is; `Execution.consumed` says which).
         `cancelled` is asked once more just before the commit; after it, nothing stops.
+        `evidence` holds what was gathered from outside for this message, before the call
+        (`sources.gather.gather_and_execute` does both); a command whose need has no result
+        fails with a clear reason, and so do they all without it.
         """
         if consume is not None and not is_message_document(consume):
             raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
@@ -312,7 +322,8 @@ class Research:
         with locked(self.root):
             recover(self.root, self.cache)
             before = self.state()
-            analysis = self.analyze(text, before)
+            analysis = analyze(parse(text), self.tree, before, self.pending_attachments,
+                               evidence=evidence if evidence is not None else Evidence())
             if analysis.needing_approval(mode):
                 return Execution(False, "needs-approval", analysis)
             if cancelled is not None and cancelled():
