@@ -1,0 +1,26 @@
+"""The outside world: web pages, workspace files and web search, for the evidence commands.
+
+The engine stays offline: its analysis lists what a message needs (`engine.evidence.Need`),
+and this package gets it before the message's transaction. Modules:
+
+- `guard`   — which addresses a fetch may connect to (SSRF protection), DNS resolved here.
+- `fetch`   — one guarded HTTP GET: http/https only, pinned to the checked address,
+              timeouts, a size cap, redirects followed by hand and each one re-checked.
+- `extract` — bytes to text: HTML to markdown (trafilatura), PDF to text (pypdf), text
+              types as they are, with charset handling; other types refused.
+- `files`   — reading a workspace file behind the root guard.
+- `search`  — web search providers (SearXNG, Tavily, Brave) behind one small interface.
+- `gather`  — gathers a message's needs concurrently, then executes it:
+              `gather_and_execute`, the one path the CLI, the server and the autopilot use.
+
+Nothing here knows LSP. Every failure becomes a sentence for the Errors Report
+(`SourceError`), never a traceback.
+"""
+
+
+class SourceError(Exception):
+    """Something from outside cannot be attached; the message says why, for the assistant."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

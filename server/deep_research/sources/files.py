@@ -1,0 +1,99 @@
+"""Reading a workspace file for `attach_file`, behind the root guard.
+
+The engine's `locate_file` (a stat, no content) checks the resolved path: inside the
+research folder or an allowed root, symlinks included, a regular file, not too large.
+Reading checks again on the open file, because the file system may change in between:
+the file is opened without following a final symlink and without blocking (a FIFO or a
+device swapped in would otherwise hang or stream forever), then `fstat` must show the
+same regular file that was checked. Then at most the cap is read.
+
+Text and code are kept as they are, HTML is extracted like a web page, PDF becomes its
+text; other binary files are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import os
+import stat
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+from ..engine.evidence import MAX_FILE_BYTES, Found, Refused, locate_file, size_text
+from . import SourceError
+from .extract import HTML, PDF, TEXT, decode, extract
+
+_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0) \
+    | getattr(os, "O_BINARY", 0)
+HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
+
+
+def read_file(target: str, root: Path, roots: Sequence[Path] = (), max_bytes: int = MAX_FILE_BYTES) -> Found:
+    """The attachment for the file at `target` (as `locate_file` resolved it). SourceError if it
+    must not or cannot be read."""
+    try:
+        real = locate_file(target, root, roots)
+    except Refused as refused:
+        raise SourceError(str(refused)) from None
+    data = _read(real, max_bytes)
+    display = shown_path(real, root)
+    kind = _kind(real, data, display)
+    extracted = extract(data, kind, fallback_title=real.name) if kind != TEXT else None
+    text = extracted.text if extracted else decode(data)
+    media_type = mimetypes.guess_type(real.name)[0] or ("application/pdf" if kind == PDF else "text/plain")
+    return Found(
+        title=real.name, text=text, source=display, content_type=media_type,
+        sha256=hashlib.sha256(data).hexdigest(), fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        notes=extracted.notes if extracted else (),
+    )
+
+
+def shown_path(real: Path, root: Path) -> str:
+    """How the attachment names its source: relative to the research folder when inside it."""
+    base = Path(os.path.realpath(root))
+    return real.relative_to(base).as_posix() if base in real.parents else str(real)
+
+
+def _read(real: Path, max_bytes: int) -> bytes:
+    before = os.stat(real)
+    try:
+        fd = os.open(real, _FLAGS)
+    except OSError as error:
+        raise SourceError(f"{real.name} cannot be opened: {error.strerror or error}.") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (before.st_dev, before.st_ino):
+            raise SourceError(f"{real.name} changed while it was being opened (it is not the regular file that "
+                              "was checked); nothing was attached.")
+        if info.st_size > max_bytes:
+            raise SourceError(f"{real.name} is {size_text(info.st_size)}; files larger than {size_text(max_bytes)} "
+                              "are not attached.")
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1024 * 1024, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise SourceError(f"{real.name} holds more than {size_text(max_bytes)} (more than its size said); "
+                                  "nothing was attached.")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(real: Path, data: bytes, display: str) -> str:
+    if data.startswith(b"%PDF-") or real.suffix.lower() == ".pdf":
+        return PDF
+    if real.suffix.lower() in HTML_SUFFIXES:
+        return HTML
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return TEXT  # UTF-16 text, whose NUL bytes are not a sign of binary
+    head = data[:8192]
+    controls = sum(1 for byte in head if byte < 9 or 13 < byte < 32)
+    if b"\x00" in head or controls > len(head) // 10:
+        raise SourceError(f"{display} is a binary file; only text, code, markdown, HTML and PDF files are attached.")
+    return TEXT

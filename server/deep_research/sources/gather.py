@@ -1,0 +1,191 @@
+"""Gather what a message needs from outside, then execute it: the one path for every caller.
+
+    execution = await gather_and_execute(research, text, config, mode=…, consume=…,
+                                         cancelled=…, progress=…)
+    execution = gather_and_execute_sync(research, text, config, …)    # the same, blocking
+
+1. A dry run (`Research.analyze`) says whether the message may run (approval mode) and
+   what it needs (`Analysis.needs`): URLs, files, queries. Nothing is fetched for a
+   message that will not run.
+2. The needs are gathered concurrently (at most `CONCURRENCY` at a time, at most
+   `MAX_NEEDS` per message), each with its own limits; a failure is a `Failed` result
+   that fails only its command. `progress(done, total, what)` hears about each one;
+   `cancelled()` is polled, and cancelling stops the gathering and runs nothing.
+3. `Research.execute(..., evidence=…)` runs the message in one transaction, as always.
+
+The CLI's `execute`, the server's execution and the autopilot call this, so they fetch
+the same way. Extra keyword arguments go to `Research.execute` unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from ..config import Config, load
+from ..engine.evidence import Evidence, Failed, Found, Gathered, Need, NeedKind
+from . import SourceError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.commands import ApprovalMode
+    from ..engine.research import Execution, Research
+    from .fetch import Limits
+    from .guard import AddressPolicy, Resolver
+
+log = logging.getLogger("deep_research.sources")
+
+CONCURRENCY = 4
+MAX_NEEDS = 20  # per message: more would make one message wait for minutes
+POLL = 0.05  # seconds between looks at `cancelled()`
+
+Progress = Callable[[int, int, str], None]
+
+
+async def gather(
+    needs: Sequence[Need],
+    *,
+    root: Path,
+    config: Config,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    limits: Limits | None = None,
+    policy: AddressPolicy | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Evidence | None:
+    """A result for every need; None if cancelled (nothing else happened)."""
+    from .fetch import Limits
+    from .guard import AddressPolicy
+
+    limits = limits or Limits()
+    policy = policy or AddressPolicy(allow_private=config.fetch.allow_private_networks)
+    environ = os.environ if environ is None else environ
+    roots = tuple(config.fetch.allowed_roots)
+    unique = list(dict.fromkeys(needs))
+    results: dict[Need, Gathered] = {}
+    for extra in unique[MAX_NEEDS:]:
+        results[extra] = Failed(f"Not done: a message may bring in at most {MAX_NEEDS} sources. Send this command "
+                                "again in a later message.")
+    todo = unique[:MAX_NEEDS]
+    semaphore = asyncio.Semaphore(CONCURRENCY)
+    done = 0
+
+    async def one(need: Need) -> None:
+        nonlocal done
+        async with semaphore:
+            try:
+                results[need] = await _get(need, root, roots, config, limits, policy, environ)
+            except SourceError as error:
+                results[need] = Failed(error.message)
+            except Exception as error:  # a bug or a hostile document must not sink the message
+                log.exception("gathering %s failed", need.label)
+                results[need] = Failed(f"Could not {need.label}: {type(error).__name__}: {str(error)[:200]}.")
+        done += 1
+        if progress is not None:
+            outcome = "failed" if isinstance(results[need], Failed) else "done"
+            progress(done, len(todo), f"{need.label}: {outcome}")
+
+    tasks = [asyncio.ensure_future(one(need)) for need in todo]
+    if progress is not None and todo:
+        progress(0, len(todo), f"gathering {len(todo)} source{'s' if len(todo) > 1 else ''}")
+    try:
+        pending = set(tasks)
+        while pending:
+            _, pending = await asyncio.wait(pending, timeout=POLL if cancelled else None)
+            if cancelled is not None and cancelled():
+                return None
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return Evidence(results, roots)
+
+
+async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, limits: Limits,
+               policy: AddressPolicy, environ: Mapping[str, str]) -> Gathered:
+    if need.kind is NeedKind.URL:
+        return await fetch_page(need.target, policy=policy, limits=limits)
+    if need.kind is NeedKind.FILE:
+        from .files import read_file
+
+        return await asyncio.to_thread(read_file, need.target, root, roots)
+    return await _search(need.target, config, environ)
+
+
+async def fetch_page(url: str, *, policy: AddressPolicy, limits: Limits | None = None, resolver: Resolver | None = None) -> Found:
+    """A web page or document as an attachment: fetched within the limits, then extracted."""
+    from . import extract
+    from .fetch import Limits, fetch
+
+    fetched = await fetch(url, policy=policy, limits=limits or Limits(), accept=extract.refusal, resolver=resolver)
+    kind = extract.kind_of(fetched.media_type) or extract.sniff(fetched.body)
+    page = await asyncio.to_thread(extract.extract, fetched.body, kind, charset=fetched.charset,
+                                   url=fetched.final_url, fallback_title=extract.name_from_url(fetched.final_url))
+    return Found(
+        title=page.title, text=page.text, source=url, final_url=fetched.final_url,
+        content_type=fetched.media_type or kind, sha256=fetched.sha256, fetched=fetched.fetched, notes=page.notes,
+    )
+
+
+async def _search(query: str, config: Config, environ: Mapping[str, str]) -> Found:
+    import hashlib
+    from datetime import datetime, timezone
+
+    from .search import provider_for, render
+
+    provider = provider_for(config.search, environ)
+    hits = await provider.search(query)
+    if not hits:
+        raise SourceError(f"The web search for \"{query}\" found nothing; try other words.")
+    text = render(query, hits, provider.name)
+    return Found(
+        title=f"Search: {query}", text=text, source=query, content_type=f"search results ({provider.name})",
+        sha256=hashlib.sha256("\n".join(f"{h.url}\n{h.title}\n{h.snippet}" for h in hits).encode()).hexdigest(),
+        fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+async def gather_and_execute(
+    research: Research,
+    text: str,
+    config: Config | None = None,
+    *,
+    mode: ApprovalMode | None = None,
+    consume: Path | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+    policy: AddressPolicy | None = None,
+    environ: Mapping[str, str] | None = None,
+    **execute_options: Any,
+) -> Execution:
+    """Run a message that may need the outside world: dry run, gather, execute (see the module
+    docstring). `config` defaults to the research's deep-research.toml."""
+    from ..engine.commands import ApprovalMode
+    from ..engine.research import Execution
+
+    mode = ApprovalMode.DELETE if mode is None else mode
+    if config is None:
+        config = load(research.root)[0]
+    roots = tuple(config.fetch.allowed_roots)
+    if not text.strip():
+        return Execution(False, "empty")
+    analysis = await asyncio.to_thread(research.analyze, text, roots=roots)
+    if analysis.needing_approval(mode):
+        return Execution(False, "needs-approval", analysis)
+    evidence: Evidence | None = Evidence(roots=roots)
+    if analysis.needs:
+        evidence = await gather(analysis.needs, root=research.root, config=config, progress=progress,
+                                cancelled=cancelled, limits=limits, policy=policy, environ=environ)
+    if evidence is None or (cancelled is not None and cancelled()):
+        return Execution(False, "cancelled", analysis)
+    return await asyncio.to_thread(
+        research.execute, text, mode=mode, consume=consume, cancelled=cancelled, evidence=evidence, **execute_options,
+    )
+
+
+def gather_and_execute_sync(research: Research, text: str, config: Config | None = None, **options: Any) -> Execution:
+    """`gather_and_execute` for callers without an event loop (the CLI, the terminal mock)."""
+    return asyncio.run(gather_and_execute(research, text, config, **options))

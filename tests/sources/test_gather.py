@@ -1,0 +1,168 @@
+"""Gather then execute, the one path every caller takes: real pages from loopback, files
+and a fake SearXNG in one message; concurrency with a bound, progress, cancellation, and
+nothing fetched for a message that will not run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from deep_research.config import Config, FetchConfig, SearchConfig
+from deep_research.engine.analysis import Status
+from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.research import Research
+from deep_research.sources import gather as gather_module
+from deep_research.sources.gather import MAX_NEEDS, gather_and_execute, gather_and_execute_sync
+
+from dr_sources_support import ARTICLE, make_pdf
+
+DEFINE = "<<< define_problem\n///title\nTiling\n///content\nWhich tiles are fastest?\n>>>\n"
+LOCAL = Config(fetch=FetchConfig(allow_private_networks=True))
+
+
+@pytest.fixture
+def research(tmp_path: Path) -> Research:
+    research = Research.create(tmp_path / "research")
+    assert research.execute(DEFINE).executed
+    return research
+
+
+def outcomes(execution) -> list[tuple[str, str]]:
+    return [(o.label, o.status.value) for o in execution.analysis.outcomes]
+
+
+def test_one_message_attaches_a_page_a_pdf_a_file_and_search_results(research: Research, web: HTTPServer) -> None:
+    web.expect_request("/article").respond_with_data(ARTICLE, content_type="text/html")
+    web.expect_request("/paper.pdf").respond_with_data(make_pdf(["Blocked GEMM."], title="GEMM paper"),
+                                                       content_type="application/pdf")
+    web.expect_request("/search").respond_with_json({"results": [
+        {"title": "Result one", "url": "https://one.example/", "content": "First snippet."}]})
+    (research.root / "notes.md").write_text("# My notes\n\nTiles of 16.\n", encoding="utf-8")
+    config = replace(LOCAL, search=SearchConfig("searxng", web.url_for("/")))
+    message = (f"Reading sources.\n///attach_url {web.url_for('/article')}\n///attach_url {web.url_for('/paper.pdf')}\n"
+               "///attach_file notes.md\n///search tiled matmul\n///add_criteria Cites the sources\n")
+    seen = []
+    execution = gather_and_execute_sync(research, message, config, progress=lambda *a: seen.append(a))
+    assert execution.executed
+    assert outcomes(execution) == [("attach_url", "ok"), ("attach_url", "ok"), ("attach_file", "ok"),
+                                   ("search", "ok"), ("add_criteria", "ok")]
+    attachments = sorted(p.name for p in (research.root / "Attachments").iterdir())
+    assert attachments == ["GEMM paper.md", "Search_ tiled matmul.md", "Tiling for caches.md", "notes.md"]
+    page = (research.root / "Attachments" / "Tiling for caches.md").read_text(encoding="utf-8")
+    assert f'source: "{web.url_for("/article")}"' in page and "# Tiling for caches" in page
+    prompt = research.prompt_path.read_text(encoding="utf-8")
+    assert f'<attachment name="Tiling for caches" source="{web.url_for("/article")}" problem="Tiling">' in prompt
+    assert '<attachment name="notes.md" source="notes.md" problem="Tiling">\n# My notes' in prompt
+    assert '<attachment name="Search: tiled matmul" source="tiled matmul"' in prompt
+    assert "1. Result one\n   https://one.example/\n   First snippet." in prompt
+    assert seen[0] == (0, 4, "gathering 4 sources") and seen[-1][:2] == (4, 4)
+    journal = [json.loads(line) for line in (research.root / ".deep-research" / "journal.jsonl").read_text().splitlines()]
+    assert [r["command"] for r in journal[-5:]] == ["attach_url", "attach_url", "attach_file", "search", "add_criteria"]
+    assert journal[-5]["arguments"] == {"url": web.url_for("/article")}
+
+
+def test_a_failed_fetch_fails_only_its_command(research: Research, web: HTTPServer) -> None:
+    web.expect_request("/gone").respond_with_data("gone", status=404)
+    web.expect_request("/ok").respond_with_data("Fine text.", content_type="text/plain")
+    message = f"///attach_url {web.url_for('/gone')}\n///attach_url {web.url_for('/ok')}\n///search anything\n"
+    execution = gather_and_execute_sync(research, message, LOCAL)
+    assert outcomes(execution) == [("attach_url", "failed"), ("attach_url", "ok"), ("search", "failed")]
+    assert f"The server answered 404 NOT FOUND for {web.url_for('/gone')}; nothing was attached." in execution.reply
+    assert "No web search provider is configured." in execution.reply
+    assert [p.name for p in (research.root / "Attachments").iterdir()] == ["ok.md"]
+
+
+def test_private_networks_are_refused_by_default(research: Research, web: HTTPServer) -> None:
+    web.expect_request("/local").respond_with_data("Local.", content_type="text/plain")
+    execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/local')}\n", Config())
+    assert outcomes(execution) == [("attach_url", "failed")]
+    assert "it is a loopback address (this machine)" in execution.reply
+    assert web.log == []
+
+
+def test_the_config_file_is_read_when_none_is_given(research: Research, web: HTTPServer) -> None:
+    web.expect_request("/local").respond_with_data("Local.", content_type="text/plain")
+    (research.root / "deep-research.toml").write_text("[fetch]\nallow_private_networks = true\n", encoding="utf-8")
+    execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/local')}\n")
+    assert outcomes(execution) == [("attach_url", "ok")]
+
+
+def test_nothing_is_fetched_for_a_message_that_needs_approval(research: Research, web: HTTPServer) -> None:
+    web.expect_request("/page").respond_with_data("Page.", content_type="text/plain")
+    execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/page')}\n", LOCAL,
+                                        mode=ApprovalMode.READ)
+    assert (execution.executed, execution.reason) == (False, "needs-approval")
+    assert web.log == []
+    assert gather_and_execute_sync(research, "  \n", LOCAL).reason == "empty"
+
+
+def test_fetches_run_concurrently_with_a_bound(research: Research, web: HTTPServer) -> None:
+    lock, state = threading.Lock(), {"now": 0, "most": 0}
+    four = threading.Event()
+
+    def handler(request: Request) -> Response:
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+            if state["now"] == gather_module.CONCURRENCY:
+                four.set()
+        four.wait(10)  # the first ones wait for the others: only concurrent fetches get past quickly
+        with lock:
+            state["now"] -= 1
+        return Response(f"Page {request.path}.", content_type="text/plain")
+
+    web.expect_request(__import__("re").compile(r"/p\d")).respond_with_handler(handler)
+    message = "".join(f"///attach_url {web.url_for(f'/p{n}')}\n" for n in range(6))
+    execution = gather_and_execute_sync(research, message, LOCAL)
+    assert [s for _, s in outcomes(execution)] == ["ok"] * 6
+    assert state["most"] == gather_module.CONCURRENCY
+
+
+def test_at_most_twenty_sources_per_message(research: Research, web: HTTPServer) -> None:
+    web.expect_request(__import__("re").compile(r"/n\d+")).respond_with_handler(
+        lambda request: Response(f"Page {request.path}.", content_type="text/plain"))
+    message = "".join(f"///attach_url {web.url_for(f'/n{n}')}\n" for n in range(MAX_NEEDS + 2))
+    execution = gather_and_execute_sync(research, message, LOCAL)
+    assert [s for _, s in outcomes(execution)] == ["ok"] * MAX_NEEDS + ["failed"] * 2
+    assert f"a message may bring in at most {MAX_NEEDS} sources" in execution.reply
+    assert len(web.log) == MAX_NEEDS
+
+
+def test_cancelling_while_gathering_runs_nothing(research: Research, web: HTTPServer, release: threading.Event) -> None:
+    arrived = threading.Event()
+
+    def stuck(request: Request) -> Response:
+        arrived.set()
+        release.wait(30)
+        return Response("late", content_type="text/plain")
+
+    web.expect_request("/stuck").respond_with_handler(stuck)
+    before = research.state().messages
+    message = f"///add_criteria Not saved\n///attach_url {web.url_for('/stuck')}\n"
+    execution = asyncio.run(gather_and_execute(research, message, LOCAL, cancelled=arrived.is_set))
+    assert (execution.executed, execution.reason) == (False, "cancelled")
+    assert research.state().messages == before
+    assert "Not saved" not in (research.root / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+
+
+def test_extra_options_reach_execute(research: Research, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other streams extend Research.execute with keyword arguments; they pass through."""
+    seen = {}
+    original = Research.execute
+
+    def execute(self, text, **options):
+        seen.update(options)
+        options.pop("marker")
+        return original(self, text, **options)
+
+    monkeypatch.setattr(Research, "execute", execute)
+    execution = gather_and_execute_sync(research, "///add_criteria Plain\n", LOCAL, marker=42)
+    assert execution.executed and seen["marker"] == 42 and seen["evidence"].results == {}
+    assert [o.status for o in execution.analysis.outcomes] == [Status.OK]
