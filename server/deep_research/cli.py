@@ -173,6 +173,7 @@ def _continue(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace) -> int:
     from .engine.analysis import Status
     from .engine.research import MESSAGE_FILE, MESSAGE_SUFFIX, Research, is_message_document
+    from .sources.gather import gather_and_execute_sync
 
     path: Path = args.file
     if not path.exists():
@@ -186,7 +187,9 @@ def _execute(args: argparse.Namespace) -> int:
         )
     text = _read(path)
     research = Research.open(path.resolve().parent)
-    result = research.execute(text, consume=path.resolve())
+    config = _config(research.root)
+    # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
+    result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress)
     if not result.executed:
         print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
@@ -263,6 +266,21 @@ def _read(path: Path) -> str:
     if text is None:
         raise UserError(f"{path}: cannot read the file")
     return text
+
+
+def _config(root: Path):
+    """The research's deep-research.toml; its mistakes are warnings, never a stop."""
+    from .config import load
+
+    config, problems = load(root)
+    for problem in problems:
+        print(f"deep-research: warning: {problem}", file=sys.stderr)
+    return config
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    """Gathering sources can take seconds: say what is happening, on standard error."""
+    print(f"deep-research: [{done}/{total}] {what}", file=sys.stderr, flush=True)
 
 
 def _errors_only(reply: str) -> str:

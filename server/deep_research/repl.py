@@ -23,9 +23,13 @@ def run_repl(research: Research, stdin: TextIO | None = None, stdout: TextIO | N
     stdout = stdout or sys.stdout
     interactive = stdin.isatty() and stdout.isatty()
     messages = _typed_messages() if interactive else _scripted_messages(stdin)
+    from .config import load
+    from .sources.gather import gather_and_execute_sync
+
     _show(stdout, research.prompt(), "PROMPT")
     for number, text in enumerate(messages, 1):
-        result = research.execute(text)
+        # attach_url, attach_file and search gather their sources first, as `execute` does.
+        result = gather_and_execute_sync(research, text, load(research.root)[0])
         if not result.executed:
             stdout.write("(empty message: nothing sent)\n")
             continue
