@@ -18,3 +18,26 @@ def test_settings_from_a_client_are_tolerant():
     assert Settings.from_client(None) == Settings()
     odd = Settings.from_client({"executeOnSave": 1, "showPromptAfterExecute": 0})
     assert (odd.execute_on_save, odd.show_prompt) == (True, False)
+
+
+def test_fetch_and_search_settings_override_the_research_file(tmp_path):
+    from deep_research.config import SEARCH_PROVIDERS, Config, FetchConfig, SearchConfig
+    from deep_research.lsp.config import SEARCH_PROVIDERS as EDITOR_PROVIDERS
+
+    assert EDITOR_PROVIDERS == SEARCH_PROVIDERS
+    nested = Settings.from_client({"fetch": {"allowPrivateNetworks": True},
+                                   "search": {"provider": "SearXNG", "url": " http://127.0.0.1:8888 "}})
+    dotted = Settings.from_client({"fetch.allowPrivateNetworks": True, "search.provider": "searxng",
+                                   "search.url": "http://127.0.0.1:8888"})
+    assert nested == dotted
+    assert (nested.allow_private_networks, nested.search_provider, nested.search_url) == (
+        True, "searxng", "http://127.0.0.1:8888")
+    from_file = Config(fetch=FetchConfig(allow_private_networks=True, allowed_roots=(tmp_path,)),
+                       search=SearchConfig("tavily", "https://api.example/search"))
+    # Unset editor settings leave the file's values; set ones win.
+    assert Settings().overrides() and from_file.merged(**Settings().overrides()) == from_file
+    refused = from_file.merged(**Settings.from_client({"fetch": {"allowPrivateNetworks": False}}).overrides())
+    assert refused.fetch == FetchConfig(allow_private_networks=False, allowed_roots=(tmp_path,))
+    assert from_file.merged(**nested.overrides()).search == SearchConfig("searxng", "http://127.0.0.1:8888")
+    odd = Settings.from_client({"search": {"provider": "altavista", "url": 3}, "fetch": {"allowPrivateNetworks": None}})
+    assert (odd.search_provider, odd.search_url, odd.allow_private_networks) == (None, None, None)

@@ -7,6 +7,7 @@ to LSP types; everything a user sees is decided here, from the command table.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,7 +19,7 @@ from .formats import status_label
 from .model import Problem
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
 from .state import Phase
-from .store import DEFINITION
+from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .text import Pos, Span
 
 
@@ -30,6 +31,9 @@ class Snapshot:
     focus: Problem | None = None
     children: tuple[Problem, ...] = ()
     folder_of: dict[str, Path] = field(default_factory=dict)  # subproblem title -> its folder
+    root: Path | None = None  # the research folder: attach_file's paths start there
+    roots: tuple[Path, ...] = ()  # other folders attach_file may read (fetch.allowed_roots)
+    search_provider: str | None = None
 
     def child(self, title: str) -> Problem | None:
         return next((c for c in self.children if c.title == title), None)
@@ -47,6 +51,8 @@ class ItemKind(Enum):
     SECTION = "section"
     SUBPROBLEM = "subproblem"
     CRITERION = "criterion"
+    FILE = "file"
+    FOLDER = "folder"
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,9 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> list[Candidate]
     block = _block_around(parsed, pos.line)
     if block is not None:
         return _complete_in_block(block, pos, prefix, snap)
-    if prefix.startswith(LINE_PREFIX + "focus_down "):
-        return _subproblems(snap, Span(Pos(pos.line, len(LINE_PREFIX + "focus_down ")), Pos(pos.line, len(line))))
-    if prefix.startswith(LINE_PREFIX + "mark_criteria_as_done "):
-        start = len(LINE_PREFIX + "mark_criteria_as_done ")
-        return _criteria(snap, Span(Pos(pos.line, start), Pos(pos.line, len(line))))
+    argument = _line_argument(prefix)
+    if argument is not None:
+        return _complete_argument(argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
         return _commands(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False)
@@ -85,6 +89,89 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> list[Candidate]
         return []
     replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
     return _commands(snap, replace, blocks_only=match.group(2) is not None)
+
+
+def _line_argument(prefix: str):
+    """The argument of the one-line command whose argument the cursor is in, if any."""
+    if not prefix.startswith(LINE_PREFIX) or " " not in prefix:
+        return None
+    spec = commands.get(prefix[len(LINE_PREFIX):].split(" ", 1)[0])
+    return spec.line_argument if spec is not None else None
+
+
+def _complete_argument(argument, prefix: str, line: str, pos: Pos, snap: Snapshot) -> list[Candidate]:
+    """Completion inside a one-line argument, by its type (the command table says which)."""
+    start = prefix.index(" ")
+    while start < len(prefix) and prefix[start] == " ":
+        start += 1
+    replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
+    if argument.type is ArgType.SUBPROBLEM:
+        return _subproblems(snap, replace)
+    if argument.type is ArgType.CRITERION:
+        return _criteria(snap, replace)
+    if argument.type is ArgType.PATH:
+        return _paths(snap, prefix[start:], Pos(pos.line, start), len(line))
+    return []
+
+
+_TREE_NAMES = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS})
+MAX_LISTED = 200  # entries offered per folder: completion lists a folder, never a tree
+MAX_SCANNED = 5000  # entries looked at per folder, so a huge folder costs a bounded time
+
+
+def _paths(snap: Snapshot, typed: str, start: Pos, end: int) -> list[Candidate]:
+    """Entries of the folder typed so far (relative to the research folder, or absolute inside
+    an allowed root) whose names start with what follows the last `/`. Outside every root,
+    only the folders leading to one. Entries are listed, never opened or read."""
+    if snap.root is None:
+        return []
+    head, slash, stem = typed.rpartition("/")
+    folder_text = head + slash  # "", "notes/", "/", "/home/me/"
+    base = Path(folder_text).expanduser() if folder_text else Path()
+    folder = base if base.is_absolute() else snap.root / base
+    real = Path(os.path.realpath(folder))
+    allowed = [Path(os.path.realpath(r)) for r in (snap.root, *snap.roots)]
+    if any(real == a or a in real.parents for a in allowed):
+        # The research's own tree (definition, criteria, subproblems …) is not offered.
+        own = _TREE_NAMES if real == allowed[0] else frozenset()
+        entries = [e for e in _listing(real, stem) if e[0] not in own]
+    else:
+        entries = sorted({(a.relative_to(real).parts[0], True) for a in allowed if real in a.parents})
+        entries = [e for e in entries if e[0].lower().startswith(stem.lower())]
+    replace = Span(Pos(start.line, start.col + len(folder_text)), Pos(start.line, end))
+    return [_path_candidate(name, is_dir, replace, index) for index, (name, is_dir) in enumerate(entries)]
+
+
+def _listing(folder: Path, stem: str) -> list[tuple[str, bool]]:
+    found: list[tuple[str, bool]] = []
+    hidden = stem.startswith(".")
+    try:
+        with os.scandir(folder) as scan:
+            for count, entry in enumerate(scan):
+                if count >= MAX_SCANNED:
+                    break
+                name = entry.name
+                if (name.startswith(".") and not hidden) or not name.lower().startswith(stem.lower()):
+                    continue
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    continue
+                if is_dir or entry.is_file():
+                    found.append((name, is_dir))
+    except OSError:
+        return []
+    found.sort(key=lambda item: (not item[1], item[0].lower()))
+    return found[:MAX_LISTED]
+
+
+def _path_candidate(name: str, is_dir: bool, replace: Span, index: int) -> Candidate:
+    text = name + ("/" if is_dir else "")
+    return Candidate(
+        label=text, kind=ItemKind.FOLDER if is_dir else ItemKind.FILE,
+        detail="folder" if is_dir else "file", documentation="", replace=replace, text=text,
+        filter_text=text, sort_text=f"{index:04d}",
+    )
 
 
 def _word_end(line: str, col: int) -> int:
@@ -230,7 +317,42 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
             state = "done" if criterion.done else "not done yet"
             return HoverInfo(f"Criterion {number} ({state}):\n\n{criterion.text}", span)
         return HoverInfo(f"The current problem has {len(snap.focus.criteria)} criteria.", span)
+    if argument.type in (ArgType.URL, ArgType.PATH, ArgType.QUERY):
+        return HoverInfo(_source_markdown(argument.type, value, span, snap), span)
     return None
+
+
+def _source_markdown(kind: ArgType, value: str, span: Span, snap: Snapshot) -> str:
+    """What an evidence command will attach, from its argument alone: no network, no read."""
+    from .evidence import Refused, check_query, check_url, locate_file, size_text
+    from .operations import Arg, CommandError
+
+    try:
+        if kind is ArgType.URL:
+            url = check_url(Arg(value, span))
+            return (f"Will fetch <{url}> when the message runs and attach it to the current problem, named after "
+                    "the page's title: HTML as markdown of its main content, PDF as its text, plain text, markdown, "
+                    "JSON and CSV as they are. Other content types, pages over 10 MB and private addresses (unless allowed) are refused.")
+        if kind is ArgType.QUERY:
+            query = check_query(Arg(value, span))
+            if not snap.search_provider:
+                return ("No web search provider is configured, so this search will fail. Set one in the research's "
+                        "deep-research.toml (`[search]` with `provider` and `url`) or with the setting "
+                        "`deepResearch.search.provider`.")
+            return (f"Will search the web with **{snap.search_provider}** for “{query}” when the message runs; the "
+                    f"numbered results (title, address, snippet) become one attachment, “Search: {query}”.")
+        if snap.root is None:
+            return "Files can be attached only in a research."
+        real = locate_file(value, snap.root, snap.roots)
+    except (CommandError, Refused) as problem:
+        return str(problem)
+    try:
+        size = size_text(real.stat().st_size)
+    except OSError as error:
+        return f"The file cannot be read: {error.strerror or error}."
+    what = "its text" if real.suffix.lower() == ".pdf" else "its main content" if real.suffix.lower() in (
+        ".html", ".htm", ".xhtml") else "as it is (binary files are refused)"
+    return f"Will attach the file `{real}` ({size}) to the current problem when the message runs: {what}."
 
 
 def _argument_at(command: Command, spec: CommandSpec, pos: Pos):

@@ -16,11 +16,25 @@ DEFAULT_MODE = "update"
 log = logging.getLogger("deep_research.lsp")
 
 
+SEARCH_PROVIDERS = ("searxng", "tavily", "brave")  # checked against deep_research.config by a test
+
+
 @dataclass(frozen=True)
 class Settings:
     approval: str = DEFAULT_MODE  # a label of ApprovalMode
     execute_on_save: bool = False  # execute on didSave, for clients that cannot run code actions on save
     show_prompt: bool = True  # open the prompt with window/showDocument after each execution
+    # These override the research's deep-research.toml when set; None leaves the file's value.
+    allow_private_networks: bool | None = None  # fetch.allowPrivateNetworks
+    search_provider: str | None = None  # search.provider
+    search_url: str | None = None  # search.url
+
+    def overrides(self) -> dict:
+        """For `Config.merged`: the editor's settings beat the research's file."""
+        return {
+            "fetch": {"allow_private_networks": self.allow_private_networks},
+            "search": {"provider": self.search_provider, "url": self.search_url},
+        }
 
     @property
     def approval_mode(self) -> "ApprovalMode":
@@ -31,7 +45,8 @@ class Settings:
 
     def describe(self) -> str:
         return (f"Settings: approvalMode={self.approval}, executeOnSave={self.execute_on_save}, "
-                f"showPromptAfterExecute={self.show_prompt}")
+                f"showPromptAfterExecute={self.show_prompt}, fetch.allowPrivateNetworks={self.allow_private_networks}, "
+                f"search.provider={self.search_provider}, search.url={self.search_url}")
 
     @classmethod
     def from_client(cls, raw: object) -> "Settings":
@@ -45,8 +60,27 @@ class Settings:
         if approval not in MODES:
             log.warning("deepResearch.approvalMode %r is not one of %s; using %s", mode, ", ".join(MODES), DEFAULT_MODE)
             approval = DEFAULT_MODE
+        fetch, search = _table(raw, "fetch"), _table(raw, "search")
+        private = fetch.get("allowPrivateNetworks")
+        provider = search.get("provider")
+        provider = str(provider).strip().lower() if provider not in (None, "") else None
+        if provider is not None and provider not in SEARCH_PROVIDERS:
+            log.warning("deepResearch.search.provider %r is not one of %s; ignored", provider, ", ".join(SEARCH_PROVIDERS))
+            provider = None
+        url = search.get("url")
         return cls(
             approval=approval,
             execute_on_save=bool(raw.get("executeOnSave", False)),
             show_prompt=bool(raw.get("showPromptAfterExecute", True)),
+            allow_private_networks=None if private is None else bool(private),
+            search_provider=provider,
+            search_url=str(url).strip() if isinstance(url, str) and url.strip() else None,
         )
+
+
+def _table(raw: dict, name: str) -> dict:
+    """`fetch` / `search` as a nested table (VS Code, Neovim) or dotted keys (`"fetch.allowPrivateNetworks"`)."""
+    table = dict(raw[name]) if isinstance(raw.get(name), dict) else {}
+    prefix = name + "."
+    table.update({k[len(prefix):]: v for k, v in raw.items() if isinstance(k, str) and k.startswith(prefix)})
+    return table

@@ -32,6 +32,7 @@ from .config import Settings
 from .convert import Positions
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..config import Config
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
     from ..engine.research import Research
@@ -72,6 +73,7 @@ class DeepResearchServer(LanguageServer):
         super().__init__("deep-research", __version__)
         self.settings = Settings()
         self._researches: dict[Path, Research] = {}
+        self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message).
@@ -176,24 +178,46 @@ class DeepResearchServer(LanguageServer):
             self._researches[root] = Research.open(root, FileCache())
         return self._researches[root]
 
+    def config(self, root: Path) -> "Config":
+        """The research's deep-research.toml (re-read when it changes; its mistakes logged
+        once) under the editor's settings, which override it."""
+        from ..config import CONFIG_FILE, load
+
+        try:
+            info = (root / CONFIG_FILE).stat()
+            key: object = (info.st_mtime_ns, info.st_size, info.st_ino)
+        except OSError:
+            key = None
+        cached = self._configs.get(root)
+        if cached is None or cached[0] != key:
+            config, problems = load(root)
+            for problem in problems:
+                log.warning("%s", problem)
+            cached = self._configs[root] = (key, config)
+        return cached[1].merged(**self.settings.overrides())
+
     def snapshot(self, place: Place) -> "Snapshot":
         from ..engine.assist import Snapshot
 
         research = place.research
         if research is None:
             return Snapshot(Phase.NO_PROBLEM)
+        config = self.config(research.root)
+        sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
+                       search_provider=config.search.provider)
         state = research.state()
         if state.phase is Phase.NO_PROBLEM:
-            return Snapshot(state.phase)
+            return Snapshot(state.phase, **sources)
         focus = research.tree.problem(state.focus)
         children = tuple(research.tree.children(state.focus))
         folders = {c.title: research.tree.folder(c.path) for c in children}
-        return Snapshot(state.phase, focus, children, folders)
+        return Snapshot(state.phase, focus, children, folders, **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         if place.research is None:
             return None
-        return place.research.analyze(doc.text, parsed=doc.parsed)
+        roots = self.config(place.research.root).fetch.allowed_roots
+        return place.research.analyze(doc.text, parsed=doc.parsed, roots=roots)
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:

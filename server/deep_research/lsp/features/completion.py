@@ -21,6 +21,8 @@ _KINDS = {  # by assist.ItemKind name
     "SECTION": types.CompletionItemKind.Property,
     "SUBPROBLEM": types.CompletionItemKind.Reference,
     "CRITERION": types.CompletionItemKind.Value,
+    "FILE": types.CompletionItemKind.File,
+    "FOLDER": types.CompletionItemKind.Folder,
 }
 
 
@@ -52,7 +54,8 @@ def _item(candidate: "assist.Candidate", positions: convert.Positions, snippets:
         label=candidate.label,
         kind=_KINDS[candidate.kind.name],
         detail=candidate.detail,
-        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=candidate.documentation),
+        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=candidate.documentation)
+        if candidate.documentation else None,
         text_edit=types.TextEdit(
             range=positions.range(candidate.replace),
             new_text=candidate.snippet if use_snippet and candidate.snippet else candidate.text,

@@ -96,6 +96,7 @@ def register(server: DeepResearchServer) -> None:
 
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
     from ...engine.commands import ApprovalMode
+    from ...sources.gather import gather_and_execute
 
     message_document(ls, uri)
     doc = ls.document(uri)
@@ -114,9 +115,12 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     progress = await _Progress.start(ls, "Deep Research: executing the message")
     try:
         try:
-            result: Execution = await asyncio.to_thread(
-                place.research.execute, text, mode=mode,
+            # Sources (attach_url, attach_file, search) are gathered first, with progress; then the
+            # message runs in a worker thread, in one transaction.
+            result: Execution = await gather_and_execute(
+                place.research, text, ls.config(place.research.root), mode=mode,
                 consume=None if doc is not None else _fs_path(uri), cancelled=progress.cancelled,
+                progress=progress.sources,
             )
         except OSError as error:  # the folder cannot take the changes: say so, change nothing
             message = (f"Deep Research: the message was not executed: {error}. Nothing was half-written; "
@@ -277,9 +281,14 @@ class _Progress:
         future = self.ls.work_done_progress.tokens.get(self.token)
         return bool(future is not None and future.cancelled())
 
-    def report(self, message: str) -> None:
+    def report(self, message: str, percentage: int = 80) -> None:
         if self.token is not None:
-            self.ls.work_done_progress.report(self.token, types.WorkDoneProgressReport(message=message, percentage=80))
+            self.ls.work_done_progress.report(
+                self.token, types.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    def sources(self, done: int, total: int, what: str) -> None:
+        """Gathering sources takes most of the time when a message has some: 0-70 %."""
+        self.report(f"Sources {done}/{total}: {what}", 70 * done // max(total, 1))
 
     def end(self) -> None:
         if self.token is not None:
