@@ -294,3 +294,36 @@ def test_the_prompt_after_two_executions(nvim: str, tmp_path: Path, defined: Pat
         disk = (defined / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
         assert seen["prompt_text"] == disk.rstrip("\n")
         assert "Second criterion" in seen["prompt_text"]
+
+
+def test_attach_a_local_page(nvim: str, tmp_path: Path, defined: Path, monkeypatch) -> None:
+    from pytest_httpserver import HTTPServer
+
+    page = ("<html><head><title>Cache blocking</title></head><body><nav>Home | Log in</nav><article>"
+            "<h1>Cache blocking</h1><p>Blocking a loop nest keeps a working set in cache, so that each value fetched "
+            "from memory is used many times before it is evicted.</p></article></body></html>")
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.expect_request("/blocking.html").respond_with_data(page, content_type="text/html; charset=utf-8")
+    server.start()
+    try:
+        url = server.url_for("/blocking.html")
+        monkeypatch.setenv("DR_URL", url)
+        seen = run_scenario(nvim, tmp_path, "scenario_attach_url.lua", defined / "message.dr")
+        requests = [request.path for request, _ in server.log]
+    finally:
+        server.clear()
+        server.stop()
+    assert seen["hover"].startswith(f"Will fetch <{url}> when the message runs")
+    assert requests == ["/blocking.html"]  # fetched once, on :write, not while typing or hovering
+    [execution] = seen["executions"]
+    assert execution["phase"] == "in_focus"
+    assert seen["lines_after_write"] == [""] and seen["modified_after_write"] is False
+    assert (defined / "message.dr").read_bytes() == b""
+    attachment = (defined / "Attachments" / "Cache blocking.md").read_text(encoding="utf-8")
+    assert f'source: "{url}"' in attachment
+    assert "Blocking a loop nest keeps a working set in cache" in attachment and "Log in" not in attachment
+    prompt = (defined / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
+    assert f'<attachment name="Cache blocking" source="{url}" problem="{TITLE}">' in prompt
+    journal = (defined / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    last = json.loads(journal[-1])
+    assert (last["command"], last["status"], last["arguments"]) == ("attach_url", "ok", {"url": url})
