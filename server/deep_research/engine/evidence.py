@@ -243,8 +243,8 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
     focus = draft.focus
     if draft.evidence is None:  # the dry run: say what will happen, and record the need
         draft.needs.append(need)
-        return Result(f"Will {need.kind is NeedKind.SEARCH and 'run' or 'attach'} {what} when the message "
-                      f"runs (attached to {_quote(focus.title)}).")
+        verb = "run" if need.kind is NeedKind.SEARCH else "attach"
+        return Result(f"Will {verb} {what} when the message runs (attached to {_quote(focus.title)}).")
     result = draft.evidence.results.get(need)
     if result is None:
         raise CommandError(NOT_GATHERED, arg.span)

@@ -35,6 +35,7 @@ MEDIA_TYPES = {
     "text/plain": TEXT, "text/markdown": TEXT, "text/x-markdown": TEXT,
     "application/json": TEXT, "text/json": TEXT, "text/csv": TEXT,
 }
+MEDIA_OF = {HTML: "text/html", PDF: "application/pdf", TEXT: "text/plain"}  # for a sniffed body
 ACCEPTED = "web pages (HTML), PDF, plain text, markdown, JSON and CSV"
 MAX_PDF_PAGES = 500
 TRAFILATURA_MISSING = (

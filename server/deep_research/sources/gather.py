@@ -114,7 +114,9 @@ async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, 
     return await _search(need.target, config, environ)
 
 
-async def fetch_page(url: str, *, policy: AddressPolicy, limits: Limits | None = None, resolver: Resolver | None = None) -> Found:
+async def fetch_page(
+    url: str, *, policy: AddressPolicy, limits: Limits | None = None, resolver: Resolver | None = None,
+) -> Found:
     """A web page or document as an attachment: fetched within the limits, then extracted."""
     from . import extract
     from .fetch import Limits, fetch
@@ -125,7 +127,7 @@ async def fetch_page(url: str, *, policy: AddressPolicy, limits: Limits | None =
                                    url=fetched.final_url, fallback_title=extract.name_from_url(fetched.final_url))
     return Found(
         title=page.title, text=page.text, source=url, final_url=fetched.final_url,
-        content_type=fetched.media_type or kind, sha256=fetched.sha256, fetched=fetched.fetched, notes=page.notes,
+        content_type=fetched.media_type or extract.MEDIA_OF[kind], sha256=fetched.sha256, fetched=fetched.fetched, notes=page.notes,
     )
 
 
