@@ -1,5 +1,6 @@
 """The engine is plain Python: nothing in `deep_research.engine` imports pygls or
-lsprotocol, directly or through another module, at import time or lazily."""
+lsprotocol, directly or through another module, at import time or lazily. Nor does it
+reach the network: no HTTP client, no extractor, nothing of `deep_research.sources`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import deep_research.engine
 ENGINE = Path(deep_research.engine.__file__).parent
 SERVER = ENGINE.parent.parent
 FORBIDDEN = ("pygls", "lsprotocol")
+OFFLINE = ("httpx", "httpcore", "trafilatura", "pypdf", "openai", "socket", "urllib.request")
 
 PROBE = """
 import importlib, pkgutil, sys
@@ -23,9 +25,12 @@ for name in names:
     importlib.import_module(name)
 leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("pygls", "lsprotocol"))
 lsp = sorted(m for m in sys.modules if m.startswith("deep_research.lsp"))
+online = sorted(m for m in sys.modules if m.split(".")[0] in ("httpx", "httpcore", "trafilatura", "pypdf", "openai")
+                or m.startswith("deep_research.sources"))
 print(len(names))
 print(",".join(leaked))
 print(",".join(lsp))
+print(",".join(online))
 """
 
 
@@ -35,10 +40,11 @@ def test_importing_every_engine_module_loads_no_lsp_library() -> None:
         [sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=60, cwd=SERVER,
     )
     assert result.returncode == 0, result.stderr
-    count, leaked, lsp = (result.stdout.split("\n") + ["", ""])[:3]
+    count, leaked, lsp, online = (result.stdout.split("\n") + ["", "", ""])[:4]
     assert int(count) >= 15, "every module of the engine was imported"
     assert leaked == "", f"the engine pulled in {leaked}"
     assert lsp == "", f"the engine pulled in the server package: {lsp}"
+    assert online == "", f"the engine pulled in network code: {online}"
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -59,11 +65,13 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def test_no_engine_source_imports_lsp_code_even_lazily() -> None:
+def test_no_engine_source_imports_lsp_or_network_code_even_lazily() -> None:
     offenders = []
     for path in sorted(ENGINE.rglob("*.py")):
         for lineno, name in _imports(path):
             top = name.split(".")[0]
             if top in FORBIDDEN or name.startswith("deep_research.lsp") or name in ("deep_research.cli", "deep_research.repl"):
+                offenders.append(f"{path.relative_to(SERVER)}:{lineno} imports {name}")
+            elif name in OFFLINE or top in OFFLINE or name.startswith("deep_research.sources"):
                 offenders.append(f"{path.relative_to(SERVER)}:{lineno} imports {name}")
     assert offenders == []
