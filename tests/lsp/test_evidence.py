@@ -126,3 +126,21 @@ async def test_execution_fetches_under_the_editor_settings(client, research: Pat
     assert f'source: "{url}"' in attachment and "Blocking a loop nest" in attachment
     prompt = (research / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
     assert f'<attachment name="Cache blocking" source="{url}" problem="Tiled matrix multiplication">' in prompt
+
+
+async def test_cancelling_the_progress_while_a_page_is_fetched_runs_nothing(client, research: Path, web: HTTPServer):
+    import threading
+
+    release = threading.Event()
+    web.expect_request("/stuck").respond_with_handler(lambda request: (release.wait(30), "late")[1])
+    uri = await defined(client, research)
+    (research / "deep-research.toml").write_text("[fetch]\nallow_private_networks = true\n", encoding="utf-8")
+    change_doc(client, uri, f"///add_criteria Not saved\n///attach_url {web.url_for('/stuck')}\n")
+    client.cancel_on_begin = True  # the user presses Cancel on the progress
+    try:
+        result = await execute(client, uri)
+    finally:
+        release.set()
+    assert (result["executed"], result["reason"]) == (False, "cancelled")
+    assert "Not saved" not in (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert not (research / "Attachments").exists()
