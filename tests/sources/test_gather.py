@@ -166,3 +166,14 @@ def test_extra_options_reach_execute(research: Research, monkeypatch: pytest.Mon
     execution = gather_and_execute_sync(research, "///add_criteria Plain\n", LOCAL, marker=42)
     assert execution.executed and seen["marker"] == 42 and seen["evidence"].results == {}
     assert [o.status for o in execution.analysis.outcomes] == [Status.OK]
+
+
+def test_a_document_that_is_not_a_message_is_refused_before_fetching(research: Research, web: HTTPServer) -> None:
+    from deep_research.engine.research import NotAMessageDocument
+
+    web.expect_request("/page").respond_with_data("Page.", content_type="text/plain")
+    notes = research.root / "notes.md"
+    notes.write_text(f"///attach_url {web.url_for('/page')}\n", encoding="utf-8")
+    with pytest.raises(NotAMessageDocument):
+        gather_and_execute_sync(research, notes.read_text(encoding="utf-8"), LOCAL, consume=notes)
+    assert web.log == [] and notes.read_text(encoding="utf-8").startswith("///attach_url")

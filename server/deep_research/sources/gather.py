@@ -166,8 +166,10 @@ async def gather_and_execute(
     """Run a message that may need the outside world: dry run, gather, execute (see the module
     docstring). `config` defaults to the research's deep-research.toml."""
     from ..engine.commands import ApprovalMode
-    from ..engine.research import Execution
+    from ..engine.research import Execution, NotAMessageDocument, is_message_document
 
+    if consume is not None and not is_message_document(consume):  # refused before anything is fetched
+        raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
     mode = ApprovalMode.DELETE if mode is None else mode
     if config is None:
         config = load(research.root)[0]
