@@ -286,13 +286,15 @@ class Research:
 
     def analyze(
         self, text: str, state: State | None = None, parsed: ParsedMessage | None = None,
-        *, roots: Sequence[Path] = (),
+        *, roots: Sequence[Path] = (), evidence: Evidence | None = None,
     ) -> Analysis:
         """Everything executing `text` would do, without doing it. `parsed` is `parse(text)`
         if the caller already has it (an editor parses on every keystroke). `roots` are the
         folders `attach_file` may read besides the research (`fetch.allowed_roots`);
-        `Analysis.needs` lists what the message needs from outside."""
-        return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments, roots=roots)
+        `Analysis.needs` lists what the message needs from outside. With `evidence` the
+        commands that need it use its results instead (what execution does)."""
+        return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments,
+                       evidence=evidence, roots=roots)
 
     def execute(
         self,
@@ -322,8 +324,7 @@ class Research:
         with locked(self.root):
             recover(self.root, self.cache)
             before = self.state()
-            analysis = analyze(parse(text), self.tree, before, self.pending_attachments,
-                               evidence=evidence if evidence is not None else Evidence())
+            analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence())
             if analysis.needing_approval(mode):
                 return Execution(False, "needs-approval", analysis)
             if cancelled is not None and cancelled():
