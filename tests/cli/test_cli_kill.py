@@ -46,6 +46,7 @@ def large_message() -> str:
 
 
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)?")
+_DIGEST = re.compile(r'"after": "[0-9a-f]{64}"')  # undo records: digests of timestamped text
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -58,7 +59,7 @@ def snapshot(folder: Path) -> dict[str, str]:
             continue
         if rel.startswith(f"{BOOK}/") and path.name.startswith(TMP_MARK):
             continue
-        out[rel] = _TIME.sub("<time>", path.read_bytes().decode("utf-8"))
+        out[rel] = _DIGEST.sub("<digest>", _TIME.sub("<time>", path.read_bytes().decode("utf-8")))
     return out
 
 

@@ -138,9 +138,13 @@ def sub(*titles: str) -> str:
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)?")
 
 
+# An undo record holds digests of what a message wrote, timestamps included.
+_DIGEST = re.compile(r'"after": "[0-9a-f]{64}"')
+
+
 def normalise(text: str) -> str:
-    """Timestamps out, so two runs of the same messages compare equal."""
-    return _TIMESTAMP.sub("<time>", text)
+    """Timestamps (and digests of timestamped text) out, so two runs of the same messages compare equal."""
+    return _DIGEST.sub('"after": "<digest>"', _TIMESTAMP.sub("<time>", text))
 
 
 # -- spans and edits --------------------------------------------------------------------------

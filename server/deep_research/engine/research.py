@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from . import formats
+from . import undo as undoing
 from .analysis import Analysis, Status, analyze
 from .commands import ApprovalMode
 from .draft import BREAKDOWN_ASPECT, Draft
@@ -173,6 +174,8 @@ class Research:
             message = research.root / MESSAGE_FILE
             if not message.exists():
                 tx.write(message, "")
+            if where is Location.RESEARCH and (instruction.strip() or context or attachments):
+                undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
             tx.commit(research.cache)
             if pending_target is None and attachments:
                 research._attach_to_root(attachments)
@@ -204,6 +207,7 @@ class Research:
                       "started": note.at, "ended": now(), "status": "ok", "result": note.text, "error": None}
             tx.append(book / JOURNAL, json.dumps(record, ensure_ascii=False) + "\n")
             tx.write(book / PROMPT, render_prompt(draft, after, self.bookkeeping([note])))
+            undoing.forget_all(tx)  # a reopened research is a boundary: see engine/undo.py
             tx.commit(self.cache)
         return True
 
@@ -358,9 +362,16 @@ class Research:
         tx.write(book / PROMPT, prompt)
         if consume is not None:
             tx.clear_if_unchanged(consume, text)
+        undoing.remember(tx, text=text, before=before, after=after, document=consume)  # last: it reads tx
         changed = tx.commit(self.cache)
         consumed = consume is not None and Path(os.path.realpath(consume)) in changed
         return Execution(True, None, analysis, reply, prompt, changed, consumed)
+
+
+    def undo(self, *, document: object = undoing.RECORDED) -> undoing.Undone:
+        """Take back the last executed message (see engine/undo.py); raises undo.UndoRefused
+        (nothing changed) when that would lose a hand edit or nothing is left to undo."""
+        return undoing.revert(self, document=document)
 
 
 def message_digest(text: str) -> str:

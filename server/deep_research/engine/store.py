@@ -5,7 +5,8 @@ files are parsed once and a hand edit is seen on the next read, without watching
 
 Writing goes through `Transaction`: the whole change set of a message is first saved
 to `.deep-research/pending.json` (the commit point), then applied file by file with
-atomic replaces, then the pending file is removed. A process killed at any moment
+atomic replaces (and, for an undo, deletions and truncations), then the pending file is
+removed. A process killed at any moment
 leaves either no pending file (nothing applied; stray temporary files are swept) or a
 complete one, which `recover()` applies again on the next start. Every step is
 idempotent, so the tree ends up either before or after the message, never half-way.
@@ -13,6 +14,7 @@ idempotent, so the tree ends up either before or after the message, never half-w
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -130,11 +132,11 @@ def ensure_inside(root: Path, target: Path) -> Path:
     return Path(real_target)
 
 
-def atomic_write(path: Path, text: str, *, durable: bool) -> None:
+def atomic_write(path: Path, text: str | bytes, *, durable: bool) -> None:
     """Replace `path` with `text` in one step: readers see the old or the new file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f"{_TMP_MARK}{secrets.token_hex(6)}"
-    data = text.encode("utf-8")
+    data = text.encode("utf-8") if isinstance(text, str) else text
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -162,16 +164,48 @@ def _fsync_dir(folder: Path) -> None:
 
 @dataclass
 class Transaction:
-    """The file changes of one message: whole-file writes and appends to logs."""
+    """The file changes of one message: whole-file writes and appends to logs; for an
+    undo also exact bytes, deletions, truncations and folders to remove."""
 
     root: Path
     writes: dict[str, str] = field(default_factory=dict)  # relative path -> new content
     appends: list[tuple[str, str]] = field(default_factory=list)  # (relative path, text)
     clears: dict[str, str] = field(default_factory=dict)  # relative path -> digest it must still have
+    raw: dict[str, bytes] = field(default_factory=dict)  # relative path -> exact bytes
+    deletes: list[str] = field(default_factory=list)  # files to remove (missing is fine)
+    truncates: dict[str, int] = field(default_factory=dict)  # relative path -> size to cut back to
+    folders: list[str] = field(default_factory=list)  # folders to remove once empty
     durable: bool = True
 
     def write(self, target: Path, text: str) -> None:
         self.writes[self._relative(target)] = text
+
+    def write_bytes(self, target: Path, data: bytes) -> None:
+        """Restore a file's exact bytes (whatever their encoding or line breaks)."""
+        rel = self._relative(target)
+        self.writes.pop(rel, None)
+        self.raw[rel] = data
+
+    def delete(self, target: Path) -> None:
+        """Remove the file `target` (the link itself, if it is one)."""
+        self.deletes.append(self._relative_entry(target))
+
+    def truncate(self, target: Path, size: int) -> None:
+        """Cut the file back to `size` bytes (an undo takes back what a message appended)."""
+        self.truncates[self._relative_entry(target)] = size
+
+    def remove_folder(self, target: Path) -> None:
+        """Remove the folder once the deletions have emptied it (left in place if not empty)."""
+        self.folders.append(self._relative_entry(target))
+
+    def _relative_entry(self, target: Path) -> str:
+        """Like `_relative`, but the last component is not followed if it is a link: the
+        entry itself is acted on, inside the folder's real path."""
+        parent = ensure_inside(self.root, target.parent)
+        real_root = os.path.realpath(self.root)
+        if str(parent) == real_root and target.name in ("", ".", ".."):
+            raise UnsafePath(f"refusing to remove the research folder itself: {target}")
+        return os.path.relpath(os.path.join(parent, target.name), real_root)
 
     def clear_if_unchanged(self, target: Path, expected: str) -> None:
         """Empty `target` when it is applied, but only if it still holds `expected` then
@@ -188,7 +222,7 @@ class Transaction:
 
     def commit(self, cache: FileCache | None = None) -> list[Path]:
         """Apply everything, all or nothing across crashes; returns the files changed."""
-        for rel in list(self.writes) + [rel for rel, _ in self.appends] + list(self.clears):
+        for rel in list(self.writes) + list(self.raw) + [rel for rel, _ in self.appends] + list(self.clears):
             _check_target(self.root, rel)
         pending = {
             "writes": self.writes,
@@ -197,6 +231,15 @@ class Transaction:
                 {"path": rel, "text": text, "offset": _size(self.root / rel)} for rel, text in self.appends
             ],
         }
+        # Only what an undo uses is written, so a message's pending file is as before.
+        if self.raw:
+            pending["raw"] = {rel: base64.b64encode(data).decode("ascii") for rel, data in self.raw.items()}
+        if self.deletes:
+            pending["deletes"] = self.deletes
+        if self.truncates:
+            pending["truncates"] = self.truncates
+        if self.folders:
+            pending["folders"] = self.folders
         book = bookkeeping(self.root)
         book.mkdir(parents=True, exist_ok=True)
         atomic_write(book / _PENDING, json.dumps(pending, ensure_ascii=False), durable=self.durable)
@@ -247,6 +290,16 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) ->
         changed.append(target)
         if cache is not None:
             cache.forget(target)
+    for rel, encoded in pending.get("raw", {}).items():
+        target = ensure_inside(root, root / rel)
+        data = base64.b64decode(encoded)
+        if _read_bytes(target) == data and target.is_file():
+            continue
+        atomic_write(target, data, durable=durable)
+        changed.append(target)
+        if cache is not None:
+            cache.forget(target)
+    changed += _remove(root, pending, durable, cache)
     for item in pending["appends"]:
         target = ensure_inside(root, root / item["path"])
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -259,6 +312,62 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) ->
                 os.fsync(handle.fileno())
         changed.append(target)
     return changed
+
+
+def _remove(root: Path, pending: dict, durable: bool, cache: FileCache | None) -> list[Path]:
+    """Deletions, truncations and emptied folders: each step may be done again after a crash."""
+    changed = []
+    for rel in pending.get("deletes", []):
+        target = _entry_inside(root, rel)
+        try:
+            os.unlink(target)
+        except FileNotFoundError:
+            continue
+        changed.append(target)
+        if cache is not None:
+            cache.forget(target)
+    for rel, size in pending.get("truncates", {}).items():
+        target = _entry_inside(root, rel)
+        if not target.is_file() or target.stat().st_size <= size:
+            continue
+        with open(target, "r+b") as handle:
+            handle.truncate(size)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        changed.append(target)
+        if cache is not None:
+            cache.forget(target)
+    for rel in sorted(pending.get("folders", []), key=lambda r: r.count(os.sep), reverse=True):
+        folder = _entry_inside(root, rel)
+        if folder.is_symlink() or not folder.is_dir():
+            continue
+        _sweep_temporaries(folder, recursive=False)  # ours, from an interrupted write
+        try:
+            folder.rmdir()
+        except OSError as error:  # not empty: something was put there; leave it
+            log.warning("kept the folder %s: %s", folder, error)
+            continue
+        changed.append(folder)
+    if durable:
+        for parent in {p.parent for p in changed}:
+            _fsync_dir(parent)
+    return changed
+
+
+def _entry_inside(root: Path, rel: str) -> Path:
+    """The entry `rel` under `root` (not following a link in its last component), refused
+    if its folder leaves the research."""
+    target = root / rel
+    return ensure_inside(root, target.parent) / target.name
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def recover(root: Path, cache: FileCache | None = None) -> bool:
