@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .accounting import IDLE, Ledger, duration, summary
 from .model import Problem
 from .research import Research
 from .state import ROOT, Phase, ProblemPath, Status
@@ -48,28 +49,33 @@ def _node(research: Research, problem: Problem, focus: ProblemPath | None) -> No
     return node
 
 
-def render_outline(research: Research) -> str:
+def render_outline(research: Research, stats: Ledger | None = None) -> str:
+    """The tree as text; with `stats`, each problem's effort (its own and its subproblems')."""
     state = research.state()
     root = outline(research)
     if root is None:
         return "No problem is defined yet."
-    lines = [_label(root)]
-    _render_children(root, "", lines)
+    lines = [_label(root, stats)]
+    _render_children(root, "", lines, stats)
     footer = {
         Phase.IN_FOCUS: "◀ marks the problem in focus.",
         Phase.FINISHED: "The research is finished.",
         Phase.SHUT_DOWN: "The research was shut down.",
     }[state.phase]
+    if stats is not None:
+        footer += (" Figures after “·” count each problem with its subproblems; time in focus counts "
+                   f"at most {duration(IDLE)} between two events.")
     return "\n".join(lines + ["", footer])
 
 
-def _render_children(node: Node, prefix: str, lines: list[str]) -> None:
+def _render_children(node: Node, prefix: str, lines: list[str], stats: Ledger | None) -> None:
     for index, child in enumerate(node.children):
         last = index == len(node.children) - 1
-        lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(child)}")
-        _render_children(child, prefix + ("    " if last else "│   "), lines)
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(child, stats)}")
+        _render_children(child, prefix + ("    " if last else "│   "), lines, stats)
 
 
-def _label(node: Node) -> str:
+def _label(node: Node, stats: Ledger | None = None) -> str:
     focus = "  ◀ focus" if node.focused else ""
-    return f"{node.title} [{node.criteria_met}/{node.criteria_total}] ({_MARKS[node.status]}){focus}"
+    figures = f"  · {summary(stats.total(node.path))}" if stats is not None else ""
+    return f"{node.title} [{node.criteria_met}/{node.criteria_total}] ({_MARKS[node.status]}){focus}{figures}"

@@ -1,0 +1,303 @@
+"""What each problem cost: messages, commands, time in focus, model rounds and tokens.
+
+Everything comes from the journal (`.deep-research/journal.jsonl`), read tolerantly: a
+line that is not a JSON object, a record of a kind this module does not know, a missing
+or mistyped field is skipped, never an error. The journal's records:
+
+- command records (no `record` key): one per command of a message, with `message`,
+  `problem` (the focus when the message ran), `status` (ok/failed/skipped), `ended`;
+  `reopen` and `SHUT_DOWN_DEEP_RESEARCHER` are command records too;
+- `"record": "round"` (the autopilot): one per model round, with `problem`,
+  `prompt_tokens`, `completion_tokens`, `tokens_estimated`, `ended`;
+- `"record": "undo"`: message `message` was taken back.
+
+Figures are the effort spent, so an undone message still counts (it ran, its tokens were
+paid), and is also counted as undone. Time in focus is the time from the previous event
+in the journal to each message, given to the problem in focus while it was written, with
+gaps longer than `IDLE` counted as `IDLE` (a night away is not work).
+
+`Ledger` keeps the figures of one research and follows the journal as it grows: it is
+cached by the file's stat and, since the journal is append-only, reads only what was
+appended since (a 100,000-message journal is parsed once, not per hover). Figures roll
+up the tree: `total(path)` is the problem's own figures plus all its subproblems'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, fields
+from datetime import datetime
+from pathlib import Path
+
+from .state import ProblemPath
+from .store import JOURNAL, bookkeeping
+
+IDLE = 30 * 60.0  # seconds: a longer gap between two events counts as this much
+_CHECK = 64  # bytes before the read offset compared on refresh, to notice a rewritten journal
+
+
+@dataclass
+class Figures:
+    messages: int = 0
+    undone: int = 0  # of those messages, how many were undone
+    commands: int = 0  # commands that ran (ok or failed)
+    failed: int = 0
+    skipped: int = 0  # commands that did not run (after a focus change, after a failure …)
+    seconds: float = 0.0  # time in focus
+    rounds: int = 0  # model rounds (autopilot)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    estimated: bool = False  # some token counts are estimates (the endpoint gave none)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def empty(self) -> bool:
+        return self.messages == 0 and self.rounds == 0 and self.seconds == 0
+
+    def add(self, other: Figures) -> None:
+        for f in fields(self):
+            if f.name == "estimated":
+                self.estimated = self.estimated or other.estimated
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def copy(self) -> Figures:
+        out = Figures()
+        out.add(self)
+        return out
+
+
+class Ledger:
+    """The figures of one research, kept up to date with its journal."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = bookkeeping(root) / JOURNAL
+        self._reset()
+
+    def _reset(self) -> None:
+        self._signature: tuple[int, int, int] | None = None
+        self._inode: int | None = None
+        self._offset = 0
+        self._check = b""
+        self._own: dict[ProblemPath, Figures] = {}
+        self._rolled: dict[ProblemPath, Figures] | None = None
+        self._message_problem: dict[int, ProblemPath] = {}
+        self._current: int | None = None  # the message whose records are being read
+        self._clock: float | None = None  # time of the latest event read
+        self._focus: ProblemPath = ()
+        self.events = 0  # records read (for tests and benchmarks)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Read what was appended since the last call; True if anything changed."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            if self._signature is not None:
+                self._reset()
+                return True
+            return False
+        signature = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if signature == self._signature:
+            return False
+        with open(self.path, "rb") as handle:
+            if self._inode is not None and (
+                st.st_ino != self._inode or st.st_size < self._offset or not self._same_start(handle)
+            ):
+                self._reset()  # replaced or rewritten, not appended to: read it all again
+            self._inode = st.st_ino
+            handle.seek(self._offset)
+            data = handle.read(max(0, st.st_size - self._offset))
+        end = data.rfind(b"\n") + 1  # a torn last line waits for the rest of it
+        if end:
+            self._read_lines(data[:end])
+            self._offset += end
+            self._check = (self._check + data[:end])[-_CHECK:]
+            self._rolled = None
+        self._signature = signature if end == len(data) else None
+        return bool(end)
+
+    def _same_start(self, handle) -> bool:
+        if not self._check:
+            return True
+        handle.seek(self._offset - len(self._check))
+        return handle.read(len(self._check)) == self._check
+
+    def _read_lines(self, data: bytes) -> None:
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                self.events += 1
+                self._read(record)
+
+    def _read(self, record: dict) -> None:
+        kind = record.get("record")
+        if kind is None:
+            self._command(record)
+        elif kind == "round":
+            self._round(record)
+        elif kind == "undo":
+            number = record.get("message")
+            if isinstance(number, int) and number in self._message_problem:
+                self._figures(self._message_problem[number]).undone += 1
+            self._tick(record, None)
+        else:
+            self._tick(record, None)  # a kind this version does not know: only its time
+
+    def _command(self, record: dict) -> None:
+        number = record.get("message")
+        if record.get("command") == "reopen" or not isinstance(number, int):
+            self._tick(record, None)
+            return
+        problem = _path(record.get("problem"))
+        if problem is None:
+            problem = self._message_problem.get(number, self._focus)
+        figures = self._figures(problem)
+        if number != self._current:
+            self._current = number
+            if number not in self._message_problem:
+                figures.messages += 1
+                self._message_problem[number] = problem
+        status = record.get("status")
+        if status == "skipped":
+            figures.skipped += 1
+        elif status in ("ok", "failed"):
+            figures.commands += 1
+            figures.failed += status == "failed"
+        self._focus = problem
+        self._tick(record, problem)
+
+    def _round(self, record: dict) -> None:
+        problem = _path(record.get("problem"))
+        if problem is None:
+            problem = self._focus
+        figures = self._figures(problem)
+        figures.rounds += 1
+        figures.prompt_tokens += _count(record.get("prompt_tokens"))
+        figures.completion_tokens += _count(record.get("completion_tokens"))
+        figures.estimated = figures.estimated or record.get("tokens_estimated") is True
+        self._tick(record, problem)
+
+    def _tick(self, record: dict, problem: ProblemPath | None) -> None:
+        """Advance the clock to the record's end, giving the time since to `problem`."""
+        at = _time(record.get("ended")) or _time(record.get("started"))
+        if at is None:
+            return
+        if self._clock is not None and problem is not None and at > self._clock:
+            self._figures(problem).seconds += min(at - self._clock, IDLE)
+        if self._clock is None or at > self._clock:
+            self._clock = at
+
+    def _figures(self, problem: ProblemPath) -> Figures:
+        found = self._own.get(problem)
+        if found is None:
+            found = self._own[problem] = Figures()
+        return found
+
+    # -- figures -----------------------------------------------------------------------------
+
+    def own(self, path: ProblemPath) -> Figures:
+        """The problem's own figures (messages written while it was in focus)."""
+        self.refresh()
+        return self._own.get(tuple(path), Figures()).copy()
+
+    def total(self, path: ProblemPath) -> Figures:
+        """The problem's figures with all its subproblems'."""
+        self.refresh()
+        if self._rolled is None:
+            rolled: dict[ProblemPath, Figures] = {}
+            for problem, figures in self._own.items():
+                for depth in range(len(problem) + 1):
+                    prefix = problem[:depth]
+                    target = rolled.get(prefix)
+                    if target is None:
+                        target = rolled[prefix] = Figures()
+                    target.add(figures)
+            self._rolled = rolled
+        return self._rolled.get(tuple(path), Figures()).copy()
+
+
+# -- formatting ------------------------------------------------------------------------------------
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def summary(figures: Figures) -> str:
+    """One line, for `tree --stats` and the dossier: '3 messages · 7 commands (1 failed) · …'."""
+    if figures.empty:
+        return "no activity yet"
+    parts = [_plural(figures.messages, "message") + (f" ({figures.undone} undone)" if figures.undone else "")]
+    commands = _plural(figures.commands, "command")
+    if figures.failed:
+        commands += f" ({figures.failed} failed)"
+    parts += [commands, f"{duration(figures.seconds)} in focus"]
+    if figures.rounds:
+        approx = "~" if figures.estimated else ""
+        parts.append(f"{_plural(figures.rounds, 'model round')}, {approx}{figures.tokens:,} tokens")
+    return " · ".join(parts)
+
+
+def markdown(figures: Figures, scope: str) -> str:
+    """A short markdown block, for a hover: what was spent on `scope`."""
+    if figures.empty:
+        return f"**Effort** ({scope}): no activity yet."
+    lines = [
+        f"**Effort** ({scope})",
+        "",
+        f"- Messages: {figures.messages}" + (f" ({figures.undone} undone)" if figures.undone else ""),
+        f"- Commands run: {figures.commands}, failed: {figures.failed}"
+        + (f", not run: {figures.skipped}" if figures.skipped else ""),
+        f"- Time in focus: {duration(figures.seconds)}",
+    ]
+    if figures.rounds:
+        approx = " (partly estimated)" if figures.estimated else ""
+        lines.append(f"- Model rounds: {figures.rounds}, tokens: {figures.tokens:,} "
+                     f"({figures.prompt_tokens:,} prompt + {figures.completion_tokens:,} completion){approx}")
+    return "\n".join(lines)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}{'' if count == 1 else 's'}"
+
+
+# -- tolerant field readers ------------------------------------------------------------------------
+
+
+def _path(value: object) -> ProblemPath | None:
+    if isinstance(value, list) and all(isinstance(p, str) for p in value):
+        return tuple(value)
+    return None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _time(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        stamp = datetime.fromisoformat(value[:-1] + "+00:00" if value.endswith("Z") else value)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        return None  # local times cannot be compared with the engine's UTC ones
+    return stamp.timestamp()
