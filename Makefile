@@ -17,9 +17,9 @@ demo: setup
 test: setup vscode-env
 	$(PY) -m pytest
 
-# Everything but the real editors (no code-server, no Neovim): quick feedback while coding.
+# Everything but the real editors and browser (no code-server, Neovim, Chromium): quick feedback.
 test-fast: setup
-	$(PY) -m pytest -m "not editor and not vscode"
+	$(PY) -m pytest -m "not editor and not vscode and not browser"
 
 setup: $(STAMP)
 

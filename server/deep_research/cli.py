@@ -1,4 +1,4 @@
-"""The `deep-research` command line: serve, new, execute, prompt, tree, repl, demo."""
+"""The `deep-research` command line: serve, new, continue, execute, undo, prompt, tree, export, repl, demo."""
 
 from __future__ import annotations
 
@@ -103,6 +103,17 @@ def _parser() -> argparse.ArgumentParser:
 
     tree = command("tree", _tree, "Print the problem tree with statuses and criteria counts.")
     tree.add_argument("dir", type=Path)
+    tree.add_argument("--stats", action="store_true",
+                      help="add each problem's effort: messages, commands, time in focus, model rounds and tokens")
+
+    undo = command("undo", _undo, "Take back the last executed message: the tree, focus, session and prompt "
+                   "return to what they were before it (run again to take back the one before).")
+    undo.add_argument("dir", type=Path)
+
+    export = command("export", _export, "Write the whole research as one self-contained HTML file (the dossier).")
+    export.add_argument("dir", type=Path)
+    export.add_argument("-o", "--output", type=Path, metavar="FILE.html",
+                        help="where to write it (default: DIR/dossier.html)")
 
     repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the next prompt.")
     repl.add_argument("dir", type=Path)
@@ -215,7 +226,55 @@ def _tree(args: argparse.Namespace) -> int:
     from .engine.research import Research
 
     research = Research.open(_folder(args.dir))
-    print(render_outline(research))
+    stats = None
+    if args.stats:
+        from .engine.accounting import Ledger
+
+        stats = Ledger(research.root)
+    print(render_outline(research, stats))
+    return EXIT_OK
+
+
+def _undo(args: argparse.Namespace) -> int:
+    from .engine.research import Research
+    from .engine.undo import UndoRefused
+
+    research = Research.open(_folder(args.dir))
+    try:
+        undone = research.undo()
+    except UndoRefused as refusal:
+        print(f"deep-research: {refusal}", file=sys.stderr)
+        return EXIT_COMMAND_FAILED
+    focus = research.focus()
+    where = f"the focus is on “{focus.title}”" if focus is not None else "no problem is defined"
+    print(f"Undid message {undone.message}: {len(undone.files)} file(s) of the tree restored; {where}.")
+    if undone.document is not None:
+        print(f"The message is back in {undone.document}: edit it and execute it again, or empty it.")
+    elif undone.text.strip():
+        print("Its document is not empty, so the message was not put back; here it is:\n")
+        print(undone.text.rstrip())
+    more = f"{undone.left} more message(s) can be undone." if undone.left else "Nothing more can be undone."
+    print(f"\n{more} The prompt is back as it was: {research.prompt_path}.")
+    return EXIT_OK
+
+
+def _export(args: argparse.Namespace) -> int:
+    import time
+
+    from .dossier import export
+    from .engine.research import Research
+
+    research = Research.open(_folder(args.dir))
+    target: Path = args.output if args.output is not None else research.root / "dossier.html"
+    if target.exists() and target.is_dir():
+        raise UserError(f"{target} is a folder; give the file to write, e.g. {target / 'dossier.html'}")
+    if not target.parent.is_dir():
+        raise UserError(f"{target.parent}: no such folder")
+    started = time.perf_counter()
+    result = export(research.root, target)
+    seconds = time.perf_counter() - started
+    size = f"{result.bytes / 1e6:.1f} MB" if result.bytes >= 1e6 else f"{max(1, round(result.bytes / 1e3))} kB"
+    print(f"Wrote {target} ({result.problems:,} problems, {size}, {seconds:.1f} s).")
     return EXIT_OK
 
 

@@ -1,0 +1,53 @@
+"""The research as a deliverable: one self-contained HTML file, the dossier.
+
+    export(root, target)   # writes target atomically; returns what it wrote
+
+It reads the tree through the engine (`Tree`, the journal, the accounting) with a file
+cache of its own, so exporting from the language server does not fill the server's
+cache with the whole tree, and writes the page as a stream into a temporary file next
+to `target`, renamed over it at the end: a reader never sees half a dossier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine.research import Research
+from ..engine.state import Phase
+from ..engine.store import FileCache
+from .page import Page
+
+DEFAULT_NAME = "dossier.html"
+_PHASES = {
+    Phase.NO_PROBLEM: "no problem defined yet",
+    Phase.IN_FOCUS: "in progress",
+    Phase.FINISHED: "finished",
+    Phase.SHUT_DOWN: "shut down",
+}
+
+
+@dataclass
+class Exported:
+    path: Path
+    problems: int
+    bytes: int
+
+
+def export(root: Path, target: Path) -> Exported:
+    """Write the dossier of the research at `root` to `target` (an HTML file)."""
+    research = Research.open(root, FileCache())
+    target = Path(os.path.abspath(target))
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+            problems = Page(research.root, research.tree, out).write(_PHASES[research.state().phase])
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return Exported(target, problems, target.stat().st_size)

@@ -1,0 +1,193 @@
+"""The dossier's HTML: one self-contained file, every text escaped, nothing fetched."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deep_research.dossier import export
+from deep_research.dossier.markdown import Markdown, safe_url
+from deep_research.engine.research import Research
+
+from dr_dossier_support import HOSTILE, NESTED, ROOT_TITLE, all_titles, block, sample_research
+
+REPO = Path(__file__).resolve().parents[2]
+# Every tag the dossier may contain: ours, and what safe markdown makes.
+ALLOWED_TAGS = {
+    "html", "head", "meta", "title", "style", "link", "body", "header", "h1", "h2", "h3", "h4", "h5", "h6", "p",
+    "button", "div", "nav", "input", "ul", "ol", "li", "details", "summary", "a", "span", "main", "section", "footer",
+    "script", "code", "pre", "table", "thead", "tbody", "tr", "th", "td", "em", "strong", "blockquote", "hr", "br",
+}
+
+
+class Collect(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self._in_script = False
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+        self.tags.append((tag, dict(attrs)))
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag):  # noqa: ANN001
+        self._in_script = False
+
+    def handle_data(self, data):  # noqa: ANN001
+        if self._in_script:
+            self.scripts.append(data)
+        else:
+            self.text.append(data)
+
+
+def parse(html: str) -> Collect:
+    collected = Collect()
+    collected.feed(html)
+    return collected
+
+
+def check_safe(html: str) -> Collect:
+    """Only our tags; no event handlers; links only to safe places; nothing to load."""
+    page = parse(html)
+    for tag, attrs in page.tags:
+        assert tag in ALLOWED_TAGS, tag
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+        assert "src" not in attrs and "srcset" not in attrs, (tag, attrs)
+        assert "style" not in attrs, (tag, attrs)
+        if "href" in attrs:
+            href = attrs["href"] or ""
+            if tag == "link":
+                assert attrs.get("rel") == "icon" and href == "data:,", attrs
+            else:
+                assert href.startswith("#") or re.match(r"(https?://[^/\s]|mailto:)", href), href
+    return page
+
+
+@pytest.fixture(scope="module")
+def dossier(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    root = tmp_path_factory.mktemp("dossier") / "research"
+    sample_research(root)
+    result = export(root, root / "dossier.html")
+    assert result.problems == len(all_titles())
+    return root, result.path.read_text(encoding="utf-8")
+
+
+def test_one_file_that_loads_nothing(dossier: tuple[Path, str]) -> None:
+    _, html = dossier
+    page = check_safe(html)
+    assert [t for t, _ in page.tags].count("script") == 1
+    assert [t for t, _ in page.tags].count("style") == 1
+    assert page.scripts == [resources.files("deep_research.dossier").joinpath("assets/dossier.js").read_text()]
+    policy = next(a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    assert policy.startswith("default-src 'none'") and "unsafe-inline" not in policy
+    assert re.search(r"script-src 'sha256-[A-Za-z0-9+/=]+'", policy)
+    assert "@import" not in html and "url(" not in html  # the style sheet fetches nothing either
+
+
+def test_every_text_is_escaped(dossier: tuple[Path, str]) -> None:
+    _, html = dossier
+    assert "<script>window.__pwned" not in html
+    assert "&lt;script&gt;window.__pwned = 1; alert(&quot;x&quot;)&lt;/script&gt; Hostile" in html
+    assert "onerror" not in [a for _, attrs in parse(html).tags for a in attrs]
+    text = "".join(parse(html).text)
+    for title in all_titles():
+        assert title in text
+    assert "Find the best <b>tiled</b> matmul" in text  # the instruction, as text
+    assert "Plain notes, <b>not bold</b>." in text  # an attachment, as text
+    assert "Evil <script>source</script>" in text  # a hostile attachment name from front matter
+
+
+def test_markdown_reports(dossier: tuple[Path, str]) -> None:
+    _, html = dossier
+    assert '<th class="al-right">tile</th>' in html and "<td class=\"al-right\">19.0</td>" in html
+    assert '<pre><code class="language-c">for (int i = 0; i &lt; n; i += T) { kernel(i); }' in html
+    assert '<a href="https://example.org/paper" rel="noopener noreferrer">the paper</a>' in html
+    assert "[bad](javascript:alert(1))" in html  # not a link
+    assert '<a class="image-link" href="https://example.org/chart.png" rel="noopener noreferrer">chart (image)</a>' in html
+    assert "Q1: What limits speed?<br />" in html  # a line break is one
+
+
+def test_attachments_are_folded_with_their_sources(dossier: tuple[Path, str]) -> None:
+    _, html = dossier
+    assert html.count('<details class="attachment">') == 3 + 0  # root: Notes, Cache paper, Evil source
+    assert '<a href="https://example.org/cache?a=1&amp;b=2" rel="noopener noreferrer">' in html
+    assert "retrieved: 2026-01-01" in html
+    assert 'href="javascript' not in html and "url: javascript:alert(1)" in html  # shown, not linked
+
+
+def test_navigation_tree_and_timeline(dossier: tuple[Path, str]) -> None:
+    root, html = dossier
+    nav = html[html.index('<nav id="nav"'):html.index("</nav>")]
+    assert f'{ROOT_TITLE}</a> <span class="st open">open</span> <span class="crit">[1/2]</span>' in nav
+    assert 'L1 cache sizes</a> <span class="st done">done</span> <span class="crit">[1/1]</span>' in nav
+    assert nav.index("L1 cache sizes") < nav.index(NESTED) < nav.index("Compiler flags")
+    timeline = html[html.index('<ol class="timeline">'):]
+    assert timeline.count('<li id="m-') == 9
+    assert '<li id="m-9" class="undone">' in timeline and "Undo of <a href=\"#m-9\">message 9</a>" in timeline
+    assert '<li class="cmd failed"><code>mark_criteria_as_done</code> (line 2) — failed: There is no criterion 9' in timeline
+    assert "Round 2 · test-model · ~2,400 prompt + ~300 completion tokens · 1.5 s" in timeline
+    # Per-problem effort, rolled up: the root counts the child's rounds too.
+    assert "2 model rounds, ~4,750 tokens" in html
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(list("<>&\"'`*_[]()!#|-:/\\ \nabcjsvrpt=.;") + [
+    "javascript:", "http://x", "<script>", "](", "![", "data:", "<img src=x onerror=y>", "    ", "```", "| a |\n|---|\n",
+]), max_size=80).map("".join))
+def test_markdown_output_is_always_safe(text: str) -> None:
+    html = Markdown().render(text)
+    check_safe(html)
+    assert "<script" not in html
+
+
+@pytest.mark.parametrize("url, ok", [
+    ("https://example.org/a", True), ("http://x.y", True), ("mailto:a@b.c", True), ("#p3", True),
+    ("javascript:alert(1)", False), ("JaVaScRiPt:alert(1)", False), ("data:text/html,x", False),
+    ("file:///etc/passwd", False), ("//evil.example/x", False), ("Attachments/x.md", False),
+    ("vbscript:x", False), ("http:///nohost", False), ("https://a\nb", False), ("", False),
+])
+def test_link_schemes(url: str, ok: bool) -> None:
+    assert safe_url(url) is ok
+
+
+def test_an_empty_research_and_a_deep_one(tmp_path: Path) -> None:
+    fresh = Research.create(tmp_path / "fresh", "Nothing yet")
+    html = export(fresh.root, tmp_path / "fresh.html").path.read_text(encoding="utf-8")
+    check_safe(html)
+    assert "No problem is defined yet." in html and "Nothing has been executed yet." in html
+    deep = Research.create(tmp_path / "deep")
+    deep.execute(block("define_problem", title="Level 0", content="x"))
+    for level in range(1, 60):  # deeper than any research; the writer must not recurse
+        deep.execute(block("add_subproblem", title=f"Level {level}", content="x") + f"///focus_down Level {level}\n")
+    html = export(deep.root, tmp_path / "deep.html").path.read_text(encoding="utf-8")
+    check_safe(html)
+    assert html.count('<section class="page problem"') == 60
+
+
+def test_export_from_the_command_line(tmp_path: Path) -> None:
+    root = tmp_path / "research"
+    sample_research(root)
+    env = {"PYTHONPATH": str(REPO / "server"), "PATH": "/usr/bin:/bin"}
+    run = lambda *a: subprocess.run([sys.executable, "-m", "deep_research", *map(str, a)], capture_output=True,  # noqa: E731
+                                    text=True, env=env, timeout=60)
+    done = run("export", root)
+    assert done.returncode == 0, done.stderr
+    assert (root / "dossier.html").is_file() and "Wrote" in done.stdout and "5 problems" in done.stdout
+    chosen = tmp_path / "elsewhere" / "report.html"
+    chosen.parent.mkdir()
+    assert run("export", root, "-o", chosen).returncode == 0 and chosen.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert not [p for p in chosen.parent.iterdir() if p.name != "report.html"]  # no temporary left
+    for args, message in [((tmp_path / "nowhere",), "no such folder"), ((root, "-o", tmp_path / "no" / "x.html"), "no such folder"),
+                          ((root, "-o", chosen.parent), "is a folder"), ((tmp_path,), "is not a research")]:
+        failed = run("export", *args)
+        assert failed.returncode == 2 and message in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
