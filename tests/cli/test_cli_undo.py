@@ -1,0 +1,125 @@
+"""`deep-research undo DIR` from the shell, and killed with SIGKILL part-way: like an
+execution, the research is then either entirely before the undo or entirely after it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from deep_research.engine.research import Research
+
+from dr_cli_support import BOOK, DEFINE, cli_command, cli_env
+from test_cli_kill import ATTACHMENTS, SUBPROBLEMS, TMP_MARK, Folder, count, large_message, names, size, snapshot
+
+
+def test_undo_from_the_command_line(run, research: Path) -> None:
+    prompt = (research / BOOK / "prompt.md").read_bytes()
+    tree = (research / "Criteria of Definition of Done.md").read_bytes()
+    (research / "message.dr").write_text("///add_criteria Third\n", encoding="utf-8")
+    run("execute", research / "message.dr")
+    done = run("undo", research)
+    assert "Undid message 3" in done.stdout and "The message is back in" in done.stdout
+    assert (research / "message.dr").read_text(encoding="utf-8") == "///add_criteria Third\n"
+    assert (research / "Criteria of Definition of Done.md").read_bytes() == tree
+    assert (research / BOOK / "prompt.md").read_bytes() == prompt
+    tree_text = run("tree", research).stdout
+    assert "[0/2]" in tree_text
+    # Again: message 2 (the criteria), then 1 (the definition), then nothing.
+    (research / "message.dr").write_text("", encoding="utf-8")
+    assert "Undid message 2" in run("undo", research).stdout
+    (research / "message.dr").write_text("", encoding="utf-8")
+    assert "no problem is defined" in run("undo", research).stdout
+    (research / "message.dr").write_text("", encoding="utf-8")
+    nothing = run("undo", research, code=1)
+    assert "Nothing to undo" in nothing.stderr
+
+
+def test_undo_refuses_over_a_hand_edit_and_names_the_file(run, research: Path) -> None:
+    (research / "message.dr").write_text("///add_criteria Third\n", encoding="utf-8")
+    run("execute", research / "message.dr")
+    criteria = research / "Criteria of Definition of Done.md"
+    criteria.write_text(criteria.read_text(encoding="utf-8").replace("[ ] 1.", "[x] 1."), encoding="utf-8")
+    refused = run("undo", research, code=1)
+    assert str(criteria.resolve()) in refused.stderr and "by hand" in refused.stderr
+    assert "[x] 1." in criteria.read_text(encoding="utf-8")
+
+
+def test_undo_of_something_that_is_not_a_research(run, tmp_path: Path) -> None:
+    assert "no such folder" in run("undo", tmp_path / "missing", code=2).stderr
+    assert "is not a research" in run("undo", tmp_path, code=2).stderr
+
+
+# -- SIGKILL during an undo -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def undo_references(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str], dict[str, str]]:
+    """A research right after the large message (60 subproblems, 60 attachments); its
+    snapshots before and after undoing it."""
+    base = tmp_path_factory.mktemp("undo-kill") / "base"
+    research = Research.create(base, "Cover everything.")
+    research.execute(DEFINE)
+    (base / "message.dr").write_text(large_message(), encoding="utf-8")
+    done = subprocess.run(cli_command("execute", base / "message.dr"), capture_output=True, text=True,
+                          env=cli_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    before = snapshot(base)
+    reference = base.parent / "after"
+    shutil.copytree(base, reference)
+    undone = subprocess.run(cli_command("undo", reference), capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert undone.returncode == 0, undone.stderr
+    after = snapshot(reference)
+    assert len(before) >= len(after) + SUBPROBLEMS * 3 + ATTACHMENTS
+    return base, before, after
+
+
+KILL_POINTS = {
+    "at once": lambda f: True,
+    "when the pending file appears": lambda f: (f / BOOK / "pending.json").exists(),
+    "after a third of the subproblems": lambda f: count(f / "Subproblems") <= SUBPROBLEMS * 2 // 3,
+    "after most subproblems": lambda f: count(f / "Subproblems") <= 5,
+    "after most attachments": lambda f: count(f / "Attachments") <= 3,
+    "when the journal grows": lambda f: size(f / BOOK / "journal.jsonl") > f.journal_size,
+}
+
+
+def test_sigkill_during_undo_leaves_the_research_before_or_after(undo_references, tmp_path: Path) -> None:
+    base, before, after = undo_references
+    results = {}
+    for number, (name, condition) in enumerate(KILL_POINTS.items()):
+        folder = Folder(tmp_path / f"run{number}")
+        shutil.copytree(base, folder)
+        folder.journal_size = size(folder / BOOK / "journal.jsonl")
+        process = subprocess.Popen(cli_command("undo", folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env=cli_env())
+        while process.poll() is None:
+            if condition(folder):
+                process.send_signal(signal.SIGKILL)
+                break
+        process.wait(timeout=120)
+        killed = process.returncode == -signal.SIGKILL
+        pending = (folder / BOOK / "pending.json").exists()
+
+        Research.open(folder)  # recovers an interrupted commit
+        state = snapshot(folder)
+        outcome = "before" if state == before else "after" if state == after else "HALF"
+        if outcome == "HALF":
+            differ = sorted(k for k in set(state) | set(before) | set(after)
+                            if state.get(k) != before.get(k) and state.get(k) != after.get(k))[:6]
+            pytest.fail(f"kill point {name!r} (killed={killed}, pending={pending}) left a half undo: {differ}")
+        if pending:
+            assert outcome == "after", f"{name}: a complete pending file must be finished by recovery"
+        assert not [p for p in folder.rglob(f"{TMP_MARK}*") if BOOK not in p.relative_to(folder).parts], name
+        for record in (folder / BOOK / "journal.jsonl").read_text(encoding="utf-8").splitlines():
+            json.loads(record)
+        assert not [n for n in names(folder / BOOK) if n == "pending.json"]
+        results[name] = (killed, pending, outcome)
+    print(results)
+    assert {outcome for _, _, outcome in results.values()} == {"before", "after"}, results
+    assert any(killed and pending for killed, pending, _ in results.values()), (
+        f"no kill landed inside the commit, so recovery was not exercised: {results}")
