@@ -23,7 +23,7 @@ from .conftest import ENV, PRESETS, SERVER, make_client
 from .helpers import DEFINE, configure, execute, open_doc
 
 COMMANDS = ["deepResearch.execute", "deepResearch.executeOnSave", "deepResearch.showPrompt",
-            "deepResearch.tree", "deepResearch.newResearch"]
+            "deepResearch.tree", "deepResearch.newResearch", "deepResearch.undo", "deepResearch.export"]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -12,13 +12,15 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Callable
 
-from . import commands
+from . import accounting, commands
+from .accounting import Figures
 from .commands import ArgType, CommandSpec, Form
 from .formats import status_label
 from .model import Problem
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
-from .state import Phase
+from .state import Phase, ProblemPath
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .text import Pos, Span
 
@@ -34,6 +36,8 @@ class Snapshot:
     root: Path | None = None  # the research folder: attach_file's paths start there
     roots: tuple[Path, ...] = ()  # other folders attach_file may read (fetch.allowed_roots)
     search_provider: str | None = None
+    # A problem's effort, its subproblems' included (accounting.Ledger.total); asked only by hover.
+    figures: Callable[[ProblemPath], Figures] | None = None
 
     def child(self, title: str) -> Problem | None:
         return next((c for c in self.children if c.title == title), None)
@@ -308,6 +312,8 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
     if argument.type is ArgType.SUBPROBLEM:
         child = snap.child(" ".join(value.split()))
         text = _problem_markdown(child) if child else f"No subproblem of the current problem is titled “{value}”."
+        if child is not None and snap.figures is not None:
+            text += "\n\n" + accounting.markdown(snap.figures(child.path), "this subproblem and its subproblems")
         return HoverInfo(text, span)
     if argument.type is ArgType.CRITERION and snap.focus is not None:
         digits = re.fullmatch(r"#?\s*(\d+)\s*[.)]?", value.strip())

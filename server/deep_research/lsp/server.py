@@ -8,6 +8,7 @@ engine, and convert back.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import importlib
 import logging
@@ -33,6 +34,7 @@ from .convert import Positions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
+    from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
     from ..engine.research import Research
@@ -84,6 +86,8 @@ class DeepResearchServer(LanguageServer):
         # `reloadsChangedFiles`); if not, the line count of the prompt it was first shown.
         self.reloads_changed_files = False
         self.shown_prompt_lines: dict[str, int] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._ledgers: dict[Path, Ledger] = {}
 
     # -- errors go to the log, never to popups ------------------------------------------------
 
@@ -134,6 +138,19 @@ class DeepResearchServer(LanguageServer):
     def in_workspace(self, path: Path) -> bool:
         real = os.path.realpath(path)
         return any(os.path.commonpath([str(root), real]) == str(root) for root in self.workspace_roots())
+
+    def document_lock(self, uri: str) -> asyncio.Lock:
+        """Held while a message of the document runs or is undone: one at a time."""
+        return self._locks.setdefault(uri, asyncio.Lock())
+
+    def ledger(self, root: Path) -> "Ledger":
+        """The accounting of a research, kept up to date with its journal (read incrementally)."""
+        from ..engine.accounting import Ledger
+
+        root = root.resolve()
+        if root not in self._ledgers:
+            self._ledgers[root] = Ledger(root)
+        return self._ledgers[root]
 
     def forget(self, uri: str) -> None:
         self.open_uris.discard(uri)
@@ -211,7 +228,7 @@ class DeepResearchServer(LanguageServer):
         focus = research.tree.problem(state.focus)
         children = tuple(research.tree.children(state.focus))
         folders = {c.title: research.tree.folder(c.path) for c in children}
-        return Snapshot(state.phase, focus, children, folders, **sources)
+        return Snapshot(state.phase, focus, children, folders, figures=self.ledger(research.root).total, **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         if place.research is None:
@@ -231,10 +248,10 @@ def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:
 
 def create_server() -> DeepResearchServer:
     """A new server with every feature registered. Order matters only for readability."""
-    from .features import actions, completion, diagnostics, execution, navigation, workspace
+    from .features import actions, completion, diagnostics, dossier, execution, history, navigation, workspace
 
     server = DeepResearchServer()
-    for feature in (workspace, diagnostics, completion, navigation, actions, execution):
+    for feature in (workspace, diagnostics, completion, navigation, actions, execution, history, dossier):
         feature.register(server)
     return server
 

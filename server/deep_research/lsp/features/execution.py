@@ -33,12 +33,9 @@ DID_EXECUTE = "deepResearch/didExecute"
 
 
 def register(server: DeepResearchServer) -> None:
-    locks: dict[str, asyncio.Lock] = {}
-
     async def execute(ls: DeepResearchServer, uri: str, approve_all: bool) -> dict[str, Any]:
         # One execution per document at a time, so a save racing a command cannot run a message twice.
-        lock = locks.setdefault(uri, asyncio.Lock())
-        async with lock:
+        async with ls.document_lock(uri):
             return await run_execution(ls, uri, approve_all=approve_all)
 
     @server.command("deepResearch.execute")
