@@ -327,3 +327,20 @@ def test_attach_a_local_page(nvim: str, tmp_path: Path, defined: Path, monkeypat
     journal = (defined / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines()
     last = json.loads(journal[-1])
     assert (last["command"], last["status"], last["arguments"]) == ("attach_url", "ok", {"url": url})
+
+
+def test_undo_and_export_commands(nvim: str, tmp_path: Path, defined: Path) -> None:
+    criteria = (defined / "Criteria of Definition of Done.md").read_bytes()
+    seen = run_scenario(nvim, tmp_path, "scenario_undo_export.lua", defined / "message.dr")
+    assert seen["lines_after_execute"] == [""]
+    assert seen["undo"]["undone"] is True and seen["undo"]["message"] == 2 and seen["undo"]["putBack"] is True
+    assert seen["lines_after_undo"] == ["///add_criteria Taken back"]
+    assert seen["modified_after_undo"] is True  # left unsaved: writing it would execute it again
+    assert seen["notification"]["undone"] == 2
+    assert (defined / "Criteria of Definition of Done.md").read_bytes() == criteria
+    assert state(defined)["focus"] == [] and state(defined)["session"] == 2
+    assert seen.get("export_error") is None and seen["export"]["problems"] == 1
+    dossier = defined / "dossier.html"
+    assert seen["export"]["uri"] == dossier.as_uri()
+    assert TITLE in dossier.read_text(encoding="utf-8")
+    assert {"DeepResearchUndo", "DeepResearchExport"} <= set(seen["commands"])

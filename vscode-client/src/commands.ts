@@ -5,11 +5,13 @@ import { ResearchModel } from './model';
 import {
   ClientCommand,
   ExecutionResult,
+  ExportResult,
   LANGUAGE_ID,
   NewResearchResult,
   runServerCommand,
   ServerCommand,
   ShowPromptResult,
+  UndoResult,
 } from './protocol';
 import { ServerManager } from './server';
 
@@ -134,5 +136,56 @@ export function registerCommands(
     }),
 
     vscode.commands.registerCommand(ClientCommand.refreshTree, () => model.refresh()),
+
+    vscode.commands.registerCommand(ClientCommand.undoMessage, async (arg?: unknown): Promise<UndoResult | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) of the research to undo its last message.');
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      // A refusal (a hand edit since, nothing left) is shown by the server (window/showMessage).
+      const result = await runServerCommand<UndoResult>(client, ServerCommand.undo, uri.toString());
+      output.appendLine(`undo ${uri.toString()}: ${JSON.stringify({ ...result, text: undefined })}`);
+      if (result?.undone) {
+        const back = result.putBack ? ' It is back in the message document.' : '';
+        vscode.window.setStatusBarMessage(`Deep Research: message ${result.message} undone.${back}`, 8000);
+      }
+      await model.setDocument(uri);
+      return result;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.exportDossier, async (arg?: unknown): Promise<(ExportResult & { opened: boolean }) | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) of the research to export its dossier.');
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      const result = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Window, title: 'Deep Research: exporting the dossier' },
+        () => runServerCommand<ExportResult>(client, ServerCommand.export, uri.toString()),
+      );
+      const file = vscode.Uri.parse(result.uri);
+      output.appendLine(`export ${uri.toString()}: ${JSON.stringify(result)}`);
+      // On a desktop, the dossier opens in the default browser. Elsewhere (a remote or web
+      // workbench) the file is on the server's disk, where a browser cannot reach it.
+      let opened = false;
+      if (vscode.env.uiKind === vscode.UIKind.Desktop && !vscode.env.remoteName) {
+        opened = await vscode.env.openExternal(file);
+      }
+      if (!opened) {
+        void vscode.window
+          .showInformationMessage(`Deep Research: the dossier (${result.problems} problems) is in ${file.fsPath}.`, 'Reveal in Explorer')
+          .then((choice) => choice && vscode.commands.executeCommand('revealInExplorer', file));
+      }
+      return { ...result, opened };
+    }),
   );
 }

@@ -10,6 +10,8 @@ export const ServerCommand = {
   showPrompt: 'deepResearch.showPrompt',
   tree: 'deepResearch.tree',
   newResearch: 'deepResearch.newResearch',
+  undo: 'deepResearch.undo',
+  export: 'deepResearch.export',
 } as const;
 
 /**
@@ -24,6 +26,8 @@ export const ClientCommand = {
   showPrompt: 'deep-research.showPrompt',
   restartServer: 'deep-research.restartServer',
   refreshTree: 'deep-research.refreshTree',
+  undoMessage: 'deep-research.undoMessage',
+  exportDossier: 'deep-research.exportDossier',
 } as const;
 
 export const LANGUAGE_ID = 'deep-research';
@@ -42,6 +46,26 @@ export interface ExecutionResult {
   focusChanged?: boolean;
   phase?: Phase;
   promptUri?: string;
+}
+
+export interface UndoResult {
+  undone: boolean;
+  reason: 'nothing-to-undo' | 'refused' | 'error' | null;
+  /** Why nothing was undone; or, when undone, the number of the message taken back. */
+  message?: string | number;
+  text?: string;
+  files?: number;
+  putBack?: boolean;
+  left?: number;
+  phase?: Phase;
+  promptUri?: string;
+}
+
+export interface ExportResult {
+  uri: string;
+  problems: number;
+  bytes: number;
+  seconds: number;
 }
 
 export interface ShowPromptResult {
@@ -76,6 +100,8 @@ export interface DidExecuteParams {
   uri: string;
   phase: Phase;
   focusChanged: boolean;
+  /** Set when the notification follows an undo: the number of the message taken back. */
+  undone?: number;
 }
 
 export const DidExecuteNotification = new NotificationType<DidExecuteParams>('deepResearch/didExecute');

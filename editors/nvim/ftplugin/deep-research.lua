@@ -1,5 +1,6 @@
 -- Deep Research message buffers (filetype `deep-research`): execute on write,
--- :DeepResearchPrompt and :DeepResearchExecute. See lua/deep_research/init.lua.
+-- :DeepResearchPrompt, :DeepResearchExecute, :DeepResearchUndo and :DeepResearchExport.
+-- See lua/deep_research/init.lua.
 if vim.b.did_ftplugin_deep_research then
   return
 end

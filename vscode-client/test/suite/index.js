@@ -88,7 +88,8 @@ test('.dr documents get the language deep-research', async () => {
 
 test('contributions: palette commands, settings and execute-on-save default', async () => {
   const all = await vscode.commands.getCommands(true);
-  for (const id of ['deep-research.newResearch', 'deep-research.executeMessage', 'deep-research.showPrompt', 'deep-research.restartServer']) {
+  for (const id of ['deep-research.newResearch', 'deep-research.executeMessage', 'deep-research.showPrompt', 'deep-research.restartServer',
+    'deep-research.undoMessage', 'deep-research.exportDossier']) {
     assert.ok(all.includes(id), `command ${id} missing`);
   }
   const cfg = vscode.workspace.getConfiguration('deepResearch');
@@ -245,6 +246,31 @@ test('mark_criteria_as_done updates [x/y]', async () => {
   await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
   await waitFor('[1/2] in the tree', () => criteriaDescription(api().treeItems()[0]) === '[1/2]');
   assert.ok(api().statusBar().text.includes('[1/2]'), api().statusBar().text);
+});
+
+test('Undo Last Message takes the message back into its document and the tree back', async () => {
+  const message = '///add_criteria Taken back\n';
+  const editor = await writeAndSave(message);
+  await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+  await waitFor('[1/3] in the tree', () => criteriaDescription(api().treeItems()[0]) === '[1/3]');
+  const result = await vscode.commands.executeCommand('deep-research.undoMessage', editor.document.uri);
+  assert.ok(result && result.undone && result.putBack, `not undone: ${JSON.stringify(result)}`);
+  assert.equal(editor.document.getText(), message);
+  await waitFor('[1/2] in the tree again', () => criteriaDescription(api().treeItems()[0]) === '[1/2]');
+  assert.doesNotMatch(fs.readFileSync(path.join(RESEARCH, 'Criteria of Definition of Done.md'), 'utf8'), /Taken back/);
+  await setText(editor, '');
+  assert.ok(await editor.document.save(), 'save failed');
+});
+
+test('Export Dossier writes the research as one HTML file', async () => {
+  const result = await vscode.commands.executeCommand('deep-research.exportDossier', vscode.Uri.file(MESSAGE));
+  assert.ok(result && result.uri, JSON.stringify(result));
+  const file = vscode.Uri.parse(result.uri).fsPath;
+  assert.equal(file, path.join(RESEARCH, 'dossier.html'));
+  const html = fs.readFileSync(file, 'utf8');
+  assert.ok(html.startsWith('<!DOCTYPE html>') && html.includes(TITLE) && html.includes(SUB), 'titles missing');
+  assert.equal(result.problems, 2);
+  assert.equal(result.opened, false, 'a web workbench cannot open a file of the server in the browser');
 });
 
 test('approval mode: save does not run kinds above it; Execute Message does', async () => {

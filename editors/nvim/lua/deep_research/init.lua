@@ -2,13 +2,15 @@
 --
 -- Everything here goes through the language server's public protocol
 -- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
--- the workspace commands `deepResearch.execute` and `deepResearch.showPrompt`.
+-- the workspace commands `deepResearch.execute`, `deepResearch.showPrompt`,
+-- `deepResearch.undo` and `deepResearch.export`.
 -- The server clears the executed message with workspace/applyEdit and opens the
 -- prompt with window/showDocument; Neovim handles both itself.
 --
 -- Options (set before opening a .dr file):
 --   vim.g.deep_research_execute_on_write = false   -- do not execute on :write
---   vim.g.deep_research_timeout = 10000            -- ms to wait for an execution
+--   vim.g.deep_research_timeout = 10000            -- ms to wait for an execution or an undo
+--   vim.g.deep_research_open_dossier = false       -- :DeepResearchExport writes, does not open
 --   vim.g.deep_research_completion = false         -- leave vim.lsp.completion alone
 --   vim.g.deep_research_autotrigger = true         -- complete as you type `///`, `<<< `
 local M = {}
@@ -186,6 +188,64 @@ function M.show_prompt(bufnr)
   end)
 end
 
+--- :DeepResearchUndo: take back the last executed message (deepResearch.undo). The
+--- server puts the message back into this buffer if it is empty (the buffer is left
+--- unsaved: edit the message and :write to run it again); a refusal (a file edited by
+--- hand since, nothing left to undo) comes from the server as a message.
+--- @param bufnr integer
+--- @return table? result the server's UndoResult
+function M.undo(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
+    return nil
+  end
+  local result, failure = run_command(client, bufnr, {
+    title = 'Deep Research: undo', command = 'deepResearch.undo', arguments = { vim.uri_from_bufnr(bufnr) },
+  })
+  if failure then
+    notify(failure, vim.log.levels.ERROR)
+    return nil
+  end
+  if type(result) == 'table' and result.undone then
+    notify(('message %d undone%s'):format(result.message, result.putBack and '; it is back in the buffer' or ''))
+  end
+  return result
+end
+
+--- :DeepResearchExport: write the research as one HTML file (deepResearch.export, into
+--- the research folder) and open it with vim.ui.open, unless
+--- vim.g.deep_research_open_dossier is false. Asynchronous: a large research takes a while.
+--- @param bufnr integer
+--- @param on_done fun(result: table?, err: string?)? called when the dossier is written
+function M.export(bufnr, on_done)
+  local client = M.client(bufnr)
+  if not client then
+    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
+    return
+  end
+  local command = {
+    title = 'Deep Research: export', command = 'deepResearch.export', arguments = { vim.uri_from_bufnr(bufnr) },
+  }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err or type(result) ~= 'table' then
+      local message = err and (err.message or vim.inspect(err)) or 'no answer'
+      notify('the dossier was not written: ' .. message, vim.log.levels.ERROR)
+      if on_done then on_done(nil, message) end
+      return
+    end
+    local path = vim.uri_to_fname(result.uri)
+    notify(('dossier written: %s (%d problems)'):format(path, result.problems or 0))
+    if vim.g.deep_research_open_dossier ~= false and vim.ui.open then
+      local _, open_err = vim.ui.open(path)
+      if open_err then
+        notify('could not open it: ' .. tostring(open_err), vim.log.levels.WARN)
+      end
+    end
+    if on_done then on_done(result, nil) end
+  end)
+end
+
 --- LspAttach: turn on Neovim's LSP completion for the buffer, so that accepting an
 --- item (<C-y>, after <C-x><C-o> or autotrigger) applies its text edit and expands
 --- block snippets; plain 'omnifunc' completion would insert only the item's word.
@@ -256,6 +316,12 @@ function M.attach_buffer(bufnr)
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExecute', function()
     M.execute(bufnr)
   end, { desc = 'Deep Research: execute the message now, approving every command' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchUndo', function()
+    M.undo(bufnr)
+  end, { desc = 'Deep Research: take back the last executed message' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
+    M.export(bufnr)
+  end, { desc = 'Deep Research: write the research as one HTML file and open it' })
 end
 
 --- Undo attach_buffer (b:undo_ftplugin, when the filetype changes).
@@ -264,6 +330,8 @@ function M.detach_buffer(bufnr)
   pcall(vim.api.nvim_del_augroup_by_name, 'deep_research_buffer_' .. bufnr)
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchPrompt')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExecute')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchUndo')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExport')
 end
 
 return M
