@@ -160,3 +160,13 @@ def test_tree_stats_on_the_command_line(tmp_path: Path) -> None:
     plain = subprocess.run([sys.executable, "-m", "deep_research", "tree", str(research.root)],
                            capture_output=True, text=True, env=env, timeout=60)
     assert "·" not in plain.stdout
+
+
+def test_adding_figures_adds_every_field() -> None:
+    from dataclasses import fields
+
+    one = Figures(**{f.name: (True if f.type in (bool, "bool") else 1) for f in fields(Figures)})
+    total = Figures()
+    total.add(one)
+    total.add(one)
+    assert total == Figures(**{f.name: (True if f.type in (bool, "bool") else 2) for f in fields(Figures)})

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -59,11 +59,17 @@ class Figures:
         return self.messages == 0 and self.rounds == 0 and self.seconds == 0
 
     def add(self, other: Figures) -> None:
-        for f in fields(self):
-            if f.name == "estimated":
-                self.estimated = self.estimated or other.estimated
-            else:
-                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        # Spelled out: this runs for every problem and each of its parents when figures roll up.
+        self.messages += other.messages
+        self.undone += other.undone
+        self.commands += other.commands
+        self.failed += other.failed
+        self.skipped += other.skipped
+        self.seconds += other.seconds
+        self.rounds += other.rounds
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.estimated = self.estimated or other.estimated
 
     def copy(self) -> Figures:
         out = Figures()
