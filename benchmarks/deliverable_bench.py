@@ -213,24 +213,26 @@ def bench_undo(base: Path, reps: int) -> None:
                "<<< add_attachment\n///name\nNote {n}\n///content\nSome notes.\n>>>\n"
                f"<<< write_report\n///content\n{REPORT_TEXT}\n>>>\n")
     real = research_module.undoing.remember
-
-    def measure(label: str, remember) -> None:  # noqa: ANN001
-        research_module.undoing.remember = remember
-        times = []
-        try:
-            for n in range(reps):
+    skip = lambda *a, **k: None  # noqa: E731
+    times: dict[str, list[float]] = {"without the undo record": [], "with the undo record": []}
+    # Interleaved, so that both see the same growth of the session (and of the prompt).
+    try:
+        for n in range(reps):
+            for label, remember in (("without the undo record", skip), ("with the undo record", real)):
+                research_module.undoing.remember = remember
                 started = time.perf_counter()
-                research.execute(message.replace("{n}", f"{label}{n}"))
-                times.append(time.perf_counter() - started)
-        finally:
-            research_module.undoing.remember = real
-        print(f"execute a typical message, {label:<22} p50 {ms(statistics.median(times))}  "
-              f"p90 {ms(sorted(times)[int(len(times) * 0.9)])}")
-
-    measure("without the undo record", lambda *a, **k: None)
-    measure("with the undo record", real)
+                research.execute(message.replace("{n}", f"{n}{label[:4]}"))
+                times[label].append(time.perf_counter() - started)
+    finally:
+        research_module.undoing.remember = real
+    for label, values in times.items():
+        print(f"execute a typical message, {label:<24} p50 {ms(statistics.median(values))}  "
+              f"p90 {ms(sorted(values)[int(len(values) * 0.9)])}")
     undos = []
-    for _ in range(min(reps, 15)):
+    count = min(reps, 15)
+    for n in range(count):  # messages that all remember (a message without a record ends the history)
+        research.execute(message.replace("{n}", f"undo{n}"))
+    for _ in range(count):
         started = time.perf_counter()
         research.undo()
         undos.append(time.perf_counter() - started)

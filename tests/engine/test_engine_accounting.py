@@ -170,3 +170,30 @@ def test_adding_figures_adds_every_field() -> None:
     total.add(one)
     total.add(one)
     assert total == Figures(**{f.name: (True if f.type in (bool, "bool") else 2) for f in fields(Figures)})
+
+
+def test_rolled_up_figures_follow_each_appended_record(tmp_path: Path) -> None:
+    path = write_journal(tmp_path, SCRIPT[:1])
+    ledger = Ledger(tmp_path)
+    for record in SCRIPT[1:] + [command(7, ["A", "B"], "add_criteria", "failed", 9200)]:
+        before = [ledger.total(p) for p in [(), ("A",), ("A", "B")]]  # rolled up before the record
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        fresh = Ledger(tmp_path)
+        for p in [(), ("A",), ("A", "B")]:
+            assert ledger.total(p) == fresh.total(p), (record, p)
+        assert before is not None
+
+
+def test_a_hover_does_not_wait_for_a_long_first_reading(tmp_path: Path) -> None:
+    write_journal(tmp_path, SCRIPT)
+    ledger = Ledger(tmp_path)
+    with ledger._lock:  # stands for a reading under way in the background
+        ledger._warm.clear()
+        assert ledger.total_if_ready((), wait=0.01) is None
+        ledger._warm.set()
+        assert ledger.total_if_ready((), wait=0.01) is None  # still locked
+    assert ledger.total_if_ready(()).messages == 6
+    ledger = Ledger(tmp_path)
+    ledger.warm_up()
+    assert ledger.total_if_ready(("A",), wait=10).messages == 2

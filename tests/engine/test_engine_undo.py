@@ -278,3 +278,26 @@ def test_a_damaged_record_or_state_refuses_without_changing_anything(research: R
     assert everything(root) == before
 
 
+
+
+def test_large_files_are_kept_by_a_link_not_a_copy(research: Research, root: Path) -> None:
+    research.durable = False
+    run(research, attachment("Long source", "A long excerpt. " * 2000))  # the prompt shows it: > 16 kB
+    pictures = [picture(research)]
+    for number in range(KEEP + 2):
+        run(research, line("add_criteria", f"Criterion {number}"))
+        pictures.append(picture(research))
+    folder = root / BOOK / "undo"
+    kept = sorted(p.name for p in folder.iterdir() if p.name.endswith(".before"))
+    records = sorted(p.name for p in folder.iterdir() if p.name.endswith(".json"))
+    assert len(records) == KEEP and len(kept) == KEEP  # the prompt of each remembered message, no more
+    record = json.loads((folder / records[-1]).read_text(encoding="utf-8"))
+    prompt_entry = record["files"][os.path.join(BOOK, "prompt.md")]
+    assert "before_file" in prompt_entry and "before" not in prompt_entry
+    assert (folder / records[-1]).stat().st_size < 8_000  # the record itself stays small
+    research.undo()
+    research.undo()
+    assert picture(research) == pictures[-3]
+    assert len([p for p in folder.iterdir() if p.name.endswith(".before")]) == KEEP - 2
+    Research.create(root, "New instruction", exist_ok=True)  # a boundary forgets everything
+    assert [p.name for p in folder.iterdir()] == []

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -76,13 +77,39 @@ class Figures:
         out.add(self)
         return out
 
+    def minus(self, other: Figures) -> Figures:
+        """What was added to `other` to make this (figures only grow)."""
+        return Figures(
+            self.messages - other.messages, self.undone - other.undone, self.commands - other.commands,
+            self.failed - other.failed, self.skipped - other.skipped, self.seconds - other.seconds,
+            self.rounds - other.rounds, self.prompt_tokens - other.prompt_tokens,
+            self.completion_tokens - other.completion_tokens, self.estimated,
+        )
+
 
 class Ledger:
-    """The figures of one research, kept up to date with its journal."""
+    """The figures of one research, kept up to date with its journal. Thread-safe: the
+    language server reads a long journal for the first time in a thread (`warm_up`), and a
+    hover meanwhile gets None from `total_if_ready` rather than waiting."""
 
     def __init__(self, root: Path) -> None:
         self.path = bookkeeping(root) / JOURNAL
+        self._lock = threading.Lock()
+        self._warm = threading.Event()  # set unless a background reading is under way
+        self._warm.set()
         self._reset()
+
+    def warm_up(self) -> None:
+        """Read the journal in a background thread (once the server opens a research)."""
+        self._warm.clear()
+
+        def run() -> None:
+            try:
+                self.refresh()
+            finally:
+                self._warm.set()
+
+        threading.Thread(target=run, name="journal-ledger", daemon=True).start()
 
     def _reset(self) -> None:
         self._signature: tuple[int, int, int] | None = None
@@ -95,12 +122,17 @@ class Ledger:
         self._current: int | None = None  # the message whose records are being read
         self._clock: float | None = None  # time of the latest event read
         self._focus: ProblemPath = ()
+        self._touched: dict[ProblemPath, Figures] | None = None  # own figures before this refresh
         self.events = 0  # records read (for tests and benchmarks)
 
     # -- reading ---------------------------------------------------------------------------
 
     def refresh(self) -> bool:
         """Read what was appended since the last call; True if anything changed."""
+        with self._lock:
+            return self._refresh()
+
+    def _refresh(self) -> bool:
         try:
             st = os.stat(self.path)
         except OSError:
@@ -121,10 +153,11 @@ class Ledger:
             data = handle.read(max(0, st.st_size - self._offset))
         end = data.rfind(b"\n") + 1  # a torn last line waits for the rest of it
         if end:
+            self._touched = {}
             self._read_lines(data[:end])
             self._offset += end
-            self._check = (self._check + data[:end])[-_CHECK:]
-            self._rolled = None
+            self._check = (self._check[-_CHECK:] + data[max(0, end - _CHECK):end])[-_CHECK:]
+            self._roll_up_changes()
         self._signature = signature if end == len(data) else None
         return bool(end)
 
@@ -205,21 +238,52 @@ class Ledger:
             self._clock = at
 
     def _figures(self, problem: ProblemPath) -> Figures:
+        """The problem's own figures, to be changed (the first change is remembered)."""
         found = self._own.get(problem)
         if found is None:
             found = self._own[problem] = Figures()
+        if self._touched is not None and problem not in self._touched:
+            self._touched[problem] = found.copy()
         return found
+
+    def _roll_up_changes(self) -> None:
+        """Add what the new records changed to the rolled-up figures (if they were made)."""
+        touched, self._touched = self._touched, None
+        if self._rolled is None or touched is None:
+            return
+        for problem, before in touched.items():
+            delta = self._own[problem].minus(before)
+            for depth in range(len(problem) + 1):
+                target = self._rolled.get(problem[:depth])
+                if target is None:
+                    target = self._rolled[problem[:depth]] = Figures()
+                target.add(delta)
 
     # -- figures -----------------------------------------------------------------------------
 
     def own(self, path: ProblemPath) -> Figures:
         """The problem's own figures (messages written while it was in focus)."""
-        self.refresh()
-        return self._own.get(tuple(path), Figures()).copy()
+        with self._lock:
+            self._refresh()
+            return self._own.get(tuple(path), Figures()).copy()
 
     def total(self, path: ProblemPath) -> Figures:
         """The problem's figures with all its subproblems'."""
-        self.refresh()
+        with self._lock:
+            return self._total(path)
+
+    def total_if_ready(self, path: ProblemPath, wait: float = 0.2) -> Figures | None:
+        """Like `total`, or None if the journal is still being read in the background after
+        `wait` seconds (a short journal is read by then; a 100,000-message one takes seconds)."""
+        if not self._warm.wait(wait) or not self._lock.acquire(timeout=wait):
+            return None
+        try:
+            return self._total(path)
+        finally:
+            self._lock.release()
+
+    def _total(self, path: ProblemPath) -> Figures:
+        self._refresh()
         if self._rolled is None:
             rolled: dict[ProblemPath, Figures] = {}
             for problem, figures in self._own.items():

@@ -36,8 +36,9 @@ class Snapshot:
     root: Path | None = None  # the research folder: attach_file's paths start there
     roots: tuple[Path, ...] = ()  # other folders attach_file may read (fetch.allowed_roots)
     search_provider: str | None = None
-    # A problem's effort, its subproblems' included (accounting.Ledger.total); asked only by hover.
-    figures: Callable[[ProblemPath], Figures] | None = None
+    # A problem's effort, its subproblems' included (accounting.Ledger.total_if_ready: None
+    # while a long journal is still being read); asked only by hover.
+    figures: Callable[[ProblemPath], Figures | None] | None = None
 
     def child(self, title: str) -> Problem | None:
         return next((c for c in self.children if c.title == title), None)
@@ -313,7 +314,9 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
         child = snap.child(" ".join(value.split()))
         text = _problem_markdown(child) if child else f"No subproblem of the current problem is titled “{value}”."
         if child is not None and snap.figures is not None:
-            text += "\n\n" + accounting.markdown(snap.figures(child.path), "this subproblem and its subproblems")
+            figures = snap.figures(child.path)
+            text += "\n\n" + (accounting.markdown(figures, "this subproblem and its subproblems") if figures is not None
+                               else "**Effort**: the journal is still being read; hover again in a moment.")
         return HoverInfo(text, span)
     if argument.type is ArgType.CRITERION and snap.focus is not None:
         digits = re.fullmatch(r"#?\s*(\d+)\s*[.)]?", value.strip())

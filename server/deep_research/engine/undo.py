@@ -35,6 +35,7 @@ from .state import State, now
 from .store import _TMP_MARK, BOOKKEEPING, JOURNAL, STATE, Transaction, bookkeeping, locked, read_text, recover
 
 KEEP = 20  # messages that can be undone, newest first
+_LINK_FROM = 16 * 1024  # bytes: a larger file's content before a message is kept by a hard link
 FOLDER = "undo"
 FORMAT = 1
 _RECORD_DIGITS = 6
@@ -101,7 +102,8 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
         new_bytes = new.encode("utf-8") if isinstance(new, str) else new
         if old is not None and (old == new_bytes or isinstance(new, str) and _same_text(old, new)):
             continue  # the transaction leaves this file alone (see store._apply)
-        files[rel] = {**_encode(old), "after": _digest(new_bytes)}
+        kept = _keep_large(root, rel, old, after.messages, len(files)) if old is not None else None
+        files[rel] = {**(kept or _encode(old)), "after": _digest(new_bytes)}
         if old is None:
             created.update(_new_folders(root, rel))
     logs = {}
@@ -124,14 +126,46 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
     }
     tx.write(record_path(root, after.messages), json.dumps(record, ensure_ascii=False, indent=1) + "\n")
     kept = [n for n in history(root) if n != after.messages]
-    for number in kept[: max(0, len(kept) - (KEEP - 1))]:
-        tx.delete(record_path(root, number))
+    _forget(tx, set(kept[: max(0, len(kept) - (KEEP - 1))]))
 
 
 def forget_all(tx: Transaction) -> None:
     """Clear the undo history in `tx` (a change made outside messages is a boundary)."""
-    for number in history(tx.root):
-        tx.delete(record_path(tx.root, number))
+    _forget(tx, None)
+
+
+def _forget(tx: Transaction, numbers: set[int] | None) -> None:
+    """Delete the records of `numbers` (None: all) with the files they keep."""
+    folder = records_folder(tx.root)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        stem = name.split(".", 1)[0]
+        if stem.isdigit() and (numbers is None or int(stem) in numbers):
+            tx.delete(folder / name)
+
+
+def _keep_large(root: Path, rel: str, old: bytes, message: int, index: int) -> dict | None:
+    """Keep a large file's bytes before the message by a hard link to it, rather than a copy
+    in the record: the message replaces the file (a new inode), so the link keeps the old
+    content for free. The prompt is the usual case (it holds the whole session). Made before
+    the commit point: if the message never commits, the link is a stray the next record of
+    the same number replaces. None where links are not possible: the bytes go in the record."""
+    if len(old) < _LINK_FROM:
+        return None
+    kept = records_folder(root) / f"{message:0{_RECORD_DIGITS}d}.{index}.before"
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        if kept.exists() or kept.is_symlink():
+            kept.unlink()
+        os.link(root / rel, kept)
+    except (OSError, NotImplementedError):
+        return None
+    if _read_bytes(kept) != old:  # changed between the read and the link: do not trust it
+        return None
+    return {"before_file": _rel(root, kept)}
 
 
 # -- undoing ----------------------------------------------------------------------------------
@@ -178,7 +212,7 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
         restored_tree = []
         for rel, entry in files.items():
             target = root / rel
-            old = _decode(entry)
+            old = _decode(entry, root)
             if old is None:
                 tx.delete(target)
             else:
@@ -204,7 +238,7 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
             tx.write(put_back, text if text.endswith("\n") else text + "\n")
         else:
             put_back = None
-        tx.delete(path)
+        _forget(tx, {number})
         tx.append(book / JOURNAL, json.dumps({
             "record": "undo",
             "message": number,
@@ -233,7 +267,7 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
         data = _read_bytes(root / rel)
         if data is None or _digest(data) != entry.get("after"):
             changed.append((rel, "deleted" if data is None else "changed"))
-    to_delete = {rel for rel, entry in files.items() if isinstance(entry, dict) and _decode(entry) is None}
+    to_delete = {rel for rel, entry in files.items() if isinstance(entry, dict) and _created(entry)}
     created = set(folders)
     for rel in folders:
         try:
@@ -304,11 +338,21 @@ def _encode(data: bytes | None) -> dict:
         return {"before_base64": base64.b64encode(data).decode("ascii")}
 
 
-def _decode(entry: dict) -> bytes | None:
+def _decode(entry: dict, root: Path) -> bytes | None:
+    """The file's bytes before the message; None if it did not exist."""
+    if isinstance(entry.get("before_file"), str):
+        data = _read_bytes(root / entry["before_file"])
+        if data is None:
+            raise UndoRefused(f"What undo needs of {root / entry['before_file']} is missing; nothing was changed.")
+        return data
     if isinstance(entry.get("before_base64"), str):
         return base64.b64decode(entry["before_base64"])
     before = entry.get("before")
     return before.encode("utf-8") if isinstance(before, str) else None
+
+
+def _created(entry: dict) -> bool:
+    return not any(isinstance(entry.get(k), str) for k in ("before", "before_base64", "before_file"))
 
 
 def _same_text(old: bytes, new: str) -> bool:

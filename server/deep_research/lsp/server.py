@@ -149,7 +149,8 @@ class DeepResearchServer(LanguageServer):
 
         root = root.resolve()
         if root not in self._ledgers:
-            self._ledgers[root] = Ledger(root)
+            ledger = self._ledgers[root] = Ledger(root)
+            ledger.warm_up()  # a long journal is read in a thread, not in the first hover
         return self._ledgers[root]
 
     def forget(self, uri: str) -> None:
@@ -228,7 +229,8 @@ class DeepResearchServer(LanguageServer):
         focus = research.tree.problem(state.focus)
         children = tuple(research.tree.children(state.focus))
         folders = {c.title: research.tree.folder(c.path) for c in children}
-        return Snapshot(state.phase, focus, children, folders, figures=self.ledger(research.root).total, **sources)
+        return Snapshot(state.phase, focus, children, folders, figures=self.ledger(research.root).total_if_ready,
+                        **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         if place.research is None:
