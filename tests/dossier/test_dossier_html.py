@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -191,3 +192,29 @@ def test_export_from_the_command_line(tmp_path: Path) -> None:
                           ((root, "-o", chosen.parent), "is a folder"), ((tmp_path,), "is not a research")]:
         failed = run("export", *args)
         assert failed.returncode == 2 and message in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**12) | st.floats(allow_nan=False) | st.text(max_size=30)
+    | st.sampled_from(["<script>alert(1)</script>", "javascript:alert(1)", "2026-01-01T00:00:00+00:00", "Z", "round",
+                       "undo", "ok", "failed", "skipped", '" onclick="x']),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+KEYS = ["record", "message", "session", "problem", "command", "status", "result", "error", "line", "started", "ended",
+        "round", "model", "prompt_tokens", "completion_tokens", "tokens_estimated", "latency_ms", "outcome",
+        "commands", "files", "put_back", "text"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.dictionaries(st.sampled_from(KEYS), JSON_VALUES, max_size=8) | JSON_VALUES, max_size=12))
+def test_a_hostile_journal_gives_a_safe_page(tmp_path: Path, records: list) -> None:
+    root = tmp_path / "hostile"
+    if not root.exists():
+        Research.create(root).execute(block("define_problem", title="T", content="x"))
+    journal = root / ".deep-research" / "journal.jsonl"
+    with open(journal, "a", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(r) + "\n" for r in records) + "not json\n")
+    html = export(root, tmp_path / "hostile.html").path.read_text(encoding="utf-8")
+    page = check_safe(html)
+    assert [t for t, _ in page.tags].count("script") == 1

@@ -10,6 +10,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from deep_research.engine.accounting import IDLE, Figures, Ledger, markdown, summary
 from deep_research.engine.research import Research
@@ -197,3 +199,26 @@ def test_a_hover_does_not_wait_for_a_long_first_reading(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path)
     ledger.warm_up()
     assert ledger.total_if_ready(("A",), wait=10).messages == 2
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**12) | st.floats(allow_nan=True) | st.text(max_size=20)
+    | st.sampled_from(["2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00", "round", "undo",
+                       "ok", "failed", "skipped", "reopen"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=5,
+)
+_KEYS = ["record", "message", "problem", "command", "status", "started", "ended", "prompt_tokens",
+         "completion_tokens", "tokens_estimated"]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=7) | _VALUES, max_size=15))
+def test_any_journal_gives_figures(tmp_path: Path, records: list) -> None:
+    path = tmp_path / BOOK / "journal.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    ledger = Ledger(tmp_path)
+    total = ledger.total(())
+    assert total.messages >= 0 and total.tokens >= 0 and total.seconds >= 0
+    summary(total)

@@ -80,6 +80,7 @@ def timeline(path: Path) -> Iterator[Message | Event]:
     for record in records(path):
         kind = record.get("record")
         number = record.get("message")
+        number = number if type(number) is int else None  # not a bool, not a float
         if kind is None and record.get("command") != "reopen" and isinstance(number, int):
             if current is None or current.number != number:
                 if current is not None:

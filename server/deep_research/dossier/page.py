@@ -314,7 +314,7 @@ class Page:
         if event.kind == "undo":
             put = " (the message was put back in its document)" if r.get("put_back") is True else ""
             text = (f'Undo of <a href="#m-{_int(r.get("message"))}">message {_int(r.get("message"))}</a>: '
-                    f"{len(r.get('files') or [])} file(s) restored; the focus is back on "
+                    f"{len(r['files']) if isinstance(r.get('files'), list) else 0} file(s) restored; the focus is back on "
                     f"{self._problem_link(_path(r.get('problem')))}{escape(put)}.")
         elif event.kind == "reopen":
             text = escape(str(r.get("result") or "The research was reopened."))

@@ -195,7 +195,7 @@ class Ledger:
 
     def _command(self, record: dict) -> None:
         number = record.get("message")
-        if record.get("command") == "reopen" or not isinstance(number, int):
+        if record.get("command") == "reopen" or type(number) is not int:
             self._tick(record, None)
             return
         problem = _path(record.get("problem"))
