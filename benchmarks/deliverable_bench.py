@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark of the deliverable features: the dossier, the accounting, undo.
 
-    PYTHONPATH=server python benchmarks/deliverable_bench.py [--problems 10000] [--messages 100000] [--dir DIR] [--keep]
+    PYTHONPATH=server python benchmarks/deliverable_bench.py [--problems 10000] [--messages 100000] [--browser]
+                                                             [--only dossier|accounting|undo] [--dir DIR] [--keep]
 
 1. The dossier of a research of N problems (a root, 10 x 10 x 10 x 10 below it by default)
    whose problems have a definition, criteria, reports on the leaves and an attachment on
@@ -12,7 +13,7 @@
    first reading, a lookup when nothing changed (what a hover costs), a lookup after one
    more message was appended; against re-reading the whole journal each time.
 3. Undo: executing a typical message with the undo record (what every message now writes)
-   and without it, side by side; and undoing it.
+   and without it, interleaved, with fsync and without (the CPU's share); and undoing it.
 
 Figures only; nothing is asserted (speed is measured, not assumed).
 """
@@ -24,12 +25,14 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "server"))
 
 from deep_research.dossier import export  # noqa: E402
 from deep_research.engine import formats  # noqa: E402
@@ -142,7 +145,7 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.2f} ms"
 
 
-def bench_dossier(base: Path, branching: tuple[int, ...]) -> None:
+def bench_dossier(base: Path, branching: tuple[int, ...], browser: bool) -> None:
     root = base / "dossier-research"
     started = time.perf_counter()
     problems = build(root, branching)
@@ -167,6 +170,23 @@ def bench_dossier(base: Path, branching: tuple[int, ...]) -> None:
     seconds = time.perf_counter() - started
     print(f"export (cold file cache of its own):                 {seconds:6.2f} s, {result.bytes / 1e6:.1f} MB "
           f"({result.bytes / size:.2f}x the research), {result.problems:,} problems")
+    if browser:
+        opened = subprocess.run(["bash", str(REPO / "scripts" / "setup-vscode-test-env"), "--print-dir"],
+                                capture_output=True, text=True)
+        if opened.returncode != 0:
+            print("(no browser figures: run scripts/setup-vscode-test-env)")
+            return
+        env_json = Path(opened.stdout.strip()) / "env.json"
+        node = json.loads(env_json.read_text(encoding="utf-8"))["node24"]
+        run = subprocess.run([node, str(REPO / "benchmarks" / "open_dossier.mjs"), str(env_json), str(result.path)],
+                             capture_output=True, text=True, timeout=1200)
+        for line in run.stdout.splitlines() or [run.stderr[-2000:]]:
+            figures = json.loads(line) if line.startswith("{") else None
+            if figures is None:
+                print(line)
+                continue
+            print(f"open in headless Chromium, script {'on ' if figures['script'] else 'off'}: load {figures['loadMs'] / 1000:5.2f} s, "
+                  f"a click on a problem shows it in {figures['clickMs']} ms")
 
 
 def bench_accounting(base: Path, messages: int) -> None:
@@ -201,11 +221,12 @@ def bench_accounting(base: Path, messages: int) -> None:
     print(f"baseline, re-reading the whole journal per lookup:    {ms(time.perf_counter() - started)}")
 
 
-def bench_undo(base: Path, reps: int) -> None:
-    root = base / "undo"
+def bench_undo(base: Path, reps: int, durable: bool) -> None:
+    root = base / f"undo-{durable}"
     build(root, (10, 10, 10))
     adopt(root)
     research = Research.open(root)
+    research.durable = durable
     research.execute("///focus_down Problem 4\n")
     research.execute("///focus_down Problem 4.8\n")
     message = ("///add_criteria A\n///add_criteria B\n///mark_criteria_as_done 1\n"
@@ -215,10 +236,12 @@ def bench_undo(base: Path, reps: int) -> None:
     real = research_module.undoing.remember
     skip = lambda *a, **k: None  # noqa: E731
     times: dict[str, list[float]] = {"without the undo record": [], "with the undo record": []}
-    # Interleaved, so that both see the same growth of the session (and of the prompt).
+    # Interleaved, so that both see the same growth of the session (and of the prompt), and
+    # in turns first and second (the first of each pair is measurably slower).
+    pair = [("without the undo record", skip), ("with the undo record", real)]
     try:
         for n in range(reps):
-            for label, remember in (("without the undo record", skip), ("with the undo record", real)):
+            for label, remember in (pair if n % 2 else pair[::-1]):
                 research_module.undoing.remember = remember
                 started = time.perf_counter()
                 research.execute(message.replace("{n}", f"{n}{label[:4]}"))
@@ -248,6 +271,8 @@ def main() -> int:
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--only", choices=["dossier", "accounting", "undo"])
+    parser.add_argument("--browser", action="store_true",
+                        help="also time opening the dossier in headless Chromium (scripts/setup-vscode-test-env)")
     args = parser.parse_args()
     depth = max(1, round(len(str(max(1, args.problems))) - 1))
     branching = (10,) * depth
@@ -255,13 +280,14 @@ def main() -> int:
     try:
         if args.only in (None, "dossier"):
             print("== the dossier")
-            bench_dossier(base, branching)
+            bench_dossier(base, branching, args.browser)
         if args.only in (None, "accounting"):
             print("== the accounting")
             bench_accounting(base, args.messages)
         if args.only in (None, "undo"):
-            print("== undo (a 1,111-problem tree, focus two levels down, durable commits)")
-            bench_undo(base, args.reps)
+            for durable in (True, False):
+                print(f"== undo (a 1,111-problem tree, focus two levels down, {'durable commits' if durable else 'no fsync'})")
+                bench_undo(base, args.reps, durable)
     finally:
         if args.keep:
             print(f"kept {base}")
