@@ -39,6 +39,7 @@ bench: setup
 	$(PY) benchmarks/engine_bench.py
 	$(PY) benchmarks/lsp_bench.py
 	$(PY) benchmarks/sources_bench.py
+	$(PY) benchmarks/deliverable_bench.py
 
 clean:
 	rm -rf $(VENV) node_modules vscode-client/dist vscode-client/bundled

@@ -271,7 +271,10 @@ def _export(args: argparse.Namespace) -> int:
     if not target.parent.is_dir():
         raise UserError(f"{target.parent}: no such folder")
     started = time.perf_counter()
-    result = export(research.root, target)
+    try:
+        result = export(research.root, target, replace_any=args.output is not None)  # -o: the user's choice
+    except FileExistsError as error:
+        raise UserError(f"{error} (give it explicitly with -o to replace it)") from None
     seconds = time.perf_counter() - started
     size = f"{result.bytes / 1e6:.1f} MB" if result.bytes >= 1e6 else f"{max(1, round(result.bytes / 1e3))} kB"
     print(f"Wrote {target} ({result.problems:,} problems, {size}, {seconds:.1f} s).")

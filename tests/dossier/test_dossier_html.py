@@ -218,3 +218,19 @@ def test_a_hostile_journal_gives_a_safe_page(tmp_path: Path, records: list) -> N
     html = export(root, tmp_path / "hostile.html").path.read_text(encoding="utf-8")
     page = check_safe(html)
     assert [t for t, _ in page.tags].count("script") == 1
+
+
+def test_a_file_that_is_not_a_dossier_is_never_replaced_unless_named(tmp_path: Path) -> None:
+    root = tmp_path / "research"
+    Research.create(root).execute(block("define_problem", title="T", content="x"))
+    mine = root / "dossier.html"
+    mine.write_text("<html>my own page</html>", encoding="utf-8")
+    env = {"PYTHONPATH": str(REPO / "server"), "PATH": "/usr/bin:/bin"}
+    refused = subprocess.run([sys.executable, "-m", "deep_research", "export", str(root)], capture_output=True,
+                             text=True, env=env, timeout=60)
+    assert refused.returncode == 2 and "is not a dossier" in refused.stderr
+    assert mine.read_text(encoding="utf-8") == "<html>my own page</html>"
+    named = subprocess.run([sys.executable, "-m", "deep_research", "export", str(root), "-o", str(mine)],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert named.returncode == 0 and mine.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert export(root, mine).bytes > 0  # a dossier is replaced by the next one

@@ -90,6 +90,10 @@ async def test_export_writes_the_dossier_inside_the_workspace(client, research: 
         with pytest.raises(JsonRpcException):
             await call(client, "deepResearch.export", uri, target)
     assert not (tmp_path.parent / "elsewhere.html").exists()
+    chosen.write_text("<p>someone's page</p>", encoding="utf-8")  # not a dossier: never replaced
+    with pytest.raises(JsonRpcException):
+        await call(client, "deepResearch.export", uri, chosen.as_uri())
+    assert chosen.read_text(encoding="utf-8") == "<p>someone's page</p>"
 
 
 async def test_hover_of_a_subproblem_title_shows_its_effort(client, research: Path):

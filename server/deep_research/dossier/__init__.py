@@ -30,6 +30,10 @@ _PHASES = {
 }
 
 
+class NotADossier(FileExistsError):
+    """The target exists and is not a dossier: it is someone's file, and is kept."""
+
+
 @dataclass
 class Exported:
     path: Path
@@ -37,10 +41,23 @@ class Exported:
     bytes: int
 
 
-def export(root: Path, target: Path) -> Exported:
-    """Write the dossier of the research at `root` to `target` (an HTML file)."""
+def is_dossier(path: Path) -> bool:
+    """Whether `path` holds a dossier this program wrote (so replacing it loses nothing)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(2048)
+    except OSError:
+        return False
+    return b'<meta name="generator" content="deep-research' in head
+
+
+def export(root: Path, target: Path, *, replace_any: bool = False) -> Exported:
+    """Write the dossier of the research at `root` to `target` (an HTML file). An existing
+    file that is not a dossier is replaced only with `replace_any` (the user named it)."""
     research = Research.open(root, FileCache())
     target = Path(os.path.abspath(target))
+    if target.exists() and not replace_any and not is_dossier(target):
+        raise NotADossier(f"{target} exists and is not a dossier; it was left alone. Choose another file to write.")
     tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as out:

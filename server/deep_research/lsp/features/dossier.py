@@ -32,7 +32,7 @@ def register(server: DeepResearchServer) -> None:
         progress = await _Progress.start(ls, "Deep Research: exporting the dossier")
         started = time.perf_counter()
         try:
-            result = await asyncio.to_thread(write_dossier, research.root, out)
+            result = await asyncio.to_thread(write_dossier, research.root, out)  # never over someone's file
         except OSError as error:
             raise JsonRpcInvalidParams(f"the dossier could not be written to {out}: {error}") from None
         finally:
