@@ -177,6 +177,7 @@ def test_other_hand_edits_are_refused_too(research: Research, root: Path, how: s
 def test_exact_bytes_come_back_whatever_their_encoding(research: Research, root: Path) -> None:
     (root / DEFINITION).write_bytes((root / DEFINITION).read_bytes().replace(b"\n", b"\r\n"))
     (root / CRITERIA).write_bytes(b"# Criteria\r\n\r\n- [ ] 1. caf\xe9 in Latin-1\r\n")
+    research.write_prompt()  # the prompt as it is now, hand edits included
     before = picture(research)
     run(research, block("append_to_problem_definition", content="More.") + line("add_criteria", "Third"))
     assert (root / CRITERIA).read_bytes() != before[0][CRITERIA]
@@ -301,3 +302,12 @@ def test_large_files_are_kept_by_a_link_not_a_copy(research: Research, root: Pat
     assert len([p for p in folder.iterdir() if p.name.endswith(".before")]) == KEEP - 2
     Research.create(root, "New instruction", exist_ok=True)  # a boundary forgets everything
     assert [p.name for p in folder.iterdir()] == []
+
+
+def test_a_hand_edit_elsewhere_is_kept_and_shows_in_the_prompt(research: Research, root: Path) -> None:
+    run(research, line("add_criteria", "Third"))
+    definition = root / DEFINITION  # a file the message did not write
+    definition.write_text(definition.read_text(encoding="utf-8") + "\nA paragraph added by hand.\n", encoding="utf-8")
+    research.undo()
+    assert "A paragraph added by hand." in definition.read_text(encoding="utf-8")
+    assert "A paragraph added by hand." in (root / BOOK / "prompt.md").read_text(encoding="utf-8")

@@ -255,6 +255,10 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
             "ended": now(),
         }, ensure_ascii=False) + "\n")
         tx.commit(research.cache)
+    # The prompt before the message came back. It is what a fresh render gives, unless the
+    # user edited by hand, since, a file the message did not write: then render it again.
+    if (read_text(research.prompt_path) or "") != research.prompt():
+        research.write_prompt()
     return Undone(number, text, sorted(restored_tree), put_back, research.state(), len(numbers) - 1)
 
 
