@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from deep_research.engine import formats
+from deep_research.engine.model import Attachment
 from deep_research.engine.research import Research
 
 HOSTILE = '<script>window.__pwned = 1; alert("x")</script> Hostile'
@@ -69,10 +71,12 @@ def sample_research(root: Path) -> Research:
     ]
     for text in steps:
         research.execute(text)
-    # An attachment from the web, as attach_url writes it (a source in the front matter).
+    # An attachment from the web, as attach_url writes it (its source in the front matter).
     web = root / "Attachments" / "Cache paper.md"
-    web.write_text("---\nname: Cache paper\nadded: 2026-01-01T00:00:00+00:00\nsource: https://example.org/cache?a=1&b=2\n"
-                   "retrieved: 2026-01-01\n---\n\n# The paper\nTiles should fit L1.\n", encoding="utf-8")
+    web.write_text(formats.render_attachment(Attachment(
+        "Cache paper", "# The paper\nTiles should fit L1.", "2026-01-01T00:00:00+00:00",
+        source="https://example.org/cache?a=1&b=2", final_url="https://example.org/cache?a=1&b=2",
+        fetched="2026-01-01T00:00:01+00:00", content_type="text/html")), encoding="utf-8")
     evil = root / "Attachments" / "Evil source.md"
     evil.write_text('---\nname: "Evil <script>source</script>"\nurl: javascript:alert(1)\n---\n\nBody.\n', encoding="utf-8")
     # An undone message.

@@ -29,8 +29,10 @@ from ..engine.tree import Tree, read_attachments
 from .journal import Event, Message, timeline, undone_messages
 from .markdown import Markdown, safe_url
 
-# Front-matter keys that may hold an attachment's source (the evidence commands, hand edits).
-SOURCE_KEYS = ("source", "url", "source_url", "sourceUrl", "href", "link", "origin", "uri")
+# Front-matter keys that may hold an attachment's source: the evidence commands write
+# `source` (the URL, path or query as asked) and `final_url` (after redirects); people and
+# other tools use the rest.
+SOURCE_KEYS = ("source", "final_url", "url", "source_url", "sourceUrl", "href", "link", "origin", "uri")
 _SKIP_META = {"name", "added"}
 _STATUS = {Status.OPEN: "open", Status.DONE: "done", Status.FAILED: "failed"}
 
@@ -233,9 +235,11 @@ class Page:
 
     def _attachment(self, attachment: Attachment, meta: dict[str, str]) -> None:
         details = []
+        linked = set()
         for key in SOURCE_KEYS:
             value = meta.get(key, "").strip()
-            if value and safe_url(value) and not value.startswith("#"):
+            if value and safe_url(value) and not value.startswith("#") and value not in linked:
+                linked.add(value)
                 details.append(f'<a href="{escape(value)}" rel="noopener noreferrer">{escape(value)}</a>')
         for key, value in meta.items():
             if key in _SKIP_META or (key in SOURCE_KEYS and safe_url(value.strip())):
