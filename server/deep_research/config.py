@@ -5,6 +5,7 @@
     max_rounds = 40
     max_tokens = 200000             # the autopilot's token budget
     max_prompt_tokens = 8000        # shorten the prompt to fit the model
+    max_reply_tokens = 2000         # the longest reply the model may write per round
     approval_mode = "update"
     grammar = "auto"                # auto | on | off
 
@@ -62,6 +63,7 @@ class Config:
     max_rounds: int | None = None
     max_tokens: int | None = None
     max_prompt_tokens: int | None = None
+    max_reply_tokens: int | None = None
     approval_mode: str | None = None  # one of APPROVAL_CHOICES
     grammar: str = "auto"
     fetch: FetchConfig = field(default_factory=FetchConfig)
@@ -141,6 +143,7 @@ def _from_table(raw: dict[str, Any], root: Path, problems: list[str], where: str
         max_rounds=take(raw, "max_rounds", int, minimum=1),
         max_tokens=take(raw, "max_tokens", int, minimum=1),
         max_prompt_tokens=take(raw, "max_prompt_tokens", int, minimum=500),
+        max_reply_tokens=take(raw, "max_reply_tokens", int, minimum=16),
         approval_mode=take(raw, "approval_mode", str, APPROVAL_CHOICES),
         grammar=take(raw, "grammar", str, GRAMMAR_CHOICES) or "auto",
         fetch=FetchConfig(

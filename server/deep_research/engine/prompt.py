@@ -4,6 +4,12 @@ Two forms, in the order and with the headings of the design note (seed 000): the
 "No problem defined" form before `define_problem`, and the problem form after it. The
 current session's transcript follows, newest last, then the size estimate.
 
+With a token budget (`max_tokens`, for a model's context) the prompt is shortened to fit,
+in a fixed order, each cut marked where it happens: first the oldest turns of the session
+transcript, then the subproblem definitions in the breakdowns, then attachments, then
+child reports. The instruction, the current problem's definition and criteria, and the
+newest turn are never cut.
+
 The prompt speaks of problems, criteria, attachments and reports, never of files,
 folders or paths: the assistant works on problems. Rendering is pure: the caller
 passes a reading view of the tree (a `Tree` or a `Draft`) and the bookkeeping data.
@@ -12,7 +18,7 @@ passes a reading view of the tree (a `Tree` or a `Draft`) and the bookkeeping da
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from . import commands
@@ -26,6 +32,23 @@ ATTACHMENT_CHARS = 8_000  # one attachment is cut after this many characters
 ATTACHMENTS_TOTAL = 40_000  # all attachments together
 CONTEXT_CHARS = 8_000
 CONTEXT_TOTAL = 24_000
+KEPT_OF_OLD_TURN = 300  # characters kept of an old transcript entry when it is shortened
+
+# The sample texts the prompt's examples show in place of real arguments (the command
+# table's placeholders, and the friendlier wording seed 000 uses for two of them).
+# Generated grammars rule them out: a small model tends to copy them verbatim.
+EXAMPLE_WORDING = {
+    "Title of the research problem": "title goes here",
+    "What exactly must be found out, and why.": "Content of the problem definition.",
+    "Title of the subproblem": "Subproblem Title",
+    "What this subproblem must answer.": "Problem definition goes here",
+}
+
+
+def example_texts() -> set[str]:
+    """Every sample argument text the prompt or the command docs show."""
+    texts = {a.placeholder for spec in commands.COMMANDS.values() for a in spec.arguments}
+    return {line.strip() for text in texts | set(EXAMPLE_WORDING.values()) for line in text.split("\n") if line.strip()}
 
 
 class TreeView(Protocol):
@@ -64,13 +87,49 @@ class Bookkeeping:
     transcript: list[Entry]
 
 
-def render_prompt(view: TreeView, state: State, book: Bookkeeping) -> str:
-    if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
-        body = _no_problem_form(book)
-    else:
-        body = _problem_form(view, state, book)
-    body += "\n\n" + _transcript(book.transcript, state)
-    return body + "\n\n" + _size_line(body) + "\n"
+@dataclass(frozen=True)
+class _Fit:
+    """How far the parts that may be shortened are cut (None: not at all)."""
+
+    definition_chars: int | None = None  # of each subproblem definition in a breakdown
+    attachments_total: int = ATTACHMENTS_TOTAL
+    report_chars: int | None = None  # of each child report
+
+
+# The steps tried, in order, once the transcript is as short as it may be.
+_DEFINITION_STEPS = (600, 300, 150, 60, 0)
+_ATTACHMENT_STEPS = (20_000, 8_000, 2_000, 0)
+_REPORT_STEPS = (3_000, 1_000, 300)
+
+
+def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: int | None = None) -> str:
+    """The prompt; with `max_tokens`, shortened to fit that many tokens (estimated as
+    characters / 4) if it can be, in the order the module's docstring gives."""
+    def body(fit: _Fit) -> str:
+        if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
+            return _no_problem_form(book, fit)
+        return _problem_form(view, state, book, fit)
+
+    fit = _Fit()
+    head = body(fit)
+    transcript = _transcript(book.transcript, state=state)
+    if max_tokens is not None:
+        budget = max_tokens * 4 - len(_size_line("x" * max_tokens * 4)) - 4
+        if _length(head, transcript) > budget:
+            transcript = _transcript(*_fit_transcript(book.transcript, budget - len(head) - 2), state=state)
+        steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
+        steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
+        steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
+        for fit in steps:
+            if _length(head, transcript) <= budget:
+                break
+            head = body(fit)
+    text = head + "\n\n" + transcript
+    return text + "\n\n" + _size_line(text) + "\n"
+
+
+def _length(head: str, transcript: str) -> int:
+    return len(head) + 2 + len(transcript)
 
 
 def reading_point(prompt: str) -> int:
@@ -93,7 +152,7 @@ def _size_line(body: str) -> str:
 # -- the form before a problem exists ---------------------------------------------------------
 
 
-def _no_problem_form(book: Bookkeeping) -> str:
+def _no_problem_form(book: Bookkeeping, fit: _Fit) -> str:
     define = commands.COMMANDS["define_problem"]
     return "\n\n".join([
         "# Deep Research Interface",
@@ -101,12 +160,11 @@ def _no_problem_form(book: Bookkeeping) -> str:
         RULE + "\n# Attachments\n\n"
         "These attachments were given by the user for defining the problem. When the problem is defined they "
         "are copied to it, so nothing here is lost.\n\n" + _attachments_block(
-            [(a, None) for a in book.pending_attachments], ATTACHMENT_CHARS, ATTACHMENTS_TOTAL),
+            [(a, None) for a in book.pending_attachments], ATTACHMENT_CHARS, fit.attachments_total),
         _context(book),
         _instruction(book),
         RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
-        + define.example().replace("Title of the research problem", "title goes here").replace(
-            "What exactly must be found out, and why.", "Content of the problem definition.")
+        + _worded(define.example())
         + "\n```",
     ])
 
@@ -135,23 +193,29 @@ closed by a line holding only `>>>`: without the closing line the block is not e
 # -- the problem form ---------------------------------------------------------------------------
 
 
-def _problem_form(view: TreeView, state: State, book: Bookkeeping) -> str:
+def _worded(example: str) -> str:
+    for placeholder, wording in EXAMPLE_WORDING.items():
+        example = example.replace(placeholder, wording)
+    return example
+
+
+def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) -> str:
     chain = _chain(view, state.focus)
     focus = chain[-1]
     return "\n\n".join([
         "# Deep Research Interface",
         "## Introduction\n\n" + _INTRODUCTION,
         "## Block Commands\n\n" + _command_help(),
-        _current_attachments(view, chain),
+        _current_attachments(view, chain, fit.attachments_total),
         _context(book),
         _instruction(book),
         RULE + f"\n# Current Problem: {focus.title}",
         "## Problem Hierarchy\n\n" + _hierarchy(chain),
         "## Problem Definition\n\n" + (focus.definition or "_(empty)_"),
         "## Criteria of Definition of Done\n\n" + _criteria(focus),
-        "## Breakdown Structure\n\n" + _breakdown(view.children(focus.path), "###"),
-        "## Completed Reports\n\n" + _reports(view, focus),
-        "## Parent chain\n\n" + _parent_chain(view, chain[:-1]),
+        "## Breakdown Structure\n\n" + _breakdown(view.children(focus.path), "###", fit.definition_chars),
+        "## Completed Reports\n\n" + _reports(view, focus, fit.report_chars),
+        "## Parent chain\n\n" + _parent_chain(view, chain[:-1], fit.definition_chars),
         "## Goal\n\n" + _goal(state, focus),
     ])
 
@@ -212,19 +276,18 @@ def _command_help() -> str:
         sections = ", ".join(f"`///{a.name}` ({a.doc})" for a in spec.arguments)
         lines.append(f"- `<<< {spec.name}` with {sections}: {spec.doc}")
     example = commands.COMMANDS["add_subproblem"]
-    lines += ["", "Example:", "", "```", example.example().replace("Title of the subproblem", "Subproblem Title")
-              .replace("What this subproblem must answer.", "Problem definition goes here"), "```"]
+    lines += ["", "Example:", "", "```", _worded(example.example()), "```"]
     return "\n".join(lines)
 
 
-def _current_attachments(view: TreeView, chain: list[Problem]) -> str:
+def _current_attachments(view: TreeView, chain: list[Problem], total: int) -> str:
     items: list[tuple[Attachment, str | None]] = []
     for problem in reversed(chain):  # the current problem's first, then upwards
         items += [(a, problem.title) for a in view.attachments(problem.path)]
     return (
         RULE + "\n# Attachments Of Current Problem\n\n"
         "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n"
-        + _attachments_block(items, ATTACHMENT_CHARS, ATTACHMENTS_TOTAL)
+        + _attachments_block(items, ATTACHMENT_CHARS, total)
     )
 
 
@@ -244,11 +307,18 @@ def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, to
     return "\n".join(out)
 
 
-def _cut(text: str, budget: int) -> tuple[str, str]:
+def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
     if len(text) <= budget:
         return text, ""
     hidden = len(text) - budget
-    return text[:budget], f"\n[… cut to fit the prompt: {hidden:,} more characters of this attachment are not shown …]"
+    return text[:budget], f"\n[… cut to fit the prompt: {hidden:,} more characters of this {what} are not shown …]"
+
+
+def _shortened(text: str, limit: int | None, what: str) -> str:
+    if limit is None:
+        return text
+    kept, note = _cut(text, limit, what)
+    return (kept + note).strip("\n")
 
 
 def _attr(text: str) -> str:
@@ -295,26 +365,26 @@ def _criteria(problem: Problem) -> str:
     return "\n".join(f"{n}. [{'✓' if c.done else ' '}] {c.text}" for n, c in enumerate(problem.criteria, 1))
 
 
-def _breakdown(children: list[Problem], level: str) -> str:
+def _breakdown(children: list[Problem], level: str, limit: int | None = None) -> str:
     if not children:
         return "No subproblems yet."
     parts = []
     for child in children:
-        parts.append(f"{level} {child.title} {child.counts} ({status_label(child.status)})\n"
-                     + (child.definition or "_(no definition)_"))
+        definition = _shortened(child.definition, limit, "definition") if child.definition else "_(no definition)_"
+        parts.append(f"{level} {child.title} {child.counts} ({status_label(child.status)})\n" + definition)
     return "\n\n".join(parts)
 
 
-def _reports(view: TreeView, focus: Problem) -> str:
+def _reports(view: TreeView, focus: Problem, limit: int | None = None) -> str:
     children = [c for c in view.children(focus.path) if c.report]
     child_text = "\n\n".join(
-        f"#### {c.title} ({status_label(c.status)})\n{c.report}" for c in children
+        f"#### {c.title} ({status_label(c.status)})\n{_shortened(c.report or '', limit, 'report')}" for c in children
     ) or "No subproblem has a report yet."
     current = focus.report or "No report yet for the current problem."
     return f"### Child Reports\n\n{child_text}\n\n### Current Report\n\n{current}"
 
 
-def _parent_chain(view: TreeView, parents: list[Problem]) -> str:
+def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None = None) -> str:
     if not parents:
         return "The current problem is the root problem: it has no parents."
     parts = []
@@ -323,7 +393,7 @@ def _parent_chain(view: TreeView, parents: list[Problem]) -> str:
         parts.append(
             f"### L{depth} {name}: {problem.title} {problem.counts}\n{problem.definition or '_(empty)_'}\n\n"
             f"#### L{depth} Criteria of Definition of Done\n{_criteria(problem)}\n\n"
-            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####')}"
+            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####', limit)}"
         )
     return "\n\n".join(parts)
 
@@ -343,12 +413,43 @@ def _goal(state: State, focus: Problem) -> str:
     )
 
 
-def _transcript(entries: list[Entry], state: State) -> str:
+def _fit_transcript(entries: list[Entry], room: int) -> tuple[list[Entry], int, int]:
+    """The transcript shortened to about `room` characters: old entries are shortened, oldest
+    first, then left out, oldest first; the newest turn (the last assistant message and what
+    follows it) is kept whole. Returns the entries to show, and how many entries and assistant
+    messages were left out at the start."""
+    newest = max((i for i, e in enumerate(entries) if e.role == "assistant"), default=len(entries) - 1)
+    newest = max(newest, 0)
+    shown = list(entries)
+    overhead = 40  # the tags around each entry
+
+    def size(items: list[Entry]) -> int:
+        return sum(len(e.text) + overhead for e in items) + 120
+
+    for index in range(newest):
+        if size(shown) <= room:
+            return shown, 0, 0
+        entry = shown[index]
+        hidden = len(entry.text) - KEPT_OF_OLD_TURN
+        if hidden > 0:
+            note = f"\n[… cut to fit the prompt: {hidden:,} more characters of this message are not shown …]"
+            shown[index] = Entry(entry.role, entry.text[:KEPT_OF_OLD_TURN] + note, entry.at)
+    dropped = 0
+    while dropped < newest and size(shown[dropped:]) > room:
+        dropped += 1
+    assistants = sum(1 for e in entries[:dropped] if e.role == "assistant")
+    return shown[dropped:], dropped, assistants
+
+
+def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, *, state: State | None = None) -> str:
     head = RULE + "\n# Current Session\n\n"
-    if not entries:
+    if not entries and not dropped:
         return head + "This is the start of a new session: nothing has been said yet. Write your first message."
     parts = ["Your messages and the system's replies in this session, oldest first."]
-    number = 0
+    if dropped:
+        parts.append(f"[… cut to fit the prompt: the first {dropped} entries of this session "
+                     f"({assistants} of your messages and the system's replies) are not shown …]")
+    number = assistants
     for entry in entries:
         if entry.role == "assistant":
             number += 1

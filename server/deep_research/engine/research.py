@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from . import formats
 from . import undo as undoing
@@ -271,8 +271,9 @@ class Research:
             self.transcript() if transcript is None else transcript,
         )
 
-    def prompt(self) -> str:
-        return render_prompt(self.tree, self.state(), self.bookkeeping())
+    def prompt(self, max_tokens: int | None = None) -> str:
+        """What the assistant sees now; with `max_tokens`, shortened to fit (SPEC §10)."""
+        return render_prompt(self.tree, self.state(), self.bookkeeping(), max_tokens)
 
     def write_prompt(self) -> Path:
         target = bookkeeping(self.root) / PROMPT
@@ -308,6 +309,7 @@ class Research:
         consume: Path | None = None,
         cancelled: Callable[[], bool] | None = None,
         evidence: Evidence | None = None,
+        journal: Iterable[Mapping[str, object]] = (),
     ) -> Execution:
         """Run a message: every change it makes lands in one all-or-nothing transaction.
 
@@ -319,6 +321,9 @@ class Research:
         `evidence` holds what was gathered from outside for this message, before the call
         (`sources.gather.gather_and_execute` does both); a command whose need has no result
         fails with a clear reason, and so do they all without it.
+        `journal` holds extra records (the autopilot's round record) appended after the
+        command records in the same transaction; one without a `message` key gets the
+        message's number.
         """
         if consume is not None and not is_message_document(consume):
             raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
@@ -333,9 +338,29 @@ class Research:
                 return Execution(False, "needs-approval", analysis)
             if cancelled is not None and cancelled():
                 return Execution(False, "cancelled", analysis)
-            return self._commit(text, analysis, before, consume)
+            return self._commit(text, analysis, before, consume, journal)
 
-    def _commit(self, text: str, analysis: Analysis, before: State, consume: Path | None) -> Execution:
+    def record(self, journal: Iterable[Mapping[str, object]], transcript: Iterable[Entry] = ()) -> None:
+        """Append journal records (and entries to the current session's transcript) when no
+        message runs, e.g. an autopilot round whose reply was empty or cut off. One
+        transaction, under the lock; the prompt is rewritten if the transcript grew."""
+        entries = list(transcript)
+        with locked(self.root):
+            recover(self.root, self.cache)
+            state = self.state()
+            tx = Transaction(self.root, durable=self.durable)
+            book = bookkeeping(self.root)
+            tx.append(book / JOURNAL, "".join(_dumps(r) for r in journal))
+            if entries:
+                tx.append(session_file(self.root, state.session), "".join(e.to_json() for e in entries))
+                transcript_now = self.transcript(state.session) + entries
+                tx.write(book / PROMPT, render_prompt(self.tree, state, self.bookkeeping(transcript_now)))
+            tx.commit(self.cache)
+
+    def _commit(
+        self, text: str, analysis: Analysis, before: State, consume: Path | None,
+        journal: Iterable[Mapping[str, object]] = (),
+    ) -> Execution:
         draft = analysis.draft
         after = analysis.after.evolve(messages=before.messages + 1, last_message=message_digest(text))
         focus = draft.problem(after.focus) if after.phase is not Phase.NO_PROBLEM else None
@@ -357,7 +382,8 @@ class Research:
             tx.append(session_file(self.root, after.session), transcript[0].to_json())
         else:
             transcript = self.transcript(before.session) + turn
-        tx.append(book / JOURNAL, "".join(_journal_records(analysis, before, after)))
+        extra = [_dumps({**record, "message": record.get("message", after.messages)}) for record in journal]
+        tx.append(book / JOURNAL, "".join(_journal_records(analysis, before, after) + extra))
         prompt = render_prompt(draft, after, self.bookkeeping(transcript))
         tx.write(book / PROMPT, prompt)
         if consume is not None:
@@ -442,6 +468,10 @@ def _journal_records(analysis: Analysis, before: State, after: State) -> list[st
             "result": "The research was shut down.", "error": None,
         })
     return [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+
+
+def _dumps(record: Mapping[str, object]) -> str:
+    return json.dumps(record, ensure_ascii=False) + "\n"
 
 
 def _not_a_research(folder: Path, where: Location, found: Path) -> str:

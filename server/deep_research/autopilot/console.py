@@ -1,0 +1,242 @@
+"""`deep-research run`: the autopilot on a terminal or in a script.
+
+On a terminal the reply streams as it arrives, each round opens with a status line
+(round, tokens so far, the problem in focus, elapsed time) and closes with its Execution
+Status Report, and a message above the approval mode is shown with a question (run /
+skip / stop). Without a terminal, one line per round, and a message that needs approval
+stops the run (exit status 3) with what to do.
+
+Exit status: 0 finished or shut down, 3 waiting for approval, 4 a limit stopped it (rounds,
+tokens, or rounds without progress), 1 an error (one plain line on standard error), 130
+interrupted (Ctrl-C: the request in flight is cancelled, nothing is half-applied).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from ..engine.commands import ApprovalMode
+from ..engine.research import Research
+from .client import ModelClient, ModelError
+from .loop import (
+    DEFAULT_MAX_ROUNDS, DEFAULT_REPLY_TOKENS, ApprovalRequest, Autopilot, Decision, Observer, RoundReport, RunResult,
+    RunStatus, Settings,
+)
+
+EXIT = {
+    RunStatus.FINISHED: 0, RunStatus.SHUT_DOWN: 0, RunStatus.WAITING: 3, RunStatus.LIMIT: 4,
+    RunStatus.NO_PROGRESS: 4, RunStatus.ERROR: 1,
+}
+EXIT_INTERRUPTED = 130
+
+
+@dataclass
+class Options:
+    """What the command line gave (None: not given)."""
+
+    folder: Path
+    model: str | None = None
+    base_url: str | None = None
+    max_rounds: int | None = None
+    max_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    max_reply_tokens: int | None = None
+    approval: str | None = None
+    grammar: str | None = None
+    seed: int | None = None
+
+
+def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    from .. import config as research_config
+
+    research = Research.open(options.folder)
+    config, problems = research_config.load(research.root)
+    for problem in problems:
+        print(f"deep-research: {problem}", file=err)
+    config = config.merged(
+        model=options.model, base_url=options.base_url, max_rounds=options.max_rounds,
+        max_tokens=options.max_tokens, max_prompt_tokens=options.max_prompt_tokens,
+        max_reply_tokens=options.max_reply_tokens, approval_mode=options.approval, grammar=options.grammar,
+    )
+    settings = Settings(
+        model=config.model,
+        approval=ApprovalMode.parse(config.approval_mode or "update"),
+        grammar=config.grammar,
+        max_rounds=config.max_rounds or DEFAULT_MAX_ROUNDS,
+        max_tokens=config.max_tokens,
+        max_prompt_tokens=config.max_prompt_tokens,
+        max_reply_tokens=config.max_reply_tokens or DEFAULT_REPLY_TOKENS,
+        seed=options.seed,
+    )
+    terminal = out.isatty() and sys.stdin.isatty()
+    observer = TerminalObserver(out) if out.isatty() else LineObserver(out)
+    approver = TerminalApprover(out) if terminal else None
+    key = os.environ.get("OPENAI_API_KEY") or None
+    client = ModelClient(config.base_url, config.model, key)
+    pilot = Autopilot(research, client, settings, approver=approver, observer=observer)
+    interrupted = asyncio.run(_drive(pilot, client))
+    if interrupted is None:
+        draft = pilot.document.read().strip()
+        where = f" The partial reply is in {pilot.document.path}, not executed." if draft else ""
+        print(f"deep-research: stopped (interrupted); nothing was half-applied.{where} "
+              f"`deep-research run {options.folder}` continues.", file=err)
+        return EXIT_INTERRUPTED
+    result = interrupted
+    stream = err if result.status is RunStatus.ERROR else out
+    prefix = "deep-research: " if result.status is RunStatus.ERROR else ""
+    print(f"{prefix}{result.message}", file=stream)
+    if result.status is not RunStatus.ERROR:
+        print(f"{result.rounds} round(s), {result.tokens:,} tokens.", file=out)
+    return EXIT[result.status]
+
+
+async def _drive(pilot: Autopilot, client: ModelClient) -> RunResult | None:
+    """Run the loop; Ctrl-C (SIGINT) cancels it. None when interrupted."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(pilot.run())
+    handled = False
+    try:
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+        handled = True
+    except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
+        pass
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return None
+    except ModelError as error:  # raised before the first round (resolving the model)
+        return RunResult(RunStatus.ERROR, error.message, pilot.count.rounds, pilot.count.tokens)
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
+        await client.close()
+
+
+# -- what a person sees ------------------------------------------------------------------------------
+
+
+def _color(out: TextIO) -> bool:
+    return out.isatty() and not os.environ.get("NO_COLOR")
+
+
+class TerminalObserver(Observer):
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.color = _color(out)
+        self._line_open = False
+
+    def _style(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def started(self, research, settings, notes) -> None:
+        print(self._style(f"Autopilot on {research.root} · approval {settings.approval.label} · "
+                          + "; ".join(notes), "2"), file=self.out, flush=True)
+
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
+        where = " › ".join(focus) if focus else "defining the problem"
+        minutes, seconds = divmod(int(elapsed), 60)
+        status = f"── round {round} · {tokens:,} tokens · {where} · {minutes}:{seconds:02d} "
+        print("\n" + self._style(status + "─" * max(0, 78 - len(status)), "1;36"), file=self.out, flush=True)
+        self._line_open = False
+
+    def text(self, delta: str) -> None:
+        self.out.write(delta)
+        self.out.flush()
+        self._line_open = not delta.endswith("\n")
+
+    def round_ended(self, report: RoundReport) -> None:
+        if self._line_open:
+            self.out.write("\n")
+        record = report.record
+        tokens = f"{record['prompt_tokens']:,} + {record['completion_tokens']:,} tokens" + (
+            " (estimated)" if record["tokens_estimated"] else "")
+        print(self._style(f"[{record['outcome']} · {tokens} · {(record['latency_ms'] or 0) / 1000:.1f} s]", "2"),
+              file=self.out)
+        if report.execution is not None and report.execution.reply:
+            reply = report.execution.reply.split("\n## Continue")[0]
+            print(self._style(reply, "33"), file=self.out, flush=True)
+        elif record.get("error"):
+            print(self._style(record["error"], "33"), file=self.out, flush=True)
+
+    def notice(self, text: str) -> None:
+        print(self._style(text, "2"), file=self.out, flush=True)
+
+
+class LineObserver(Observer):
+    """One line per round, for logs and scripts."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.focus = ""
+
+    def started(self, research, settings, notes) -> None:
+        print(f"autopilot: {research.root}; approval {settings.approval.label}; " + "; ".join(notes), file=self.out, flush=True)
+
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
+        self.focus = " > ".join(focus) if focus else "(no problem yet)"
+
+    def round_ended(self, report: RoundReport) -> None:
+        r = report.record
+        c = r["commands"]
+        latency = (r["latency_ms"] or 0) / 1000
+        line = (f"round {r['round']}: {r['outcome']}; commands {c['ok']} ok, {c['failed']} failed, "
+                f"{c['skipped']} not run; {r['prompt_tokens']:,}+{r['completion_tokens']:,} tokens"
+                f"{' (estimated)' if r['tokens_estimated'] else ''}; {latency:.1f} s; focus {self.focus}")
+        if r.get("error"):
+            line += f"; {r['error']}"
+        print(line, file=self.out, flush=True)
+
+    def notice(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+class TerminalApprover:
+    """Shows the commands above the approval mode and asks: run, skip or stop."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        if request.pending:
+            print(f"\n{request.document} holds a message that has not been executed:\n", file=self.out)
+            print(request.text.rstrip(), file=self.out)
+            question = "Run it now [r], drop it into the transcript as declined [s], or stop [t]? "
+        else:
+            listed = "\n".join(f"  - line {o.line}: `{o.label}` ({o.spec.kind.label if o.spec else '?'})"
+                               for o in request.waiting)
+            print(f"\nThese commands are above the approval mode `{request.mode.label}`:\n{listed}", file=self.out)
+            question = "Run the message [r], skip it (the model writes another) [s], or stop [t]? "
+        while True:
+            answer = (await _ask(question, self.out)).strip().lower()
+            if answer in ("r", "run", "y", "yes"):
+                return Decision.RUN
+            if answer in ("s", "skip"):
+                return Decision.SKIP
+            if answer in ("t", "stop", "q", "quit", ""):
+                return Decision.STOP
+
+
+async def _ask(question: str, out: TextIO) -> str:
+    """Read a line without blocking the event loop, in a daemon thread (so an interrupted
+    run never waits for Enter to exit)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def read() -> None:
+        try:
+            line = sys.stdin.readline()
+        except (OSError, ValueError):
+            line = ""
+        loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(line))
+
+    out.write(question)
+    out.flush()
+    threading.Thread(target=read, daemon=True).start()
+    return await answer

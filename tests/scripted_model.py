@@ -1,0 +1,306 @@
+"""A scripted OpenAI-compatible model server on loopback, for tests of the autopilot (the
+command line's here, the language server's later: import it as `tests.scripted_model`).
+
+It is a real HTTP server (the standard library's, one thread per request) speaking the
+chat-completions protocol with server-sent events, as llama.cpp and OpenAI do. Each
+request to `/v1/chat/completions` takes the next step of the script:
+
+    Say(text)                  stream this reply (in small pieces), usage at the end
+    Say(text, usage=False)     …without the usage chunk
+    Fail(429) / Fail(500)      an HTTP error (with `retry-after-ms: 1`, so retries are quick)
+    Cut(text)                  stream part of a reply, then break the connection
+    Malformed()                a stream whose data is not JSON
+    Hold(text)                 stream `text`, then wait (a slow model) until `release()`
+                               or the client goes away
+
+`requests` holds every request body received; `wait_for(predicate)` waits on a condition
+with a deadline (no sleeps in tests). `/v1/models` lists one model; with `llama_cpp=True`
+the server also answers `/props` like llama-server (with the context size given).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Union
+
+MODEL = "scripted-model"
+
+
+@dataclass
+class Say:
+    text: str
+    usage: bool = True
+    piece: int = 16  # characters per streamed chunk
+    finish: str = "stop"
+
+
+@dataclass
+class Fail:
+    status: int
+    message: str = "scripted failure"
+    code: str | None = None
+    extra: dict | None = None  # more fields of the error object
+
+
+@dataclass
+class Cut:
+    text: str  # what arrives before the connection breaks
+
+
+@dataclass
+class Malformed:
+    pass
+
+
+@dataclass
+class Hold:
+    text: str = ""  # streamed before holding
+
+
+Step = Union[Say, Fail, Cut, Malformed, Hold]
+
+
+class ScriptedModel:
+    def __init__(self, steps: list[Step] | None = None, *, llama_cpp: bool = False, context: int | None = None,
+                 then: Step | None = None, models: tuple[str, ...] = (MODEL,)) -> None:
+        self.steps: list[Step] = list(steps or [])
+        self.then = then  # the step used once the script is exhausted (None: HTTP 500)
+        self.llama_cpp = llama_cpp
+        self.context = context
+        self.models = models
+        self.requests: list[dict] = []
+        self.disconnects = 0  # streams the client closed before the end
+        self.holding = 0  # requests waiting in a Hold step now
+        self._changed = threading.Condition()
+        self._release = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- life --------------------------------------------------------------------------------
+
+    def __enter__(self) -> ScriptedModel:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> ScriptedModel:
+        owner = self
+
+        class Handler(_Handler):
+            model = owner
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def add(self, *steps: Step) -> None:
+        with self._changed:
+            self.steps.extend(steps)
+
+    def release(self) -> None:
+        self._release.set()
+
+    def wait_for(self, predicate: Callable[[ScriptedModel], bool], timeout: float = 30.0) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: predicate(self), timeout):
+                raise TimeoutError("the scripted model did not reach the expected state in time")
+
+    def _notify(self, change: Callable[[], None] = lambda: None) -> None:
+        with self._changed:
+            change()
+            self._changed.notify_all()
+
+    def _next(self, body: dict) -> Step | None:
+        with self._changed:
+            self.requests.append(body)
+            self._changed.notify_all()
+            return self.steps.pop(0) if self.steps else self.then
+
+
+class _Handler(BaseHTTPRequestHandler):
+    model: ScriptedModel
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        return None
+
+    # -- plain JSON -------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"} for m in self.model.models]})
+        elif self.path == "/props" and self.model.llama_cpp:
+            self._json(200, {"default_generation_settings": {"n_ctx": self.model.context or 4096}, "total_slots": 1})
+        elif self.path == "/health":
+            self._json(200, {"status": "ok"})
+        else:
+            self._json(404, {"error": {"message": "not found", "type": "not_found_error"}})
+
+    def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    # -- completions ---------------------------------------------------------------------------------
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            body = {}
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._json(404, {"error": {"message": "not found"}})
+            return
+        step = self.model._next(body)
+        if step is None:
+            self._json(500, {"error": {"message": "the script is exhausted", "type": "server_error"}})
+        elif isinstance(step, Fail):
+            error = {"message": step.message, "type": "scripted", "code": step.code, **(step.extra or {})}
+            self._json(step.status, {"error": error}, {"retry-after-ms": "1"})
+        else:
+            self._stream(step, body)
+
+    def _stream(self, step: Step, body: dict) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            if isinstance(step, Malformed):
+                self._event("{this is not json")
+                self._end()
+                return
+            text = step.text
+            piece = step.piece if isinstance(step, Say) else 16
+            for start in range(0, len(text), piece):
+                self._event(_chunk({"content": text[start:start + piece]}))
+            if isinstance(step, Cut):
+                self.wfile.write(b"ff\r\ndata: {\"partial")  # a chunk that never completes
+                self.wfile.flush()
+                self.connection.shutdown(2)
+                return
+            if isinstance(step, Hold):
+                self.model._notify(lambda: setattr(self.model, "holding", self.model.holding + 1))
+                try:
+                    while not self.model._release.wait(0.05):
+                        self._write(b": still thinking\n\n")  # an SSE comment: fails once the client left
+                finally:
+                    self.model._notify(lambda: setattr(self.model, "holding", self.model.holding - 1))
+                self._event(_chunk({}, finish="stop"))
+                self._end()
+                return
+            self._event(_chunk({}, finish=step.finish))
+            if step.usage and (body.get("stream_options") or {}).get("include_usage"):
+                prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
+                usage = {"prompt_tokens": prompt, "completion_tokens": len(text) // 4 + 1,
+                         "total_tokens": prompt + len(text) // 4 + 1}
+                self._event(json.dumps({"id": "x", "object": "chat.completion.chunk", "created": int(time.time()),
+                                        "model": MODEL, "choices": [], "usage": usage}))
+            self._end()
+        except (BrokenPipeError, ConnectionResetError):
+            self.model._notify(lambda: setattr(self.model, "disconnects", self.model.disconnects + 1))
+
+    def _event(self, data: str) -> None:
+        self._write(f"data: {data}\n\n".encode())
+
+    def _end(self) -> None:
+        self._write(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+
+def _chunk(delta: dict, finish: str | None = None) -> str:
+    return json.dumps({
+        "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": int(time.time()), "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
+
+
+# -- a whole research, as a model would write it -----------------------------------------------------
+
+DEFINE = """I will define the problem first.
+
+<<< define_problem
+///title
+Tiled matrix multiplication for teaching
+///content
+Which tiling of a 16x16 matrix multiplication in C is clearest for students, and why?
+>>>
+"""
+
+BREAK_DOWN = """Two questions decide this.
+
+///add_criteria The answer names a tile size and explains it
+///add_criteria The answer includes a C sketch
+<<< add_subproblem
+///title
+Cache sizes
+///content
+Which tile sizes fit the L1 data cache of common CPUs?
+>>>
+<<< add_subproblem
+///title
+Loop order
+///content
+Which loop order makes the tiled code easiest to follow?
+>>>
+"""
+
+FOCUS_DOWN = """The cache question comes first.
+///focus_down Cache sizes
+Anything after the focus change must not reach the research.
+///add_criteria This must not run
+"""
+
+SOLVE_SUB = """///add_criteria Gives the L1 size of two CPUs
+///mark_criteria_as_done 1
+<<< write_report
+///content
+Summarized problem definition: which tile sizes fit L1.
+Q1: How large is L1?
+A1: 32 KiB to 48 KiB on common CPUs.
+Conclusion: 16x16 tiles of doubles (2 KiB each) fit easily.
+>>>
+///focus_up
+"""
+
+FINISH = """The child report answers the first criterion.
+///mark_criteria_as_done 1
+///mark_criteria_as_done 2
+<<< write_report
+///content
+Summarized problem definition: the clearest tiling for teaching.
+Q1: Which tile size?
+A1: 16x16, because three tiles fit L1 (see Cache sizes).
+Conclusion: teach the 16x16 tiled loop nest.
+>>>
+///focus_up
+"""
+
+WHOLE_RESEARCH = [DEFINE, BREAK_DOWN, FOCUS_DOWN, SOLVE_SUB, FINISH]
