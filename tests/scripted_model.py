@@ -73,6 +73,7 @@ class ScriptedModel:
         self.context = context
         self.models = models
         self.requests: list[dict] = []
+        self.authorizations: list[str | None] = []  # the Authorization header of each completion request
         self.disconnects = 0  # streams the client closed before the end
         self.holding = 0  # requests waiting in a Hold step now
         self._changed = threading.Condition()
@@ -126,9 +127,10 @@ class ScriptedModel:
             change()
             self._changed.notify_all()
 
-    def _next(self, body: dict) -> Step | None:
+    def _next(self, body: dict, authorization: str | None) -> Step | None:
         with self._changed:
             self.requests.append(body)
+            self.authorizations.append(authorization)
             self._changed.notify_all()
             return self.steps.pop(0) if self.steps else self.then
 
@@ -173,7 +175,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": "not found"}})
             return
-        step = self.model._next(body)
+        step = self.model._next(body, self.headers.get("Authorization"))
         if step is None:
             self._json(500, {"error": {"message": "the script is exhausted", "type": "server_error"}})
         elif isinstance(step, Fail):

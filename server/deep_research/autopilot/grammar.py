@@ -28,7 +28,9 @@ from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.prompt import example_texts
 from ..engine.state import Phase
 
-PROSE_LINES = 6  # free-text lines allowed between two commands: enough to think, not to ramble
+PROSE_LINES = 4  # free-text lines allowed between two commands: enough to think, not to ramble
+TEXT_LINES = 12  # lines of a definition, criterion text or attachment: a block must end
+REPORT_LINES = 60  # lines of a report (about three pages of Q/A)
 REPORT_START = "Summarized problem definition:"
 
 
@@ -66,7 +68,7 @@ class _Builder:
         self.inputs = inputs
         self.examples = set(inputs.examples) if exclude_examples else set()
         self.rules: dict[str, str] = {}
-        self._line_rules: dict[frozenset[str], str] = {}
+        self._line_rules: dict[tuple[frozenset[str], frozenset[str]], str] = {}
 
     def build(self) -> str:
         steps, focus = [], []
@@ -120,54 +122,72 @@ class _Builder:
         if argument.type is ArgType.CRITERION:
             numbers = self.inputs.open_criteria
             return "(" + " | ".join(_literal(str(n)) for n in numbers) + ")" if numbers else None
-        excluded = set(self.examples)
+        taken: set[str] = set()
         if spec.name == "add_subproblem" and argument.name == "title":
-            excluded |= set(self.inputs.subproblems)
+            taken = set(self.inputs.subproblems)
         if spec.name == "add_attachment" and argument.name == "name":
-            excluded |= set(self.inputs.attachments)
-        first = self._line_except(excluded)
+            taken = set(self.inputs.attachments)
+        first = self._line_except(taken, self.examples)
         if argument.type is ArgType.LINE:
             return first
         if spec.name == "write_report":  # the structure the report check looks for
-            return f'{_literal(REPORT_START)} any "\\n" text-line*'
-        return f'{first} "\\n" text-line*'
+            return f'{_literal(REPORT_START)} any "\\n" text-line{{0,{REPORT_LINES - 1}}}'
+        return f'{first} "\\n" text-line{{0,{TEXT_LINES - 1}}}'
 
-    def _line_except(self, words: set[str]) -> str:
-        """A rule for one non-empty line that is none of `words` and does not start with
-        whitespace or a command character: the complement of a trie of the words."""
-        words = {w for w in words if w and "\n" not in w}
-        key = frozenset(words)
+    def _line_except(self, exact: set[str], prefixes: set[str]) -> str:
+        """A rule for one non-empty line that does not start with whitespace or a command
+        character, is none of `exact` and starts with none of `prefixes`, ignoring case:
+        the complement of a trie of those words."""
+        exact = {w.casefold() for w in exact if w.strip() and "\n" not in w}
+        prefixes = {w.casefold() for w in prefixes if w.strip() and "\n" not in w}
+        key = (frozenset(exact), frozenset(prefixes))
         if key in self._line_rules:
             return self._line_rules[key]
         prefix = f"line{len(self._line_rules)}"
         self._line_rules[key] = prefix
         trie: dict = {}
-        for word in sorted(words):
+        for word, mark in [(w, _EXACT) for w in sorted(exact)] + [(w, _PREFIX) for w in sorted(prefixes)]:
             node = trie
             for char in word:
                 node = node.setdefault(char, {})
-            node[None] = {}  # the end of a word
+            node[mark] = True
         counter = [0]
 
-        def emit(node: dict, name: str, depth: int) -> None:
+        def emit(node: dict, name: str, depth: int) -> bool:
+            """Write the rule for `node`; False if no line may pass through it."""
+            if _PREFIX in node:
+                return False
             alternatives = []
-            if depth > 0 and None not in node:
+            if depth > 0 and _EXACT not in node:
                 alternatives.append('""')
-            banned = {c for c in node if c is not None} | {"\n"}
+            chars = sorted(c for c in node if isinstance(c, str) and len(c) == 1)
+            banned = {v for c in chars for v in _cases(c)} | {"\n"}
             if depth == 0:
-                banned |= {" ", "\t", "/", "<", ">"}
+                banned |= set(_FORBIDDEN_FIRST)
             alternatives.append(f"{_char_class(banned)} any")
-            for char in sorted(c for c in node if c is not None):
-                if depth == 0 and char in " \t/<>":
+            for char in chars:
+                if depth == 0 and char in _FORBIDDEN_FIRST:
                     continue
                 counter[0] += 1
                 child = f"{prefix}-{counter[0]}"
-                emit(node[char], child, depth + 1)
-                alternatives.append(f"{_literal(char)} {child}")
+                if emit(node[char], child, depth + 1):
+                    variants = sorted(_cases(char))
+                    match = _literal(char) if len(variants) == 1 else "[" + "".join(_class_char(v) for v in variants) + "]"
+                    alternatives.append(f"{match} {child}")
             self.rules[name] = " | ".join(alternatives)
+            return True
 
         emit(trie, prefix, 0)
         return prefix
+
+
+_EXACT, _PREFIX = "<exact>", "<prefix>"  # trie marks (longer than one character: never a key)
+_FORBIDDEN_FIRST = " \t/<>"
+
+
+def _cases(char: str) -> set[str]:
+    """The characters that casefold to `char` (as far as upper/lower go)."""
+    return {v for v in (char, char.upper(), char.lower()) if len(v) == 1 and v.casefold() == char}
 
 
 def _literal(text: str) -> str:
