@@ -319,7 +319,7 @@ class Autopilot:
             self._finish(record, "error", error=error.message)
             self.research.record([record])
             self.observer.round_ended(RoundReport(number, record, None, None, 0.0))
-            where = f" The partial reply is in {self.document.path}, not executed." if kept else ""
+            where = f" It is kept in {self.document.path}." if kept else ""
             return self._result(RunStatus.ERROR, error.message + "." + where)
         model_time = time.monotonic() - before_model
         self.count.tokens += reply.prompt_tokens + reply.completion_tokens

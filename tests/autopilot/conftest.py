@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from deep_research.engine.research import Research
+from tests.scripted_model import ScriptedModel
+
+
+@pytest.fixture
+def research(tmp_path: Path) -> Research:
+    return Research.create(tmp_path / "research", "Find the clearest tiled matrix multiplication for teaching.")
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel() as server:
+        yield server
+
+
+def rounds(root: Path) -> list[dict]:
+    """The autopilot's round records in the research's journal."""
+    lines = (root / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    return [r for r in map(json.loads, lines) if r.get("record") == "round"]
+
+
+ROUND_KEYS = {
+    "record", "run", "round", "message", "session", "problem", "model", "prompt_tokens", "completion_tokens",
+    "tokens_estimated", "latency_ms", "first_token_ms", "finish_reason", "outcome", "commands", "error",
+    "started", "ended",
+}

@@ -1,0 +1,180 @@
+"""The model client against a real HTTP server on loopback (tests.scripted_model): streaming,
+usage (reported or estimated), the early stop at a focus change, and every failure as one
+plain message."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deep_research.autopilot.client import FocusChangeWatch, ModelClient, ModelError
+from tests.scripted_model import MODEL, Cut, Fail, Hold, Malformed, Say, ScriptedModel
+
+PROMPT = "x" * 400
+
+
+async def complete(model: ScriptedModel, *, retries: int = 2, key: str | None = None, **kwargs):
+    client = ModelClient(model.base_url, kwargs.pop("name", MODEL), key, max_retries=retries)
+    pieces: list[str] = []
+    try:
+        reply = await client.complete(PROMPT, on_text=pieces.append, **kwargs)
+    finally:
+        await client.close()
+    assert "".join(pieces) == reply.text, "the streamed pieces are the reply"
+    return reply
+
+
+async def failure(model: ScriptedModel, **kwargs) -> ModelError:
+    with pytest.raises(ModelError) as caught:
+        await complete(model, **kwargs)
+    assert "\n" not in caught.value.message and "Traceback" not in caught.value.message
+    return caught.value
+
+
+async def test_a_reply_streams_with_the_usage_the_server_reports(model: ScriptedModel) -> None:
+    model.add(Say("Thinking first.\n///add_criteria Names a tile size\n"))
+    reply = await complete(model, grammar="root ::= [a-z]*", max_reply_tokens=300, seed=7)
+    assert reply.text == "Thinking first.\n///add_criteria Names a tile size\n"
+    assert (reply.prompt_tokens, reply.tokens_estimated, reply.finish_reason) == (100, False, "stop")
+    assert reply.completion_tokens > 0 and reply.first_token_ms is not None and reply.latency_ms >= reply.first_token_ms
+    sent = model.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert sent["grammar"] == "root ::= [a-z]*" and sent["max_tokens"] == 300 and sent["seed"] == 7
+    assert sent["messages"] == [{"role": "user", "content": PROMPT}]
+
+
+async def test_without_usage_the_tokens_are_estimated_and_flagged(model: ScriptedModel) -> None:
+    model.add(Say("a" * 80, usage=False))
+    reply = await complete(model)
+    assert reply.tokens_estimated is True
+    assert (reply.prompt_tokens, reply.completion_tokens) == (100, 20)
+
+
+async def test_the_stream_stops_after_a_complete_focus_change_line(model: ScriptedModel) -> None:
+    model.add(Say("Done here.\n///focus_down Cache sizes\nThen more text\n///add_criteria never\n", piece=5))
+    reply = await complete(model)
+    assert reply.text == "Done here.\n///focus_down Cache sizes\n"
+    assert reply.finish_reason == "focus-change"
+
+
+def test_focus_change_lines_are_found_only_where_they_would_run() -> None:
+    def stop(*pieces: str) -> int | None:
+        watch = FocusChangeWatch()
+        for piece in pieces:
+            found = watch.feed(piece)
+            if found is not None:
+                return found
+        return watch.finish()
+
+    assert stop("a\n///focus_", "up\nrest") == len("a\n///focus_up\n")
+    assert stop("///focus_up") == len("///focus_up"), "the end of the reply completes the line"
+    assert stop("///focus_down\n") is None, "focus_down needs its title"
+    assert stop("///focus_up now\n") is None, "focus_up takes no argument"
+    assert stop("<<< write_report\n///content\n///focus_up\n>>>\n") is None, "inside a block it is a section"
+    assert stop("  ///focus_up\n", "///fail_task_and_focus_up\n") == len("  ///focus_up\n///fail_task_and_focus_up\n")
+
+
+async def test_a_rate_limit_is_retried_then_succeeds(model: ScriptedModel) -> None:
+    model.add(Fail(429, "slow down"), Say("///focus_up\n"))
+    reply = await complete(model)
+    assert reply.text == "///focus_up\n" and len(model.requests) == 2
+
+
+async def test_rate_limits_that_persist_give_one_message(model: ScriptedModel) -> None:
+    model.add(Fail(429), Fail(429))
+    error = await failure(model, retries=1)
+    assert error.kind == "rate-limit" and "429" in error.message and len(model.requests) == 2
+
+
+async def test_a_server_error_is_retried_then_reported(model: ScriptedModel) -> None:
+    model.add(Fail(500, "boom"), Fail(500, "boom"))
+    error = await failure(model, retries=1)
+    assert error.kind == "server" and "HTTP 500" in error.message and model.base_url in error.message
+
+
+async def test_a_stream_cut_half_way_is_an_error_not_a_reply(model: ScriptedModel) -> None:
+    model.add(Cut("<<< add_subproblem\n///title\nHalf"))
+    error = await failure(model, retries=0)
+    assert error.kind == "cut" and "not executed" in error.message
+
+
+async def test_a_stream_that_ends_without_finishing_is_cut_too(model: ScriptedModel) -> None:
+    model.add(Say("Half a reply", finish=None))  # type: ignore[arg-type]
+    error = await failure(model, retries=0)
+    assert error.kind == "cut"
+
+
+async def test_malformed_json_is_reported(model: ScriptedModel) -> None:
+    model.add(Malformed())
+    error = await failure(model, retries=0)
+    assert error.kind == "malformed" and "malformed" in error.message
+
+
+async def test_an_unreachable_endpoint_is_named(model: ScriptedModel) -> None:
+    client = ModelClient("http://127.0.0.1:9/v1", MODEL, None, max_retries=0)
+    with pytest.raises(ModelError) as caught:
+        await client.complete(PROMPT)
+    await client.close()
+    assert caught.value.kind == "unreachable" and "http://127.0.0.1:9/v1" in caught.value.message
+
+
+async def test_a_refused_key_names_the_variable(model: ScriptedModel) -> None:
+    model.add(Fail(401, "invalid api key"))
+    error = await failure(model, retries=0, key="sk-wrong")
+    assert error.kind == "auth" and "OPENAI_API_KEY" in error.message and "sk-wrong" not in error.message
+
+
+async def test_an_unknown_model_is_named(model: ScriptedModel) -> None:
+    model.add(Fail(404, "model 'gpt-9' not found"))
+    error = await failure(model, retries=0, name="gpt-9")
+    assert error.kind == "not-found" and "'gpt-9'" in error.message
+
+
+async def test_a_prompt_over_the_context_says_what_to_cut(model: ScriptedModel) -> None:
+    model.add(Fail(400, "the request exceeds the available context size, try increasing it",
+                   extra={"type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}))
+    error = await failure(model, retries=0)
+    assert error.kind == "context" and "about 100 tokens" in error.message and "--max-prompt-tokens" in error.message
+
+
+async def test_a_refused_grammar_suggests_turning_it_off(model: ScriptedModel) -> None:
+    model.add(Fail(400, "failed to parse grammar"))
+    error = await failure(model, retries=0, grammar="root ::= oops")
+    assert error.kind == "refused" and "--grammar off" in error.message
+
+
+async def test_without_a_model_name_the_only_model_is_used(model: ScriptedModel) -> None:
+    model.add(Say("ok\n"))
+    reply = await complete(model, name=None)
+    assert reply.text == "ok\n" and model.requests[0]["model"] == MODEL
+
+
+async def test_without_a_model_name_several_models_are_listed() -> None:
+    with ScriptedModel(models=("small", "large")) as model:
+        client = ModelClient(model.base_url, None, None)
+        with pytest.raises(ModelError) as caught:
+            await client.resolve_model()
+        await client.close()
+    assert "--model" in caught.value.message and "small, large" in caught.value.message
+
+
+async def test_llama_cpp_servers_are_recognised_with_their_context() -> None:
+    with ScriptedModel(llama_cpp=True, context=8192) as llama, ScriptedModel() as other:
+        for server, expected in ((llama, (True, 8192)), (other, (False, None))):
+            client = ModelClient(server.base_url, MODEL, None)
+            info = await client.server_info()
+            await client.close()
+            assert (info.llama_cpp, info.context_tokens) == expected
+
+
+async def test_cancelling_closes_the_request_in_flight(model: ScriptedModel) -> None:
+    model.add(Hold("Thinking about"))
+    client = ModelClient(model.base_url, MODEL, None)
+    task = asyncio.ensure_future(client.complete(PROMPT))
+    await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(model.wait_for, lambda m: m.disconnects == 1 and m.holding == 0)
+    await client.close()

@@ -1,0 +1,222 @@
+"""The autopilot's loop against a scripted model on loopback: a whole research, approval,
+resume, cancellation, faults, budgets, and the journal's round records after each."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from deep_research.autopilot.client import ModelClient
+from deep_research.autopilot.loop import (
+    ApprovalRequest, Autopilot, Decision, Observer, RunResult, RunStatus, Settings,
+)
+from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.research import Research
+from deep_research.engine.state import Phase, Status
+from tests.autopilot.conftest import ROUND_KEYS, rounds
+from tests.scripted_model import (
+    BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, MODEL, SOLVE_SUB, WHOLE_RESEARCH, Cut, Fail, Hold, Malformed, Say,
+    ScriptedModel,
+)
+
+
+class Streamed(Observer):
+    """Sets `arrived` once the streamed text holds `expected`."""
+
+    def __init__(self, expected: str) -> None:
+        self.expected, self.seen, self.arrived = expected, "", asyncio.Event()
+
+    def text(self, delta: str) -> None:
+        self.seen += delta
+        if self.expected in self.seen:
+            self.arrived.set()
+
+
+class Approver:
+    def __init__(self, *decisions: Decision) -> None:
+        self.decisions = list(decisions)
+        self.asked: list[ApprovalRequest] = []
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        self.asked.append(request)
+        return self.decisions.pop(0)
+
+
+async def run(research: Research, model: ScriptedModel, *, key: str | None = None, **settings) -> RunResult:
+    approver = settings.pop("approver", None)
+    observer = settings.pop("observer", None)
+    client = ModelClient(model.base_url, MODEL, key, max_retries=settings.pop("retries", 2))
+    try:
+        return await Autopilot(research, client, Settings(**settings), approver=approver, observer=observer).run()
+    finally:
+        await client.close()
+
+
+def message(research: Research) -> str:
+    return (research.root / "message.dr").read_text(encoding="utf-8")
+
+
+async def test_a_whole_research_runs_to_the_end(research: Research, model: ScriptedModel) -> None:
+    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    result = await run(research, model)
+    assert (result.status, result.rounds) == (RunStatus.FINISHED, 5)
+    state = research.state()
+    assert state.phase is Phase.FINISHED and state.messages == 5
+    root = research.tree.problem(())
+    assert root.status is Status.DONE and root.report.startswith("Summarized problem definition")
+    child = research.tree.problem(("Cache sizes",))
+    assert child.status is Status.DONE and "32 KiB" in child.report
+    assert [c.text for c in child.criteria] == ["Gives the L1 size of two CPUs"], "nothing after the focus change ran"
+    assert message(research) == ""
+    records = rounds(research.root)
+    assert [r["round"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r["message"] for r in records] == [1, 2, 3, 4, 5]
+    assert all(set(r) == ROUND_KEYS and r["outcome"] == "executed" and r["model"] == MODEL for r in records)
+    assert [r["problem"] for r in records] == [[], [], [], ["Cache sizes"], []]
+    assert [r["commands"]["ok"] for r in records] == [1, 4, 1, 4, 4]
+    assert records[2]["finish_reason"] == "focus-change" and records[0]["finish_reason"] == "stop"
+    assert len({r["run"] for r in records}) == 1
+    # each round saw the previous reply in its prompt
+    assert "Added subproblem 2" in model.requests[2]["messages"][0]["content"]
+
+
+async def test_a_message_above_the_approval_mode_waits_in_the_document(research: Research, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE))
+    result = await run(research, model, approval=ApprovalMode.READ)
+    assert result.status is RunStatus.WAITING
+    assert "deep-research execute" in result.message and "define_problem" in result.message
+    assert message(research) == DEFINE, "the reply waits in the document"
+    assert research.state().messages == 0, "nothing ran"
+    [record] = rounds(research.root)
+    assert (record["outcome"], record["message"]) == ("waiting-approval", None)
+    assert record["commands"] == {"ok": 1, "failed": 0, "skipped": 0}
+
+
+async def test_an_approved_message_runs_and_a_skipped_one_is_told_to_the_model(research: Research, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE), Say(BREAK_DOWN), Say("Fine, I stop here.\n///focus_up\n"))
+    approver = Approver(Decision.RUN, Decision.SKIP, Decision.STOP)
+    result = await run(research, model, approval=ApprovalMode.NONE, approver=approver)
+    assert result.status is RunStatus.WAITING and len(approver.asked) == 3
+    assert research.tree.problem(()) is not None, "the approved definition ran"
+    assert research.tree.children(()) == [], "the skipped breakdown did not"
+    transcript = research.transcript()
+    assert transcript[-2].text == BREAK_DOWN.rstrip() and "did not approve" in transcript[-1].text
+    assert "did not approve" in model.requests[2]["messages"][0]["content"], "the model was told"
+    assert [r["outcome"] for r in rounds(research.root)] == ["executed", "waiting-approval", "waiting-approval"]
+    assert rounds(research.root)[1]["commands"]["skipped"] == 4
+
+
+async def test_a_message_already_in_the_document_is_never_dropped(research: Research, model: ScriptedModel) -> None:
+    (research.root / "message.dr").write_text(DEFINE, encoding="utf-8")
+    result = await run(research, model)
+    assert result.status is RunStatus.WAITING and "has not been executed" in result.message
+    assert message(research) == DEFINE and model.requests == [], "no model call, nothing lost"
+    model.add(Say(FINISH.replace("///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n", "")))
+    result = await run(research, model, approver=Approver(Decision.RUN), max_rounds=1)
+    assert research.tree.problem(()).title == "Tiled matrix multiplication for teaching", "the waiting message ran first"
+    assert result.status is RunStatus.FINISHED
+
+
+async def test_cancelling_keeps_the_partial_reply_as_an_unexecuted_draft(research: Research, model: ScriptedModel) -> None:
+    model.add(Hold("I will define\n<<< define_problem\n///title\nTiling"))
+    observer = Streamed("Tiling")
+    task = asyncio.ensure_future(run(research, model, observer=observer))
+    await asyncio.wait_for(observer.arrived.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(model.wait_for, lambda m: m.disconnects == 1)
+    assert message(research) == "I will define\n<<< define_problem\n///title\nTiling"
+    assert research.state().messages == 0 and research.tree.problem(()) is None
+    [record] = rounds(research.root)
+    assert (record["outcome"], record["message"]) == ("cancelled", None)
+
+
+@pytest.mark.parametrize("fault, kind", [(Cut("<<< define_problem\n///title\nHalf"), "not executed"), (Malformed(), "malformed")])
+async def test_a_broken_stream_stops_the_run_and_runs_nothing(research: Research, model: ScriptedModel, fault, kind) -> None:
+    model.add(fault)
+    result = await run(research, model, retries=0)
+    assert result.status is RunStatus.ERROR and kind in result.message
+    assert research.state().messages == 0
+    [record] = rounds(research.root)
+    assert record["outcome"] == "error" and kind in record["error"]
+    if isinstance(fault, Cut):
+        assert message(research) == "<<< define_problem\n///title\nHalf", "the partial reply is kept, not run"
+
+
+async def test_faults_that_retrying_fixes_do_not_disturb_the_run(research: Research, model: ScriptedModel) -> None:
+    model.add(Fail(429), Say(DEFINE), Fail(500), Say(BREAK_DOWN, usage=False))
+    result = await run(research, model, max_rounds=2)
+    assert result.status is RunStatus.LIMIT and "--max-rounds 2" in result.message
+    records = rounds(research.root)
+    assert [r["outcome"] for r in records] == ["executed", "executed"]
+    assert [r["tokens_estimated"] for r in records] == [False, True]
+    assert len(research.tree.children(())) == 2
+
+
+async def test_three_rounds_without_a_command_that_ran_stop_the_run(research: Research, model: ScriptedModel) -> None:
+    model.add(Say("Hello! How can I help?\n"), Say(""), Say("///focus_down Nowhere\n"))
+    result = await run(research, model)
+    assert result.status is RunStatus.NO_PROGRESS and "not following the interface" in result.message
+    assert [r["outcome"] for r in rounds(research.root)] == ["no-command", "empty", "executed"]
+    assert rounds(research.root)[2]["commands"] == {"ok": 0, "failed": 1, "skipped": 0}
+
+
+async def test_the_token_budget_stops_the_run(research: Research, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE), Say(BREAK_DOWN))
+    result = await run(research, model, max_tokens=100)
+    assert result.status is RunStatus.LIMIT and "--max-tokens" in result.message and result.rounds == 1
+
+
+async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_path: Path) -> None:
+    research = Research.create(tmp_path / "r", "Teach tiling.", attachments=[("Survey", "Tiles. " * 5000)])
+    with ScriptedModel([Say(DEFINE), Say(FOCUS_DOWN)], llama_cpp=True, context=4096) as llama:
+        await run(research, llama, max_rounds=2, max_reply_tokens=500)
+    first, second = llama.requests
+    assert "<<< define_problem" in first["grammar"] and "cmd-add-subproblem" in second["grammar"]
+    assert "define_problem" not in second["grammar"]
+    budget = int((4096 - 500) * 0.8)
+    assert len(second["messages"][0]["content"]) <= budget * 4
+    assert "Teach tiling." in second["messages"][0]["content"], "the instruction is never cut"
+
+
+async def test_other_endpoints_get_no_grammar_unless_asked(research: Research, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE), Say("///add_criteria One\n"))
+    await run(research, model, max_rounds=1)
+    await run(research, model, max_rounds=1, grammar="on")
+    assert "grammar" not in model.requests[0] and "cmd-add-criteria" in model.requests[1]["grammar"]
+
+
+async def test_the_api_key_is_sent_but_never_written(research: Research, model: ScriptedModel) -> None:
+    model.add(Fail(500), Say(DEFINE), Fail(401, "bad key"))
+    result = await run(research, model, key="sk-test-secret-4242", max_rounds=3, retries=1)
+    assert result.status is RunStatus.ERROR and "OPENAI_API_KEY" in result.message
+    assert model.authorizations[0] == "Bearer sk-test-secret-4242"
+    for path in research.root.rglob("*"):
+        if path.is_file():
+            assert b"sk-test-secret-4242" not in path.read_bytes(), path
+
+
+async def test_a_run_continues_from_the_state_on_disk(research: Research, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE), Say(BREAK_DOWN))
+    assert (await run(research, model, max_rounds=2)).status is RunStatus.LIMIT
+    model.add(Say(FOCUS_DOWN), Say(SOLVE_SUB), Say(FINISH))
+    result = await run(Research.open(research.root), model)
+    assert result.status is RunStatus.FINISHED and result.rounds == 3
+    assert [r["round"] for r in rounds(research.root)] == [1, 2, 1, 2, 3]
+    assert len({r["run"] for r in rounds(research.root)}) == 2
+
+
+async def test_a_finished_research_makes_no_model_call(research: Research, model: ScriptedModel) -> None:
+    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    await run(research, model)
+    calls = len(model.requests)
+    result = await run(research, model)
+    assert result.status is RunStatus.FINISHED and len(model.requests) == calls
+
+
+def test_the_loop_calls_execute_in_one_place() -> None:
+    source = (Path(__file__).parents[2] / "server/deep_research/autopilot/loop.py").read_text(encoding="utf-8")
+    assert source.count("self.executor.execute(") == 1 and source.count("research.execute") == 1
