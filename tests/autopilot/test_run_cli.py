@@ -1,0 +1,122 @@
+"""`deep-research run` in a subprocess against the scripted model: exit statuses, what is
+printed, the files and the journal afterwards, Ctrl-C mid-stream, deep-research.toml."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deep_research.engine.research import Research
+from tests.autopilot.conftest import rounds
+from tests.scripted_model import DEFINE, WHOLE_RESEARCH, Hold, Say, ScriptedModel
+
+SERVER = Path(__file__).resolve().parents[2] / "server"
+
+
+def env(**extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_RESEARCH_DEBUG"))}
+    out.update(PYTHONPATH=str(SERVER), PYTHONIOENCODING="utf-8", NO_COLOR="1", **extra)
+    return out
+
+
+def deep_research(*args: object, code: int | None = None, **extra: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "deep_research", *map(str, args)], capture_output=True, text=True,
+                            env=env(**extra), timeout=120, stdin=subprocess.DEVNULL)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    if code is not None:
+        assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    return result
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    Research.create(tmp_path / "r", "Find the clearest tiled matrix multiplication for teaching.")
+    return tmp_path / "r"
+
+
+def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel) -> None:
+    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    result = deep_research("run", folder, "--base-url", model.base_url, code=0)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert len(lines) == 5 and all("executed" in line for line in lines), result.stdout
+    assert "round 4: executed; commands 4 ok, 0 failed, 0 not run" in lines[3]
+    assert "The research is finished." in result.stdout and result.stderr == ""
+    assert len(rounds(folder)) == 5
+    tree = deep_research("tree", folder, code=0).stdout
+    assert "Cache sizes" in tree and "Loop order" in tree
+
+
+def test_approval_without_a_terminal_stops_with_status_3(folder: Path, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE))
+    result = deep_research("run", folder, "--base-url", model.base_url, "--approval", "read", code=3)
+    assert f"deep-research execute {folder / 'message.dr'}" in result.stdout
+    assert (folder / "message.dr").read_text(encoding="utf-8") == DEFINE
+    deep_research("execute", folder / "message.dr", code=0)  # the person approves
+    assert Research.open(folder).tree.problem(()) is not None
+
+
+def test_the_round_limit_stops_with_status_4(folder: Path, model: ScriptedModel) -> None:
+    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    result = deep_research("run", folder, "--base-url", model.base_url, "--max-rounds", "2", code=4)
+    assert "Stopped after 2 rounds (--max-rounds 2)" in result.stdout and len(rounds(folder)) == 2
+
+
+def test_an_unreachable_endpoint_is_one_line_with_status_1(folder: Path) -> None:
+    result = deep_research("run", folder, "--base-url", "http://127.0.0.1:9/v1", "--model", "m", code=1)
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("deep-research: cannot reach the model endpoint http://127.0.0.1:9/v1")
+
+
+def test_not_a_research_is_status_1(tmp_path: Path) -> None:
+    result = deep_research("run", tmp_path, "--base-url", "http://127.0.0.1:9/v1", code=1)
+    assert "is not a research" in result.stderr
+
+
+def test_the_research_settings_are_read_and_the_command_line_wins(folder: Path, model: ScriptedModel) -> None:
+    (folder / "deep-research.toml").write_text(
+        f'base_url = "{model.base_url}"\nmodel = "from-toml"\nmax_rounds = 1\ngrammar = "on"\nbogus = 1\n', encoding="utf-8")
+    model.add(Say(DEFINE), Say("Thinking.\n"))
+    result = deep_research("run", folder, code=4)
+    assert "unknown key `bogus`" in result.stderr
+    assert model.requests[0]["model"] == "from-toml" and "grammar" in model.requests[0]
+    deep_research("run", folder, "--model", "from-cli", "--grammar", "off", "--max-rounds", "1", code=4)
+    assert model.requests[1]["model"] == "from-cli" and "grammar" not in model.requests[1]
+
+
+def test_the_environment_gives_the_endpoint(folder: Path, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE))
+    deep_research("run", folder, "--max-rounds", "1", code=4, OPENAI_BASE_URL=model.base_url, OPENAI_API_KEY="sk-env-7")
+    assert model.authorizations == ["Bearer sk-env-7"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_mid_stream_stops_cleanly_and_keeps_the_draft(folder: Path, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE), Hold("I add criteria.\n///add_criteria Names a tile size\n"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", model.base_url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), stdin=subprocess.DEVNULL,
+    )
+    try:
+        model.wait_for(lambda m: m.holding == 1)  # the second round's reply is streaming
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in out + err
+    assert "stopped (interrupted); nothing was half-applied" in err
+    model.wait_for(lambda m: m.disconnects == 1)
+    research = Research.open(folder)
+    assert research.state().messages == 1 and research.focus().criteria == []
+    draft = (folder / "message.dr").read_text(encoding="utf-8")
+    # what had arrived of the reply (the client may not have read all that was sent)
+    assert "I add criteria.\n///add_criteria Names a tile size\n".startswith(draft)
+    assert [r["outcome"] for r in rounds(folder)] == ["executed", "cancelled"]
+    if draft:  # the next run does not drop the draft: it stops and says what to do
+        again = deep_research("run", folder, "--base-url", model.base_url, code=3)
+        assert "has not been executed" in again.stdout

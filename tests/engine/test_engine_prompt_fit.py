@@ -1,0 +1,87 @@
+"""Fitting the prompt to a token budget (SPEC §10): the oldest turns of the session first,
+then the subproblem definitions in the breakdown, each cut marked where it happens; never
+the instruction, the current problem's definition and criteria, or the newest turn."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from deep_research.engine.research import Research
+
+from dr_engine_support import ROOT_DEFINITION, line, new_research, ok, subproblem
+
+INSTRUCTION = "Explain it to first-year students."
+CUT = re.compile(r"\[… cut to fit the prompt: [^\]]*\]")
+
+
+def tokens(prompt: str) -> int:
+    return len(prompt) // 4
+
+
+def chatty(root: Path, turns: int = 12) -> Research:
+    """A research whose current session holds many long turns."""
+    research = new_research(root, criteria=("Names a tile size", "Gives a C sketch"), instruction=INSTRUCTION)
+    for n in range(turns):
+        ok(research, f"Turn {n} thinking. " + "Long reasoning. " * 200 + "\n" + line("add_criteria", f"Criterion from turn {n}"))
+    return research
+
+
+def test_without_a_budget_nothing_changes(root: Path) -> None:
+    research = chatty(root, turns=3)
+    assert research.prompt() == research.prompt(None)
+    assert not CUT.search(research.prompt()) and research.prompt(10**6) == research.prompt()
+
+
+def test_the_oldest_turns_are_cut_first_and_the_newest_turn_stays_whole(root: Path) -> None:
+    research = chatty(root)
+    full = research.prompt()
+    budget = tokens(full) // 2
+    fitted = research.prompt(budget)
+    assert tokens(fitted) <= budget
+    newest = research.transcript()[-2].text  # the last assistant message
+    assert newest in fitted and research.transcript()[-1].text in fitted
+    assert "Turn 0 thinking" not in fitted or CUT.search(fitted.split("Turn 0 thinking")[1][:4000])
+    assert CUT.search(fitted), "each cut is marked"
+    assert "cut to fit the prompt: the first" in fitted or "more characters of this message" in fitted
+    # the protected parts are all there
+    for kept in (INSTRUCTION, ROOT_DEFINITION, "1. [ ] Names a tile size", "14. [ ] Criterion from turn 11"):
+        assert kept in fitted
+    # the breakdown was not touched while the transcript could still give
+    assert fitted.count("more characters of this definition") == 0
+
+
+def test_messages_keep_their_numbers_when_early_ones_are_left_out(root: Path) -> None:
+    research = chatty(root)
+    fitted = research.prompt(3_000)
+    numbers = [int(n) for n in re.findall(r'<message from="assistant" number="(\d+)">', fitted)]
+    assert numbers and numbers[-1] == 13, "the newest message keeps its number in the session"
+    assert "of your messages and the system's replies) are not shown" in fitted
+
+
+def test_then_the_subproblem_definitions_are_shortened(root: Path) -> None:
+    research = new_research(root, instruction=INSTRUCTION)
+    long = "What exactly this part must answer, in detail. " * 40
+    ok(research, "".join(subproblem(f"Part {n:02d}", long) for n in range(30)))
+    ok(research, line("add_criteria", "Covers every part"))  # the newest turn, small
+    full = research.prompt()
+    fitted = research.prompt(tokens(full) // 3)
+    assert tokens(fitted) <= tokens(full) // 3
+    assert fitted.count("more characters of this definition are not shown") == 30
+    assert all(f"### Part {n:02d}" in fitted for n in range(30)), "every subproblem is still listed"
+    assert INSTRUCTION in fitted and ROOT_DEFINITION in fitted
+
+
+def test_an_impossible_budget_still_keeps_what_must_stay(root: Path) -> None:
+    research = chatty(root, turns=4)
+    fitted = research.prompt(500)
+    for kept in (INSTRUCTION, ROOT_DEFINITION, "Names a tile size", research.transcript()[-2].text):
+        assert kept in fitted
+    assert fitted.rstrip().endswith("estimated as characters / 4.)")
+
+
+def test_the_no_problem_form_fits_too(root: Path) -> None:
+    research = Research.create(root, INSTRUCTION, attachments=[(f"Paper {n}", "Results. " * 2000) for n in range(6)])
+    full = research.prompt()
+    fitted = research.prompt(tokens(full) // 4)
+    assert tokens(fitted) <= tokens(full) // 4 and INSTRUCTION in fitted and "# How to define a problem" in fitted
