@@ -1,0 +1,114 @@
+"""The generated GBNF grammar, checked by llama.cpp's own grammar engine (the code
+llama-server runs for its `grammar` field, loaded from the local install's libllama):
+every example of the command table's docs is accepted, malformed commands are not, and
+what the state rules out (unknown titles, done criteria, taken names, the prompt's sample
+texts) cannot be written."""
+
+from __future__ import annotations
+
+import pytest
+
+from deep_research.autopilot.grammar import GrammarInputs, build_grammar
+from deep_research.engine import commands
+from deep_research.engine.commands import Form
+from deep_research.engine.parser import parse
+from deep_research.engine.research import Research
+from deep_research.engine.state import Phase
+from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_SUB
+
+pytestmark = pytest.mark.llm
+
+IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",))
+NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
+
+
+def sub(title: str, content: str = "Why it matters.") -> str:
+    return f"<<< add_subproblem\n///title\n{title}\n///content\n{content}\n>>>\n"
+
+
+@pytest.mark.parametrize("phase", [Phase.NO_PROBLEM, Phase.IN_FOCUS])
+def test_every_documented_example_is_accepted(gbnf, phase: Phase) -> None:
+    inputs = NO_PROBLEM if phase is Phase.NO_PROBLEM else IN_FOCUS
+    grammar = build_grammar(inputs, exclude_examples=False)
+    assert gbnf.parses(grammar)
+    for spec in commands.valid_in(phase):
+        example = spec.example() + "\n"
+        assert gbnf.accepts(grammar, example), spec.name
+        assert gbnf.accepts(grammar, "Some thinking first.\n\n" + example), spec.name
+
+
+def test_the_replies_of_a_whole_research_are_accepted(gbnf) -> None:
+    assert gbnf.accepts(build_grammar(NO_PROBLEM), DEFINE)
+    assert gbnf.accepts(build_grammar(GrammarInputs(Phase.IN_FOCUS)), BREAK_DOWN.replace("\n\n", "\n"))
+    focus = GrammarInputs(Phase.IN_FOCUS, ("Cache sizes", "Loop order"), (1, 2))
+    for reply in (FOCUS_DOWN.split("Anything")[0], FINISH):
+        assert gbnf.accepts(build_grammar(focus), reply), reply
+    assert gbnf.accepts(build_grammar(GrammarInputs(Phase.IN_FOCUS, (), (1,))), SOLVE_SUB.replace("///mark_criteria_as_done 1\n", ""))
+
+
+@pytest.mark.parametrize("text", [
+    "///add_criterias Misspelt\n",                      # unknown command
+    "///focus_up please\n",                             # an argument where none is taken
+    "///add_criteria\n",                                # a missing argument
+    "<<< add_subproblem\n///title\nA\n>>>\n",          # a missing section
+    "<<< add_subproblem\n///content\nWhy.\n///title\nA\n>>>\n",  # sections out of order
+    "<<< add_subproblem\n///title\nA\n///content\nWhy.\n",  # not closed
+    "<<< add_subproblem\n///title\n\n///content\nWhy.\n>>>\n",  # an empty section
+    "<<< add_subproblem\n///title\nA\n///content\nWhy.\n///notes\nx\n>>>\n",  # an unknown section
+    "<<< focus_up\n>>>\n",                              # a line command written as a block
+    "///define_problem\n",                              # not valid once a problem exists
+    "///focus_down Nowhere\n",                          # not a subproblem
+    "///mark_criteria_as_done 2\n",                     # a done criterion
+    "///mark_criteria_as_done 7\n",                     # no such criterion
+    "///focus_up\n///add_criteria After the focus change\n",  # nothing after a focus change
+    "///focus_up\n///focus_up\n",                       # one focus change
+    "Just talking, no command.\n",                      # at least one command
+    ">>>\n///focus_up\n",                               # a stray close
+])
+def test_malformed_or_doomed_commands_are_rejected(gbnf, text: str) -> None:
+    grammar = build_grammar(IN_FOCUS, exclude_examples=False)
+    assert not gbnf.accepts(grammar, text)
+    assert not gbnf.accepts(build_grammar(IN_FOCUS), text)
+
+
+def test_what_would_surely_fail_is_ruled_out(gbnf) -> None:
+    grammar = build_grammar(IN_FOCUS)
+    assert not gbnf.accepts(grammar, sub("Cache sizes")) and not gbnf.accepts(grammar, sub("cache SIZES"))
+    assert gbnf.accepts(grammar, sub("Cache sizes of GPUs"))
+    attach = "<<< add_attachment\n///name\n{}\n///content\nNotes.\n>>>\n"
+    assert not gbnf.accepts(grammar, attach.format("Survey")) and gbnf.accepts(grammar, attach.format("Survey 2"))
+    for sample in ("Subproblem Title", "Title of the subproblem", "subproblem title (new)", "title goes here."):
+        assert not gbnf.accepts(grammar, sub(sample)), sample
+    assert not gbnf.accepts(grammar, sub("Real title", "Problem definition goes here"))
+    assert not gbnf.accepts(build_grammar(NO_PROBLEM), DEFINE.replace("Tiled matrix multiplication for teaching", "Title goes here"))
+
+
+def test_nothing_to_act_on_leaves_the_command_out(gbnf) -> None:
+    grammar = build_grammar(GrammarInputs(Phase.IN_FOCUS))
+    for name in ("focus_down", "mark_criteria_as_done", "add_criteria_to_subproblem"):
+        assert f"cmd-{name.replace('_', '-')}" not in grammar
+    assert gbnf.parses(grammar) and gbnf.accepts(grammar, "///add_criteria One\n")
+
+
+def test_blocks_end_and_reports_have_their_structure(gbnf) -> None:
+    grammar = build_grammar(IN_FOCUS)
+    rambling = "<<< append_to_problem_definition\n///content\n" + "More.\n" * 40 + ">>>\n"
+    assert not gbnf.accepts(grammar, rambling), "a block must close within its line budget"
+    assert not gbnf.accepts(grammar, "<<< write_report\n///content\nIt is done.\n>>>\n")
+
+
+def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> None:
+    research = Research.create(tmp_path / "r")
+    inputs = GrammarInputs.of(research)
+    assert inputs.phase is Phase.NO_PROBLEM
+    research.execute(DEFINE)
+    research.execute(BREAK_DOWN + "///mark_criteria_as_done 1\n")
+    inputs = GrammarInputs.of(research)
+    assert inputs.subproblems == ("Cache sizes", "Loop order") and inputs.open_criteria == (2,)
+    grammar = build_grammar(inputs)
+    named = {n for n in commands.COMMANDS if f'"///{n}' in grammar or f'"<<< {n}' in grammar}
+    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)}
+    for spec in commands.valid_in(Phase.IN_FOCUS):
+        if spec.form is Form.BLOCK:
+            assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)
+    assert all(not parse(spec.example()).diagnostics for spec in commands.COMMANDS.values())
