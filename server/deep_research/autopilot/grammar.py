@@ -28,9 +28,11 @@ from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.prompt import example_texts
 from ..engine.state import Phase
 
-PROSE_LINES = 4  # free-text lines allowed between two commands: enough to think, not to ramble
-TEXT_LINES = 12  # lines of a definition, criterion text or attachment: a block must end
-REPORT_LINES = 60  # lines of a report (about three pages of Q/A)
+# Bounds that make every message end (a small model repeats itself until its token limit):
+PROSE_LINES = 3  # free-text lines between two commands: enough to think, not to ramble
+LINE_CHARS = 240  # characters of any one line
+TEXT_LINES = 12  # lines of a definition or of appended text
+LONG_TEXT_LINES = {"write_report": 60, "add_attachment": 40}  # about three pages; a source's notes
 REPORT_START = "Summarized problem definition:"
 
 
@@ -76,8 +78,8 @@ class _Builder:
             rule = self._command(spec)
             if rule is not None:
                 (focus if spec.changes_focus or spec.name == "define_problem" else steps).append(rule)
-        self.rules["any"] = "[^\\n]*"
-        self.rules["text-line"] = '([^\\n/<>] [^\\n]*)? "\\n"'
+        self.rules["any"] = f"[^\\n]{{0,{LINE_CHARS - 1}}}"
+        self.rules["text-line"] = '([^\\n/<>] any)? "\\n"'
         self.rules["prose"] = f"text-line{{0,{PROSE_LINES}}}"
         ends = " | ".join(focus) if focus else None
         if steps:
@@ -130,9 +132,10 @@ class _Builder:
         first = self._line_except(taken, self.examples)
         if argument.type is ArgType.LINE:
             return first
+        lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1
         if spec.name == "write_report":  # the structure the report check looks for
-            return f'{_literal(REPORT_START)} any "\\n" text-line{{0,{REPORT_LINES - 1}}}'
-        return f'{first} "\\n" text-line{{0,{TEXT_LINES - 1}}}'
+            return f'{_literal(REPORT_START)} any "\\n" text-line{{0,{lines}}}'
+        return f'{first} "\\n" text-line{{0,{lines}}}'
 
     def _line_except(self, exact: set[str], prefixes: set[str]) -> str:
         """A rule for one non-empty line that does not start with whitespace or a command

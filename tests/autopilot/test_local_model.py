@@ -1,0 +1,64 @@
+"""The real thing: llama.cpp's llama-server with SmolLM2-135M (scripts/setup-local-llm) on a
+free loopback port, and `deep-research run` on a fresh research for up to 12 rounds with the
+grammar. It checks the plumbing, not the quality of a 135M model's research: a clean end,
+every round in the journal, a tree that opens; and it prints how many commands parsed and ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from deep_research.engine import commands
+from deep_research.engine.research import Research
+from tests.autopilot.conftest import ROUND_KEYS, rounds
+from tests.local_llm import llama_server
+
+pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
+SERVER = Path(__file__).resolve().parents[2] / "server"
+ROUNDS = 12
+
+
+def test_a_local_model_drives_a_research_with_the_grammar(local_llm, tmp_path: Path) -> None:
+    folder = tmp_path / "research"
+    Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
+    with llama_server(local_llm) as url:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
+             "--max-rounds", str(ROUNDS), "--max-reply-tokens", "160", "--seed", "1"],
+            capture_output=True, text=True, env=env, timeout=840, stdin=subprocess.DEVNULL,
+        )
+        elapsed = time.monotonic() - started
+    print(result.stdout)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode in (0, 4), (result.returncode, result.stdout, result.stderr)
+    research = Research.open(folder)
+    records = rounds(folder)
+    printed = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert 1 <= len(records) == len(printed) <= ROUNDS
+    assert all(set(r) == ROUND_KEYS and r["outcome"] != "error" for r in records), records
+    assert [r["round"] for r in records] == list(range(1, len(records) + 1))
+    if result.returncode == 4:
+        assert "Stopped" in result.stdout
+    else:
+        assert research.state().phase.value in ("finished", "shut_down")
+    tree = subprocess.run([sys.executable, "-m", "deep_research", "tree", str(folder)], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert tree.returncode == 0 and "Traceback" not in tree.stderr
+
+    journal = [json.loads(line) for line in (folder / ".deep-research/journal.jsonl").read_text().splitlines()]
+    executed = [r for r in journal if "record" not in r and "index" in r]
+    parsed = [r for r in executed if r["command"] in commands.COMMANDS]
+    ran = [r for r in executed if r["status"] == "ok"]
+    share = lambda part, whole: f"{len(part)}/{len(whole)} ({100 * len(part) / max(len(whole), 1):.0f}%)"
+    print(f"\nlocal model, {len(records)} rounds in {elapsed:.0f} s: commands that parsed {share(parsed, executed)}, "
+          f"that validated and ran {share(ran, executed)}; "
+          f"tokens {sum(r['prompt_tokens'] + r['completion_tokens'] for r in records):,}")
