@@ -8,7 +8,8 @@ started again) on one llama-server, and then:
 - replies with at least one command; commands that parsed (a known command, written
   correctly); commands that validated and ran;
 - rounds per problem finished (done or failed);
-- tokens per second of the model (completion tokens / time waiting for the model);
+- the model's speed: generated tokens per second (after the first token), and the time to
+  the first token (mostly reading the prompt);
 - the loop's own overhead per round: everything but waiting for the model (prompt,
   grammar, writing the document, analysis, the transaction, the journal).
 """
@@ -49,7 +50,8 @@ class Figures:
     ran: int = 0
     finished_problems: int = 0
     completion_tokens: int = 0
-    model_seconds: float = 0.0
+    generation_seconds: float = 0.0  # from the first token to the end of the reply
+    first_token_ms: list[float] = field(default_factory=list)  # mostly reading the prompt
     overheads: list[float] = field(default_factory=list)
     wall: float = 0.0
 
@@ -64,8 +66,11 @@ class Collect(Observer):
         f.overheads.append(report.overhead_ms)
         if report.reply is None:
             return
-        f.completion_tokens += report.reply.completion_tokens
-        f.model_seconds += report.reply.latency_ms / 1000
+        reply = report.reply
+        f.completion_tokens += reply.completion_tokens
+        if reply.first_token_ms is not None:
+            f.first_token_ms.append(reply.first_token_ms)
+            f.generation_seconds += (reply.latency_ms - reply.first_token_ms) / 1000
         found = parse(report.reply.text).commands
         f.replies_with_command += bool(found)
         f.commands += len(found)
@@ -134,7 +139,8 @@ def main() -> int:
         ("commands that parsed", lambda f: share(f.parsed, f.commands)),
         ("commands that validated and ran", lambda f: share(f.ran, f.commands)),
         ("rounds per problem finished", lambda f: f"{f.rounds / f.finished_problems:.1f}" if f.finished_problems else "none finished"),
-        ("model tokens/s (completion)", lambda f: f"{f.completion_tokens / f.model_seconds:.1f}" if f.model_seconds else "-"),
+        ("model: generated tokens/s", lambda f: f"{f.completion_tokens / f.generation_seconds:.1f}" if f.generation_seconds else "-"),
+        ("model: first token, median", lambda f: f"{statistics.median(f.first_token_ms) / 1000:.1f} s" if f.first_token_ms else "-"),
         ("loop overhead per round, median", lambda f: f"{statistics.median(f.overheads):.1f} ms" if f.overheads else "-"),
         ("loop overhead per round, max", lambda f: f"{max(f.overheads):.1f} ms" if f.overheads else "-"),
         ("wall time", lambda f: f"{f.wall:.0f} s"),

@@ -22,6 +22,7 @@ cheaply); the prompt explains it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..engine import commands
 from ..engine.commands import ArgType, CommandSpec, Form
@@ -146,42 +147,50 @@ class _Builder:
         key = (frozenset(exact), frozenset(prefixes))
         if key in self._line_rules:
             return self._line_rules[key]
-        prefix = f"line{len(self._line_rules)}"
-        self._line_rules[key] = prefix
-        trie: dict = {}
-        for word, mark in [(w, _EXACT) for w in sorted(exact)] + [(w, _PREFIX) for w in sorted(prefixes)]:
-            node = trie
-            for char in word:
-                node = node.setdefault(char, {})
-            node[mark] = True
-        counter = [0]
+        name = f"line{len(self._line_rules)}"
+        self._line_rules[key] = name
+        self.rules.update(_complement(name, *key))
+        return name
 
-        def emit(node: dict, name: str, depth: int) -> bool:
-            """Write the rule for `node`; False if no line may pass through it."""
-            if _PREFIX in node:
-                return False
-            alternatives = []
-            if depth > 0 and _EXACT not in node:
-                alternatives.append('""')
-            chars = sorted(c for c in node if isinstance(c, str) and len(c) == 1)
-            banned = {v for c in chars for v in _cases(c)} | {"\n"}
-            if depth == 0:
-                banned |= set(_FORBIDDEN_FIRST)
-            alternatives.append(f"{_char_class(banned)} any")
-            for char in chars:
-                if depth == 0 and char in _FORBIDDEN_FIRST:
-                    continue
-                counter[0] += 1
-                child = f"{prefix}-{counter[0]}"
-                if emit(node[char], child, depth + 1):
-                    variants = sorted(_cases(char))
-                    match = _literal(char) if len(variants) == 1 else "[" + "".join(_class_char(v) for v in variants) + "]"
-                    alternatives.append(f"{match} {child}")
-            self.rules[name] = " | ".join(alternatives)
-            return True
 
-        emit(trie, prefix, 0)
-        return prefix
+@lru_cache(maxsize=64)
+def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """The rules of `_line_except` (cached: the sample texts are the same every round)."""
+    rules: dict[str, str] = {}
+    trie: dict = {}
+    for word, mark in [(w, _EXACT) for w in sorted(exact)] + [(w, _PREFIX) for w in sorted(prefixes)]:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[mark] = True
+    counter = [0]
+
+    def emit(node: dict, rule: str, depth: int) -> bool:
+        """Write the rule for `node`; False if no line may pass through it."""
+        if _PREFIX in node:
+            return False
+        alternatives = []
+        if depth > 0 and _EXACT not in node:
+            alternatives.append('""')
+        chars = sorted(c for c in node if isinstance(c, str) and len(c) == 1)
+        banned = {v for c in chars for v in _cases(c)} | {"\n"}
+        if depth == 0:
+            banned |= set(_FORBIDDEN_FIRST)
+        alternatives.append(f"{_char_class(banned)} any")
+        for char in chars:
+            if depth == 0 and char in _FORBIDDEN_FIRST:
+                continue
+            counter[0] += 1
+            child = f"{name}-{counter[0]}"
+            if emit(node[char], child, depth + 1):
+                variants = sorted(_cases(char))
+                match = _literal(char) if len(variants) == 1 else "[" + "".join(_class_char(v) for v in variants) + "]"
+                alternatives.append(f"{match} {child}")
+        rules[rule] = " | ".join(alternatives)
+        return True
+
+    emit(trie, name, 0)
+    return tuple(rules.items())
 
 
 _EXACT, _PREFIX = "<exact>", "<prefix>"  # trie marks (longer than one character: never a key)

@@ -143,7 +143,8 @@ class FileDocument:
         return read_text(self.path) or ""
 
     async def replace(self, text: str) -> None:
-        atomic_write(self.path, text, durable=True)
+        # Not fsynced: a draft; the transaction that runs it (and empties the file) is durable.
+        atomic_write(self.path, text, durable=False)
 
     async def stream(self, delta: str) -> None:
         return None
