@@ -95,6 +95,8 @@ def test_blocks_end_and_reports_have_their_structure(gbnf) -> None:
     rambling = "<<< append_to_problem_definition\n///content\n" + "More.\n" * 40 + ">>>\n"
     assert not gbnf.accepts(grammar, rambling), "a block must close within its line budget"
     assert not gbnf.accepts(grammar, "<<< write_report\n///content\nIt is done.\n>>>\n")
+    assert not gbnf.accepts(grammar, "word " * 100 + "\n///focus_up\n"), "lines are bounded"
+    assert not gbnf.accepts(grammar, sub("Long title " * 20)) and gbnf.accepts(grammar, sub("Long title " * 5))
 
 
 def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> None:

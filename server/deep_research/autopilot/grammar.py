@@ -26,13 +26,14 @@ from functools import lru_cache
 
 from ..engine import commands
 from ..engine.commands import ArgType, CommandSpec, Form
-from ..engine.prompt import example_texts
+from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.state import Phase
 
 # Bounds that make every message end (a small model repeats itself until its token limit):
-PROSE_LINES = 3  # free-text lines between two commands: enough to think, not to ramble
+PROSE_LINES = 2  # free-text lines between two commands: enough to think, not to ramble
 LINE_CHARS = 240  # characters of any one line
-TEXT_LINES = 12  # lines of a definition or of appended text
+TITLE_CHARS = 100  # characters of a one-line argument (a title, a name, a criterion)
+TEXT_LINES = 8  # lines of a definition or of appended text
 LONG_TEXT_LINES = {"write_report": 60, "add_attachment": 40}  # about three pages; a source's notes
 REPORT_START = "Summarized problem definition:"
 
@@ -71,7 +72,7 @@ class _Builder:
         self.inputs = inputs
         self.examples = set(inputs.examples) if exclude_examples else set()
         self.rules: dict[str, str] = {}
-        self._line_rules: dict[tuple[frozenset[str], frozenset[str]], str] = {}
+        self._line_rules: dict[tuple[frozenset[str], frozenset[str], int], str] = {}
 
     def build(self) -> str:
         steps, focus = [], []
@@ -130,21 +131,23 @@ class _Builder:
             taken = set(self.inputs.subproblems)
         if spec.name == "add_attachment" and argument.name == "name":
             taken = set(self.inputs.attachments)
-        first = self._line_except(taken, self.examples)
         if argument.type is ArgType.LINE:
-            return first
+            # The prompt's sample titles are ruled out by their first words too ("Title goes…").
+            shown = {" ".join(t.split()[:2]) for t in EXAMPLE_WORDING.values()} if self.examples else set()
+            return self._line_except(taken, self.examples | shown, TITLE_CHARS)
+        first = self._line_except(taken, self.examples)
         lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1
         if spec.name == "write_report":  # the structure the report check looks for
             return f'{_literal(REPORT_START)} any "\\n" text-line{{0,{lines}}}'
         return f'{first} "\\n" text-line{{0,{lines}}}'
 
-    def _line_except(self, exact: set[str], prefixes: set[str]) -> str:
+    def _line_except(self, exact: set[str], prefixes: set[str], chars: int = LINE_CHARS) -> str:
         """A rule for one non-empty line that does not start with whitespace or a command
         character, is none of `exact` and starts with none of `prefixes`, ignoring case:
         the complement of a trie of those words."""
         exact = {w.casefold() for w in exact if w.strip() and "\n" not in w}
         prefixes = {w.casefold() for w in prefixes if w.strip() and "\n" not in w}
-        key = (frozenset(exact), frozenset(prefixes))
+        key = (frozenset(exact), frozenset(prefixes), chars)
         if key in self._line_rules:
             return self._line_rules[key]
         name = f"line{len(self._line_rules)}"
@@ -154,7 +157,7 @@ class _Builder:
 
 
 @lru_cache(maxsize=64)
-def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str]) -> tuple[tuple[str, str], ...]:
+def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str], chars: int) -> tuple[tuple[str, str], ...]:
     """The rules of `_line_except` (cached: the sample texts are the same every round)."""
     rules: dict[str, str] = {}
     trie: dict = {}
@@ -164,6 +167,8 @@ def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str]) -> t
             node = node.setdefault(char, {})
         node[mark] = True
     counter = [0]
+    rest = f"{name}-rest"
+    rules[rest] = f"[^\\n]{{0,{chars - 1}}}"
 
     def emit(node: dict, rule: str, depth: int) -> bool:
         """Write the rule for `node`; False if no line may pass through it."""
@@ -172,12 +177,12 @@ def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str]) -> t
         alternatives = []
         if depth > 0 and _EXACT not in node:
             alternatives.append('""')
-        chars = sorted(c for c in node if isinstance(c, str) and len(c) == 1)
-        banned = {v for c in chars for v in _cases(c)} | {"\n"}
+        children = [c for c in node if isinstance(c, str) and len(c) == 1]
+        banned = {v for c in children for v in _cases(c)} | {"\n"}
         if depth == 0:
             banned |= set(_FORBIDDEN_FIRST)
-        alternatives.append(f"{_char_class(banned)} any")
-        for char in chars:
+        alternatives.append(f"{_char_class(banned)} {rest}")
+        for char in sorted(children):
             if depth == 0 and char in _FORBIDDEN_FIRST:
                 continue
             counter[0] += 1
