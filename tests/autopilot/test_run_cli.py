@@ -120,3 +120,29 @@ def test_ctrl_c_mid_stream_stops_cleanly_and_keeps_the_draft(folder: Path, model
     if draft:  # the next run does not drop the draft: it stops and says what to do
         again = deep_research("run", folder, "--base-url", model.base_url, code=3)
         assert "has not been executed" in again.stdout
+
+
+def test_on_a_terminal_the_reply_streams_and_approval_is_asked(folder: Path, model: ScriptedModel) -> None:
+    import pexpect
+
+    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url,
+                                           "--approval", "create"],
+                          env=env(TERM="xterm"), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    child.expect("round 1 · 0 tokens · defining the problem · 0:0")  # the status line
+    child.expect("Tiled matrix multiplication for teaching")  # the reply as it streams
+    child.expect("define_problem`: done")  # its Execution Status Report
+    child.expect("round 4 · ")
+    child.expect(r"Tiled matrix multiplication for teaching › Cache sizes")
+    child.expect("above the approval mode `create`")
+    child.expect("line 2: `mark_criteria_as_done` \\(update\\)")
+    child.expect(r"\[t\]\? ")
+    child.send("r\r")  # run it
+    child.expect("focus_up`: done")
+    child.expect("above the approval mode")
+    child.send("t\r")  # stop: the last message waits
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 3
+    assert (folder / "message.dr").read_text(encoding="utf-8") == WHOLE_RESEARCH[-1]
+    assert Research.open(folder).tree.problem(("Cache sizes",)).report

@@ -24,6 +24,7 @@ base_url = "http://127.0.0.1:9/v1"
 max_rounds = 12
 max_tokens = 5000
 max_prompt_tokens = 8000
+max_reply_tokens = 300
 approval_mode = "Create"
 grammar = "on"
 [fetch]
@@ -37,6 +38,7 @@ url = "http://127.0.0.1:8888"
     assert problems == []
     assert (config.model, config.base_url, config.max_rounds, config.max_tokens) == ("smol", "http://127.0.0.1:9/v1", 12, 5000)
     assert (config.max_prompt_tokens, config.approval_mode, config.grammar) == (8000, "create", "on")
+    assert config.max_reply_tokens == 300
     assert config.fetch.allow_private_networks is True
     assert config.fetch.allowed_roots == (tmp_path / "papers", Path("/srv/data"), Path("~/notes").expanduser())
     assert (config.search.provider, config.search.url) == ("searxng", "http://127.0.0.1:8888")
