@@ -70,7 +70,10 @@ def build_grammar(inputs: GrammarInputs, *, exclude_examples: bool = True) -> st
 class _Builder:
     def __init__(self, inputs: GrammarInputs, exclude_examples: bool) -> None:
         self.inputs = inputs
-        self.examples = set(inputs.examples) if exclude_examples else set()
+        self.examples = _shortest(set(inputs.examples)) if exclude_examples else set()
+        # The prompt's sample titles are ruled out by their first words too ("Title goes…").
+        shown = {" ".join(t.split()[:2]) for t in EXAMPLE_WORDING.values()}
+        self.title_examples = _shortest(self.examples | shown) if exclude_examples else set()
         self.rules: dict[str, str] = {}
         self._line_rules: dict[tuple[frozenset[str], frozenset[str], int], str] = {}
 
@@ -132,9 +135,7 @@ class _Builder:
         if spec.name == "add_attachment" and argument.name == "name":
             taken = set(self.inputs.attachments)
         if argument.type is ArgType.LINE:
-            # The prompt's sample titles are ruled out by their first words too ("Title goes…").
-            shown = {" ".join(t.split()[:2]) for t in EXAMPLE_WORDING.values()} if self.examples else set()
-            return self._line_except(taken, self.examples | shown, TITLE_CHARS)
+            return self._line_except(taken, self.title_examples, TITLE_CHARS)
         first = self._line_except(taken, self.examples)
         lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1
         if spec.name == "write_report":  # the structure the report check looks for
@@ -196,6 +197,12 @@ def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str], char
 
     emit(trie, name, 0)
     return tuple(rules.items())
+
+
+def _shortest(prefixes: set[str]) -> set[str]:
+    """The prefixes, casefolded, without those another one already rules out."""
+    folded = sorted({p.casefold().strip() for p in prefixes if p.strip()})
+    return {p for p in folded if not any(p != q and p.startswith(q) for q in folded)}
 
 
 _EXACT, _PREFIX = "<exact>", "<prefix>"  # trie marks (longer than one character: never a key)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from . import commands
-from .commands import Form
+from .commands import ArgType, Form
 from .formats import status_label
 from .model import Attachment, Problem
 from .state import ROOT, Phase, ProblemPath, State, Status
@@ -46,9 +46,13 @@ EXAMPLE_WORDING = {
 
 
 def example_texts() -> set[str]:
-    """Every sample argument text the prompt or the command docs show."""
-    texts = {a.placeholder for spec in commands.COMMANDS.values() for a in spec.arguments}
-    return {line.strip() for text in texts | set(EXAMPLE_WORDING.values()) for line in text.split("\n") if line.strip()}
+    """The sample titles, names and texts the prompt or the command docs show (the first line
+    of each; not the report's outline, which is the structure a report must follow)."""
+    texts = {
+        a.placeholder for spec in commands.COMMANDS.values() for a in spec.arguments
+        if a.type in (ArgType.LINE, ArgType.TEXT) and spec.name != "write_report"
+    }
+    return {text.split("\n")[0].strip() for text in texts | set(EXAMPLE_WORDING.values())} - {""}
 
 
 class TreeView(Protocol):
