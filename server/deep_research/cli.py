@@ -248,6 +248,10 @@ def _run(args: argparse.Namespace) -> int:
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_COMMAND_FAILED
+    except OSError as error:  # the file system refused: nothing was half-applied
+        where = f": {error.filename}" if getattr(error, "filename", None) else ""
+        print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
+        return EXIT_COMMAND_FAILED
 
 
 def _prompt(args: argparse.Namespace) -> int:

@@ -33,7 +33,7 @@ def test_a_local_model_drives_a_research_with_the_grammar(local_llm, tmp_path: P
         started = time.monotonic()
         result = subprocess.run(
             [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
-             "--max-rounds", str(ROUNDS), "--max-reply-tokens", "200", "--seed", "1"],
+             "--max-rounds", str(ROUNDS), "--max-reply-tokens", "128", "--max-prompt-tokens", "3000", "--seed", "1"],
             capture_output=True, text=True, env=env, timeout=840, stdin=subprocess.DEVNULL,
         )
         elapsed = time.monotonic() - started

@@ -119,6 +119,18 @@ async def test_a_message_already_in_the_document_is_never_dropped(research: Rese
     assert result.status is RunStatus.FINISHED
 
 
+async def test_cancelling_while_the_model_is_slow_to_start_changes_nothing(research: Research, model: ScriptedModel) -> None:
+    model.add(Hold(""))  # no first token yet
+    task = asyncio.ensure_future(run(research, model))
+    await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.to_thread(model.wait_for, lambda m: m.disconnects == 1)
+    assert message(research) == "" and research.state().messages == 0
+    assert [(r["outcome"], r["message"], r["first_token_ms"]) for r in rounds(research.root)] == [("cancelled", None, None)]
+
+
 async def test_cancelling_keeps_the_partial_reply_as_an_unexecuted_draft(research: Research, model: ScriptedModel) -> None:
     model.add(Hold("I will define\n<<< define_problem\n///title\nTiling"))
     observer = Streamed("Tiling")

@@ -165,9 +165,13 @@ class ModelClient:
         """The model to use: the one configured, or the only one the endpoint serves."""
         if self.model:
             return self.model
+        import openai
+
         try:
             listing = await self._openai.models.list()
             names = [m.id for m in listing.data]
+        except openai.NotFoundError:  # the endpoint does not list its models
+            names = []
         except Exception as error:  # noqa: BLE001 - turned into one message
             raise self._plain(error, prompt_chars=0) from None
         if len(names) == 1:

@@ -235,7 +235,8 @@ class Autopilot:
                 return self._result(RunStatus.NO_PROGRESS, (
                     f"Stopped: in {NO_PROGRESS_ROUNDS} rounds in a row no command of the model's messages ran. "
                     "The model is not following the interface (read its messages in the session transcript); "
-                    "try another model, or --grammar on with a llama.cpp server."
+                    + ("try a larger model." if self.use_grammar else
+                       "try another model, or a llama.cpp server with --grammar on.")
                 ))
 
     # -- before the first round ----------------------------------------------------------------
