@@ -94,7 +94,7 @@ class ScriptedModel:
         class Handler(_Handler):
             model = owner
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
@@ -133,6 +133,11 @@ class ScriptedModel:
             self.authorizations.append(authorization)
             self._changed.notify_all()
             return self.steps.pop(0) if self.steps else self.then
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        return None  # a client that left mid-stream is expected here, not an error to print
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -221,7 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(json.dumps({"id": "x", "object": "chat.completion.chunk", "created": int(time.time()),
                                         "model": MODEL, "choices": [], "usage": usage}))
             self._end()
-        except (BrokenPipeError, ConnectionResetError):
+        except OSError:  # the client went away (closed the stream, or was cancelled)
             self.model._notify(lambda: setattr(self.model, "disconnects", self.model.disconnects + 1))
 
     def _event(self, data: str) -> None:

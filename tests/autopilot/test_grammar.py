@@ -18,7 +18,7 @@ from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_S
 
 pytestmark = pytest.mark.llm
 
-IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",))
+IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True)
 NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
 
 
@@ -49,6 +49,8 @@ def test_the_replies_of_a_whole_research_are_accepted(gbnf) -> None:
 @pytest.mark.parametrize("text", [
     "///add_criterias Misspelt\n",                      # unknown command
     "///focus_up please\n",                             # an argument where none is taken
+    "///attach_url ftp://example.org/x\n",              # not a web address
+    "///attach_url http://10.0.0.1/admin\n",            # an address literal
     "///add_criteria\n",                                # a missing argument
     "<<< add_subproblem\n///title\nA\n>>>\n",          # a missing section
     "<<< add_subproblem\n///content\nWhy.\n///title\nA\n>>>\n",  # sections out of order
@@ -85,7 +87,7 @@ def test_what_would_surely_fail_is_ruled_out(gbnf) -> None:
 
 def test_nothing_to_act_on_leaves_the_command_out(gbnf) -> None:
     grammar = build_grammar(GrammarInputs(Phase.IN_FOCUS))
-    for name in ("focus_down", "mark_criteria_as_done", "add_criteria_to_subproblem"):
+    for name in ("focus_down", "mark_criteria_as_done", "add_criteria_to_subproblem", "search"):
         assert f"cmd-{name.replace('_', '-')}" not in grammar
     assert gbnf.parses(grammar) and gbnf.accepts(grammar, "///add_criteria One\n")
 
@@ -108,8 +110,8 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
     inputs = GrammarInputs.of(research)
     assert inputs.subproblems == ("Cache sizes", "Loop order") and inputs.open_criteria == (2,)
     grammar = build_grammar(inputs)
-    named = {n for n in commands.COMMANDS if f'"///{n}' in grammar or f'"<<< {n}' in grammar}
-    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)}
+    named = {n for n in commands.COMMANDS if f'"///{n} ' in grammar or f'"///{n}\\n' in grammar or f'"<<< {n}' in grammar}
+    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {"search"}, "no search without a provider"
     for spec in commands.valid_in(Phase.IN_FOCUS):
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)

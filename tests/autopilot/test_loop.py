@@ -231,4 +231,5 @@ async def test_a_finished_research_makes_no_model_call(research: Research, model
 
 def test_the_loop_calls_execute_in_one_place() -> None:
     source = (Path(__file__).parents[2] / "server/deep_research/autopilot/loop.py").read_text(encoding="utf-8")
-    assert source.count("self.executor.execute(") == 1 and source.count("research.execute") == 1
+    assert source.count("self.executor.execute(") == 1 and source.count("gather_and_execute(") == 1
+    assert "research.execute(" not in source

@@ -80,7 +80,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     approver = TerminalApprover(out) if terminal else None
     key = os.environ.get("OPENAI_API_KEY") or None
     client = ModelClient(config.base_url, config.model, key)
-    pilot = Autopilot(research, client, settings, approver=approver, observer=observer)
+    pilot = Autopilot(research, client, settings, approver=approver, observer=observer, config=config)
     interrupted = asyncio.run(_drive(pilot, client))
     if interrupted is None:
         draft = pilot.document.read().strip()

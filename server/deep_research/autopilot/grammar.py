@@ -7,7 +7,8 @@ parse, and only commands that can run now:
   the one list of commands; nothing here names a command);
 - blocks with exactly their sections, in the table's order, each non-empty, closed by `>>>`;
 - `focus_down` and subproblem titles limited to the current subproblems, criterion
-  numbers to the open criteria; a command that has nothing to act on is left out;
+  numbers to the open criteria; a command that has nothing to act on is left out (and
+  `search` without a configured provider); URLs name a host, not an address literal;
 - what would surely fail, or is surely wrong, is ruled out: a new subproblem or attachment
   named like an existing one, and the sample texts of the prompt's examples as arguments
   (a small model copies them);
@@ -46,19 +47,22 @@ class GrammarInputs:
     subproblems: tuple[str, ...] = ()
     open_criteria: tuple[int, ...] = ()
     attachments: tuple[str, ...] = ()
+    search: bool = False  # a search provider is configured (without one `search` surely fails)
     examples: frozenset[str] = field(default_factory=lambda: frozenset(example_texts()))
 
     @classmethod
-    def of(cls, research) -> GrammarInputs:  # research: engine.research.Research
+    def of(cls, research, config=None) -> GrammarInputs:  # engine.research.Research, config.Config
         state = research.state()
+        search = bool(config is not None and config.search.provider)
         if state.phase is not Phase.IN_FOCUS:
-            return cls(state.phase)
+            return cls(state.phase, search=search)
         focus = research.tree.problem(state.focus)
         return cls(
             state.phase,
             tuple(child.title for child in research.tree.children(state.focus)),
             tuple(n for n, c in enumerate(focus.criteria, 1) if not c.done) if focus else (),
             tuple(a.name for a in research.tree.attachments(state.focus)),
+            search,
         )
 
 
@@ -129,12 +133,18 @@ class _Builder:
         if argument.type is ArgType.CRITERION:
             numbers = self.inputs.open_criteria
             return "(" + " | ".join(_literal(str(n)) for n in numbers) + ")" if numbers else None
+        if argument.type is ArgType.QUERY and not self.inputs.search:
+            return None
+        if argument.type is ArgType.URL:
+            # a host name, not an address literal (which would skip name resolution)
+            self.rules["url"] = f'"http" "s"? "://" [a-zA-Z] [^\\x00-\\x20]{{0,{TITLE_CHARS * 2}}}'
+            return "url"
         taken: set[str] = set()
         if spec.name == "add_subproblem" and argument.name == "title":
             taken = set(self.inputs.subproblems)
         if spec.name == "add_attachment" and argument.name == "name":
             taken = set(self.inputs.attachments)
-        if argument.type is ArgType.LINE:
+        if argument.type is not ArgType.TEXT:  # one line: a title, a name, a criterion, a path, a query
             return self._line_except(taken, self.title_examples, TITLE_CHARS)
         first = self._line_except(taken, self.examples)
         lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
+from ..config import Config
 from ..engine.analysis import Outcome, Status
 from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
@@ -151,15 +152,24 @@ class FileDocument:
 
 
 class EngineExecutor:
-    """`Research.execute` in a worker thread. Cancelling waits for it: a commit that has
-    begun finishes, and one that has not does not start (its `cancelled` check)."""
+    """`sources.gather_and_execute`: what the message needs from outside (attach_url,
+    attach_file, search) is gathered first, then `Research.execute` runs it in a worker
+    thread. Cancelling waits for it: gathering stops and nothing runs, a commit that has
+    begun finishes, one that has not does not start (its `cancelled` check)."""
+
+    def __init__(self, config: Config | None = None, progress: Callable[[int, int, str], None] | None = None) -> None:
+        self.config = config
+        self.progress = progress
 
     async def execute(
         self, research: Research, text: str, *, mode: ApprovalMode, consume: Path, journal: list[dict[str, Any]],
     ) -> Execution:
+        from ..sources.gather import gather_and_execute
+
         stop = threading.Event()
-        work = asyncio.ensure_future(asyncio.to_thread(
-            research.execute, text, mode=mode, consume=consume, cancelled=stop.is_set, journal=journal,
+        work = asyncio.ensure_future(gather_and_execute(
+            research, text, self.config, mode=mode, consume=consume, cancelled=stop.is_set, progress=self.progress,
+            journal=journal,
         ))
         try:
             return await asyncio.shield(work)
@@ -198,16 +208,20 @@ class Autopilot:
         executor: Executor | None = None,
         approver: Approver | None = None,
         observer: Observer | None = None,
+        config: Config | None = None,
     ) -> None:
+        from ..config import load
         from ..engine.research import MESSAGE_FILE
 
         self.research = research
         self.client = client
         self.settings = settings
-        self.document = document or FileDocument(research.root / MESSAGE_FILE)
-        self.executor = executor or EngineExecutor()
-        self.approver = approver or StopApprover()
+        self.config = config if config is not None else load(research.root)[0]  # fetch roots, search
+        self.roots = tuple(self.config.fetch.allowed_roots)
         self.observer = observer or Observer()
+        self.document = document or FileDocument(research.root / MESSAGE_FILE)
+        self.executor = executor or EngineExecutor(self.config, self._gathering)
+        self.approver = approver or StopApprover()
         self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
         self.count = _Counters()
         self.use_grammar = settings.grammar == "on"
@@ -268,7 +282,7 @@ class Autopilot:
             self.observer.notice(f"{self.document.path.name} still held the last executed message; emptied it.")
             await self.document.replace("")
             return None
-        analysis = self.research.analyze(text)
+        analysis = self.research.analyze(text, roots=self.roots)
         request = ApprovalRequest(text, analysis.needing_approval(self.settings.approval), self.settings.approval,
                                   pending=True, document=self.document.path)
         decision = await self.approver.decide(request)
@@ -295,7 +309,7 @@ class Autopilot:
         state = self.research.state()
         record = self._record(number, state)
         prompt = self.research.prompt(self.prompt_tokens)
-        grammar = build_grammar(GrammarInputs.of(self.research)) if self.use_grammar else None
+        grammar = build_grammar(GrammarInputs.of(self.research, self.config)) if self.use_grammar else None
         focus = self._focus_titles(state)
         self.observer.round_started(number, focus, self.count.tokens, time.monotonic() - self.count.started)
         pieces: list[str] = []
@@ -338,7 +352,7 @@ class Autopilot:
             self._report(number, record, reply, None, tick, model_time)
             return None
         await self.document.replace(text)
-        analysis = self.research.analyze(text)
+        analysis = self.research.analyze(text, roots=self.roots)
         mode = self.settings.approval
         waiting = analysis.needing_approval(mode)
         if waiting:
@@ -387,6 +401,9 @@ class Autopilot:
     async def _execute(self, text: str, mode: ApprovalMode, journal: list[dict[str, Any]]) -> Execution:
         """The one place a message runs (evidence gathering, when it comes, goes here too)."""
         return await self.executor.execute(self.research, text, mode=mode, consume=self.document.path, journal=journal)
+
+    def _gathering(self, done: int, total: int, what: str) -> None:
+        self.observer.notice(f"[{done}/{total}] {what}")
 
     async def _keep_draft(self, pieces: list[str]) -> bool:
         partial = "".join(pieces)
