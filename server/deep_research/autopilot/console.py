@@ -59,7 +59,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     research = Research.open(options.folder)
     config, problems = research_config.load(research.root)
     for problem in problems:
-        print(f"deep-research: {problem}", file=err)
+        print(f"deep-research: warning: {problem}", file=err)
     config = config.merged(
         model=options.model, base_url=options.base_url, max_rounds=options.max_rounds,
         max_tokens=options.max_tokens, max_prompt_tokens=options.max_prompt_tokens,
