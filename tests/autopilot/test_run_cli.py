@@ -49,6 +49,8 @@ def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel)
     assert len(rounds(folder)) == 5
     tree = deep_research("tree", folder, code=0).stdout
     assert "Cache sizes" in tree and "Loop order" in tree
+    stats = deep_research("tree", folder, "--stats", code=0).stdout  # the accounting reads the round records
+    assert "5 model rounds" in stats, stats
 
 
 def test_approval_without_a_terminal_stops_with_status_3(folder: Path, model: ScriptedModel) -> None:
