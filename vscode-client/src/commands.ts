@@ -25,6 +25,21 @@ function asUri(arg: unknown): vscode.Uri | undefined {
   return undefined;
 }
 
+/** The message document a command is about: the argument, the active `.dr` editor, or the last one shown. */
+export function messageDocumentOf(model: ResearchModel): (arg: unknown) => vscode.Uri | undefined {
+  return (arg: unknown) => {
+    const uri = asUri(arg);
+    if (uri) {
+      return uri;
+    }
+    const active = vscode.window.activeTextEditor?.document;
+    if (active?.languageId === LANGUAGE_ID) {
+      return active.uri;
+    }
+    return model.document;
+  };
+}
+
 export function registerCommands(
   context: vscode.ExtensionContext,
   server: ServerManager,
@@ -38,18 +53,7 @@ export function registerCommands(
     }
     return client;
   };
-  /** The message document: the argument, the active `.dr` editor, or the last one shown. */
-  const messageDocument = (arg: unknown): vscode.Uri | undefined => {
-    const uri = asUri(arg);
-    if (uri) {
-      return uri;
-    }
-    const active = vscode.window.activeTextEditor?.document;
-    if (active?.languageId === LANGUAGE_ID) {
-      return active.uri;
-    }
-    return model.document;
-  };
+  const messageDocument = messageDocumentOf(model);
 
   context.subscriptions.push(
     vscode.commands.registerCommand(ClientCommand.newResearch, async (arg?: unknown): Promise<NewResearchResult | undefined> => {

@@ -2,9 +2,10 @@
 // the user's Python and wires the problem tree, the status bar and the commands to it.
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { registerCommands } from './commands';
+import { Autopilot, registerAutopilotCommands } from './autopilot';
+import { messageDocumentOf, registerCommands } from './commands';
 import { ResearchModel } from './model';
-import { ResearchView } from './protocol';
+import { AutopilotParams, ResearchView } from './protocol';
 import { onPythonExtensionInterpreterChange, PythonDiscovery } from './python';
 import { ServerManager, ServerState } from './server';
 import { StatusBar } from './statusBar';
@@ -23,6 +24,9 @@ export interface DeepResearchApi {
   statusBar(): { text: string; tooltip: string; visible: boolean };
   /** Fires after every refresh of the tree and the status bar. */
   onDidRefresh: vscode.Event<ResearchView | undefined>;
+  /** The autopilot's last state (of `uri`, or of the last run) and its status bar. */
+  autopilot(uri?: string): AutopilotParams | undefined;
+  autopilotStatus(): { text: string; stopVisible: boolean };
 }
 
 let server: ServerManager | undefined;
@@ -34,8 +38,10 @@ export function activate(context: vscode.ExtensionContext): DeepResearchApi {
   const tree = new ProblemTreeProvider(model);
   const statusBar = new StatusBar(model, server);
   const treeView = vscode.window.createTreeView(TREE_VIEW_ID, { treeDataProvider: tree, showCollapseAll: true });
-  context.subscriptions.push(output, server, model, tree, statusBar, treeView);
+  const autopilot = new Autopilot(server, model, output);
+  context.subscriptions.push(output, server, model, tree, statusBar, treeView, autopilot);
   registerCommands(context, server, model, output);
+  registerAutopilotCommands(context, server, model, autopilot, messageDocumentOf(model));
 
   const srv = server;
   // refresh after every execution: the server's notification, and (in case an execution
@@ -79,6 +85,8 @@ export function activate(context: vscode.ExtensionContext): DeepResearchApi {
     treeItems: () => tree.snapshot(),
     statusBar: () => ({ text: statusBar.text, tooltip: statusBar.tooltip, visible: statusBar.visible }),
     onDidRefresh: model.onDidChange,
+    autopilot: (uri?: string) => autopilot.state(uri),
+    autopilotStatus: () => ({ text: autopilot.statusText, stopVisible: autopilot.stopVisible }),
   };
 }
 

@@ -12,6 +12,8 @@ export const ServerCommand = {
   newResearch: 'deepResearch.newResearch',
   undo: 'deepResearch.undo',
   export: 'deepResearch.export',
+  run: 'deepResearch.run',
+  stop: 'deepResearch.stop',
 } as const;
 
 /**
@@ -28,6 +30,9 @@ export const ClientCommand = {
   refreshTree: 'deep-research.refreshTree',
   undoMessage: 'deep-research.undoMessage',
   exportDossier: 'deep-research.exportDossier',
+  runAutopilot: 'deep-research.runAutopilot',
+  stopAutopilot: 'deep-research.stopAutopilot',
+  setApiKey: 'deep-research.setApiKey',
 } as const;
 
 export const LANGUAGE_ID = 'deep-research';
@@ -105,6 +110,33 @@ export interface DidExecuteParams {
 }
 
 export const DidExecuteNotification = new NotificationType<DidExecuteParams>('deepResearch/didExecute');
+
+export type AutopilotState = 'running' | 'waiting-approval' | 'finished' | 'stopped' | 'error';
+
+/** `deepResearch/autopilot`: the state of the autopilot of one message document. */
+export interface AutopilotParams {
+  uri: string;
+  state: AutopilotState;
+  round: number;
+  tokens: number;
+  maxRounds?: number | null;
+  maxTokens?: number | null;
+  /** The problem in focus, when known. */
+  problem?: string | null;
+  /** What happened, in a sentence (why it stopped, what it waits for). */
+  message?: string | null;
+  /** The endpoint's error, once, in plain words with what to do. */
+  error?: string | null;
+}
+
+export const AutopilotNotification = new NotificationType<AutopilotParams>('deepResearch/autopilot');
+
+/** What `deepResearch.run` answers: whether a run started (its progress comes as notifications). */
+export interface RunResult {
+  started: boolean;
+  reason?: string | null;
+  message?: string | null;
+}
 
 /** Sends `workspace/executeCommand` straight to the server (not through VS Code's command registry). */
 export async function runServerCommand<T>(client: LanguageClient, command: string, ...args: unknown[]): Promise<T> {

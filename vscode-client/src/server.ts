@@ -15,10 +15,13 @@ import {
   State,
   TransportKind,
 } from 'vscode-languageclient/node';
-import { DidExecuteNotification, DidExecuteParams, LANGUAGE_ID } from './protocol';
+import { AutopilotNotification, AutopilotParams, DidExecuteNotification, DidExecuteParams, LANGUAGE_ID } from './protocol';
 import { describeRejections, discoverPython, PythonDiscovery } from './python';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'no-python' | 'failed';
+
+/** The model endpoint's API key, in VS Code's secret storage (never in settings.json). */
+export const API_KEY_SECRET = 'deepResearch.apiKey';
 
 /** Where the server package and its libraries are: PYTHONPATH entries, first wins. */
 export function serverPythonPath(extensionPath: string): { entries: string[]; layout: 'bundled' | 'checkout' } | undefined {
@@ -76,10 +79,13 @@ export class ServerManager implements vscode.Disposable {
   private _discovery: PythonDiscovery | undefined;
   private readonly stateEmitter = new vscode.EventEmitter<ServerState>();
   private readonly executedEmitter = new vscode.EventEmitter<DidExecuteParams>();
+  private readonly autopilotEmitter = new vscode.EventEmitter<AutopilotParams>();
   private readonly traceChannel: vscode.LogOutputChannel;
   readonly onDidChangeState = this.stateEmitter.event;
   /** `deepResearch/didExecute` from the server. */
   readonly onDidExecute = this.executedEmitter.event;
+  /** `deepResearch/autopilot` from the server. */
+  readonly onAutopilot = this.autopilotEmitter.event;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -150,11 +156,18 @@ export class ServerManager implements vscode.Disposable {
     this.output.appendLine(
       `Starting the server: ${py.command.join(' ')} -m deep_research serve (Python ${py.version}, ${py.executable}, from ${py.source}; ${located.layout} server; PYTHONPATH=${pythonPath})`,
     );
+    // The API key reaches the server through its environment only, as the openai package reads it.
+    const apiKey = await this.context.secrets.get(API_KEY_SECRET);
+    const env: NodeJS.ProcessEnv = { ...process.env, PYTHONPATH: pythonPath, PYTHONIOENCODING: 'utf-8' };
+    if (apiKey) {
+      env.OPENAI_API_KEY = apiKey;
+    }
+    this.output.appendLine(`API key for the model: ${apiKey ? 'from VS Code secret storage' : env.OPENAI_API_KEY ? 'from the environment' : 'none set'}`);
     const serverOptions: ServerOptions = {
       command: py.command[0],
       args: [...py.command.slice(1), '-m', 'deep_research', 'serve'],
       transport: TransportKind.stdio, // adds --stdio, which the server accepts
-      options: { env: { ...process.env, PYTHONPATH: pythonPath, PYTHONIOENCODING: 'utf-8' } },
+      options: { env },
     };
     const clientOptions: LanguageClientOptions = {
       documentSelector: [{ scheme: 'file', language: LANGUAGE_ID }],
@@ -180,6 +193,7 @@ export class ServerManager implements vscode.Disposable {
       }
     });
     client.onNotification(DidExecuteNotification, (params) => this.executedEmitter.fire(params));
+    client.onNotification(AutopilotNotification, (params) => this.autopilotEmitter.fire(params));
     try {
       await client.start();
     } catch (e) {
@@ -221,6 +235,7 @@ export class ServerManager implements vscode.Disposable {
     void this.stop();
     this.stateEmitter.dispose();
     this.executedEmitter.dispose();
+    this.autopilotEmitter.dispose();
     this.traceChannel.dispose();
   }
 }

@@ -20,6 +20,10 @@ return {
     ['window/showDocument'] = function(...)
       return require('deep_research').show_document(...)
     end,
+    -- The autopilot's state: notified once per change, kept for M.statusline().
+    ['deepResearch/autopilot'] = function(...)
+      return require('deep_research').on_autopilot(...)
+    end,
   },
   settings = {
     deepResearch = {

@@ -1,4 +1,5 @@
--- Deep Research for Neovim 0.11: execute a message on write, show the prompt.
+-- Deep Research for Neovim 0.11: execute a message on write, show the prompt, run the
+-- autopilot (:DeepResearchRun / :DeepResearchStop, M.statusline() for 'statusline').
 --
 -- Everything here goes through the language server's public protocol
 -- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
@@ -219,6 +220,64 @@ end
 --- @param bufnr integer
 --- @param on_done fun(result: table?, err: string?)? called when the dossier is written
 function M.export(bufnr, on_done)
+-- -- the autopilot ---------------------------------------------------------------------------
+
+--- The autopilot's last state per document URI (`deepResearch/autopilot` notifications).
+M.autopilot = {}
+M.last_autopilot = nil
+
+local AUTOPILOT_LEVELS = {
+  running = vim.log.levels.INFO,
+  ['waiting-approval'] = vim.log.levels.WARN,
+  finished = vim.log.levels.INFO,
+  stopped = vim.log.levels.INFO,
+  error = vim.log.levels.ERROR,
+}
+
+--- Handler of `deepResearch/autopilot` (lsp/deep_research.lua `handlers`): remember the
+--- state for the statusline and say each change once (never once per round).
+function M.on_autopilot(_, params)
+  if type(params) ~= 'table' or type(params.uri) ~= 'string' then
+    return
+  end
+  local before = M.autopilot[params.uri]
+  M.autopilot[params.uri] = params
+  M.last_autopilot = params.uri
+  pcall(vim.cmd.redrawstatus)
+  if before and before.state == params.state then
+    return
+  end
+  local text = params.state == 'error' and (params.error or params.message) or params.message
+  if params.state == 'running' then
+    text = 'the autopilot is running (round ' .. (params.round or 0) .. '); :DeepResearchStop stops it'
+  elseif params.state == 'waiting-approval' then
+    text = (text or 'the model wrote commands above the approval mode')
+      .. '. Read or edit the message, then :DeepResearchExecute to approve it and continue'
+  end
+  notify('autopilot: ' .. (text or params.state), AUTOPILOT_LEVELS[params.state] or vim.log.levels.INFO)
+end
+
+--- For 'statusline': the autopilot of the current buffer's research (or the last run).
+--- Example: vim.o.statusline = "%f %{v:lua.require'deep_research'.statusline()}"
+--- @return string
+function M.statusline()
+  local state = M.autopilot[vim.uri_from_bufnr(0)] or (M.last_autopilot and M.autopilot[M.last_autopilot])
+  if not state then
+    return ''
+  end
+  local tokens = state.tokens or 0
+  local shown = tokens >= 1000 and string.format('%.1fk', tokens / 1000) or tostring(tokens)
+  if state.state == 'running' then
+    return string.format('DR autopilot: round %d · %s tokens', state.round or 0, shown)
+  elseif state.state == 'waiting-approval' then
+    return 'DR autopilot: waiting for approval'
+  end
+  return 'DR autopilot: ' .. state.state
+end
+
+--- :DeepResearchRun: the model writes the next messages into this buffer.
+--- @param bufnr integer
+function M.run(bufnr)
   local client = M.client(bufnr)
   if not client then
     notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
@@ -243,6 +302,28 @@ function M.export(bufnr, on_done)
       end
     end
     if on_done then on_done(result, nil) end
+  local command = { title = 'Deep Research: run', command = 'deepResearch.run', arguments = { vim.uri_from_bufnr(bufnr) } }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err then
+      notify('the autopilot did not start: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    elseif type(result) == 'table' and not result.started then
+      notify('the autopilot did not start: ' .. tostring(result.message or result.reason), vim.log.levels.WARN)
+    end
+  end)
+end
+
+--- :DeepResearchStop: stop the autopilot (nothing is half-applied).
+--- @param bufnr integer
+function M.stop(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    return
+  end
+  local command = { title = 'Deep Research: stop', command = 'deepResearch.stop', arguments = { vim.uri_from_bufnr(bufnr) } }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err)
+    if err then
+      notify('could not stop the autopilot: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
   end)
 end
 
@@ -322,6 +403,12 @@ function M.attach_buffer(bufnr)
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
     M.export(bufnr)
   end, { desc = 'Deep Research: write the research as one HTML file and open it' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function()
+    M.run(bufnr)
+  end, { desc = 'Deep Research: let the model write and run the next messages (the autopilot)' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchStop', function()
+    M.stop(bufnr)
+  end, { desc = 'Deep Research: stop the autopilot' })
 end
 
 --- Undo attach_buffer (b:undo_ftplugin, when the filetype changes).
@@ -332,6 +419,8 @@ function M.detach_buffer(bufnr)
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExecute')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchUndo')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExport')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchRun')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchStop')
 end
 
 return M
