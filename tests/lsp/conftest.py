@@ -53,6 +53,8 @@ def make_client() -> LanguageClient:
     client.applied_edits = []  # type: ignore[attr-defined]
     client.executed_notifications = []  # type: ignore[attr-defined]
 
+    client.edit_waiters = []  # type: ignore[attr-defined]  # futures resolved by the next applyEdit
+
     @client.feature(types.WORKSPACE_APPLY_EDIT)
     def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         client.applied_edits.append(params)  # type: ignore[attr-defined]
@@ -61,6 +63,10 @@ def make_client() -> LanguageClient:
                 _apply_to_open_document(client, change.text_document.uri, change.edits)
         for uri, edits in (params.edit.changes or {}).items():
             _apply_to_open_document(client, uri, edits)
+        waiters, client.edit_waiters = client.edit_waiters, []  # type: ignore[attr-defined]
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         return types.ApplyWorkspaceEditResult(applied=True)
 
     client.registrations = []  # type: ignore[attr-defined]
@@ -72,6 +78,12 @@ def make_client() -> LanguageClient:
     @client.feature("deepResearch/didExecute")
     def did_execute(params) -> None:
         client.executed_notifications.append(params)  # type: ignore[attr-defined]
+
+    client.autopilot_notifications = []  # type: ignore[attr-defined]
+
+    @client.feature("deepResearch/autopilot")
+    def autopilot(params) -> None:
+        client.autopilot_notifications.append(params)  # type: ignore[attr-defined]
 
     return client
 

@@ -197,8 +197,6 @@ class ModelClient:
     ) -> Reply:
         """Stream one reply to `prompt` (sent as the user message). `on_text` gets each piece
         as it arrives. Raises ModelError; on cancellation the request is closed."""
-        import openai
-
         model = await self.resolve_model()
         started = time.monotonic()
         first: float | None = None

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ..engine.commands import ApprovalMode
 from ..engine.research import Research
 from .client import ModelClient, ModelError
 from .loop import (
-    DEFAULT_MAX_ROUNDS, DEFAULT_REPLY_TOKENS, ApprovalRequest, Autopilot, Decision, Observer, RoundReport, RunResult,
+    ApprovalRequest, Autopilot, Decision, Observer, RoundReport, RunResult,
     RunStatus, Settings,
 )
 
@@ -65,16 +64,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
         max_tokens=options.max_tokens, max_prompt_tokens=options.max_prompt_tokens,
         max_reply_tokens=options.max_reply_tokens, approval_mode=options.approval, grammar=options.grammar,
     )
-    settings = Settings(
-        model=config.model,
-        approval=ApprovalMode.parse(config.approval_mode or "update"),
-        grammar=config.grammar,
-        max_rounds=config.max_rounds or DEFAULT_MAX_ROUNDS,
-        max_tokens=config.max_tokens,
-        max_prompt_tokens=config.max_prompt_tokens,
-        max_reply_tokens=config.max_reply_tokens or DEFAULT_REPLY_TOKENS,
-        seed=options.seed,
-    )
+    settings = Settings.from_config(config, seed=options.seed)
     terminal = out.isatty() and sys.stdin.isatty()
     observer = TerminalObserver(out) if out.isatty() else LineObserver(out)
     approver = TerminalApprover(out) if terminal else None

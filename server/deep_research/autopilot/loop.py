@@ -76,6 +76,21 @@ class Settings:
     max_reply_tokens: int | None = DEFAULT_REPLY_TOKENS
     seed: int | None = None
 
+    @classmethod
+    def from_config(cls, config: Config, *, approval: ApprovalMode | None = None, seed: int | None = None) -> Settings:
+        """The run's settings from a merged `deep_research.config.Config` (file, environment,
+        then the command line or the editor's settings); `approval` overrides the file's mode."""
+        return cls(
+            model=config.model,
+            approval=approval or ApprovalMode.parse(config.approval_mode or "update"),
+            grammar=config.grammar,
+            max_rounds=config.max_rounds or DEFAULT_MAX_ROUNDS,
+            max_tokens=config.max_tokens,
+            max_prompt_tokens=config.max_prompt_tokens,
+            max_reply_tokens=config.max_reply_tokens or DEFAULT_REPLY_TOKENS,
+            seed=seed,
+        )
+
 
 class Decision(Enum):
     RUN = "run"  # run it (approval given)

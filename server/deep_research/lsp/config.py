@@ -28,10 +28,19 @@ class Settings:
     allow_private_networks: bool | None = None  # fetch.allowPrivateNetworks
     search_provider: str | None = None  # search.provider
     search_url: str | None = None  # search.url
+    # The autopilot's (SPEC §10 names, camelCase in the editor); None leaves the file's value.
+    model: str | None = None
+    base_url: str | None = None
+    max_rounds: int | None = None
+    max_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    grammar: str | None = None  # auto | on | off
 
     def overrides(self) -> dict:
         """For `Config.merged`: the editor's settings beat the research's file."""
         return {
+            "model": self.model, "base_url": self.base_url, "max_rounds": self.max_rounds,
+            "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens, "grammar": self.grammar,
             "fetch": {"allow_private_networks": self.allow_private_networks},
             "search": {"provider": self.search_provider, "url": self.search_url},
         }
@@ -46,7 +55,9 @@ class Settings:
     def describe(self) -> str:
         return (f"Settings: approvalMode={self.approval}, executeOnSave={self.execute_on_save}, "
                 f"showPromptAfterExecute={self.show_prompt}, fetch.allowPrivateNetworks={self.allow_private_networks}, "
-                f"search.provider={self.search_provider}, search.url={self.search_url}")
+                f"search.provider={self.search_provider}, search.url={self.search_url}, model={self.model}, "
+                f"baseUrl={self.base_url}, maxRounds={self.max_rounds}, maxTokens={self.max_tokens}, "
+                f"maxPromptTokens={self.max_prompt_tokens}, grammar={self.grammar}")
 
     @classmethod
     def from_client(cls, raw: object) -> "Settings":
@@ -75,7 +86,42 @@ class Settings:
             allow_private_networks=None if private is None else bool(private),
             search_provider=provider,
             search_url=str(url).strip() if isinstance(url, str) and url.strip() else None,
+            model=_text(raw, "model"),
+            base_url=_text(raw, "baseUrl"),
+            max_rounds=_count(raw, "maxRounds", 1),
+            max_tokens=_count(raw, "maxTokens", 1),
+            max_prompt_tokens=_count(raw, "maxPromptTokens", 500),
+            grammar=_choice(raw, "grammar", GRAMMARS),
         )
+
+
+GRAMMARS = ("auto", "on", "off")
+
+
+def _text(raw: dict, key: str) -> str | None:
+    value = raw.get(key)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _count(raw: dict, key: str, minimum: int) -> int | None:
+    value = raw.get(key)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < minimum:
+        log.warning("deepResearch.%s %r is not a whole number ≥ %d; ignored", key, value, minimum)
+        return None
+    return int(value)
+
+
+def _choice(raw: dict, key: str, choices: tuple[str, ...]) -> str | None:
+    value = raw.get(key)
+    if value in (None, ""):
+        return None
+    text = str(value).strip().lower()
+    if text not in choices:
+        log.warning("deepResearch.%s %r is not one of %s; ignored", key, value, ", ".join(choices))
+        return None
+    return text
 
 
 def _table(raw: dict, name: str) -> dict:

@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -84,6 +84,9 @@ class DeepResearchServer(LanguageServer):
         self.open_uris: set[str] = set()
         # Whether the client re-reads files changed on disk (initializationOptions
         # `reloadsChangedFiles`); if not, the line count of the prompt it was first shown.
+        # The autopilot of each message document that has one running or waiting
+        # (features/autopilot.py); execution and document changes report to it.
+        self.autopilots: dict[str, Any] = {}
         self.reloads_changed_files = False
         self.shown_prompt_lines: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -250,10 +253,12 @@ def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:
 
 def create_server() -> DeepResearchServer:
     """A new server with every feature registered. Order matters only for readability."""
-    from .features import actions, completion, diagnostics, dossier, execution, history, navigation, workspace
+    from .features import (
+        actions, autopilot, completion, diagnostics, dossier, execution, history, navigation, workspace,
+    )
 
     server = DeepResearchServer()
-    for feature in (workspace, diagnostics, completion, navigation, actions, execution, history, dossier):
+    for feature in (workspace, diagnostics, completion, navigation, actions, execution, history, dossier, autopilot):
         feature.register(server)
     return server
 

@@ -28,6 +28,9 @@ def register(server: DeepResearchServer) -> None:
         doc = ls.document(uri)
         if doc is not None and uri in ls.executed and doc.text != ls.executed[uri]:
             del ls.executed[uri]  # the document changed: what it holds now is a new message
+        run = ls.autopilots.get(uri)
+        if run is not None and doc is not None:
+            run.document_changed(doc.text)  # the model's own edit, or the user taking over
         publish(ls, uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

@@ -13,7 +13,7 @@ import logging
 import os
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -93,7 +93,6 @@ def register(server: DeepResearchServer) -> None:
 
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
     from ...engine.commands import ApprovalMode
-    from ...sources.gather import gather_and_execute
 
     message_document(ls, uri)
     doc = ls.document(uri)
@@ -112,12 +111,8 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     progress = await _Progress.start(ls, "Deep Research: executing the message")
     try:
         try:
-            # Sources (attach_url, attach_file, search) are gathered first, with progress; then the
-            # message runs in a worker thread, in one transaction.
-            result: Execution = await gather_and_execute(
-                place.research, text, ls.config(place.research.root), mode=mode,
-                consume=None if doc is not None else _fs_path(uri), cancelled=progress.cancelled,
-                progress=progress.sources,
+            result, shown = await execute_message(
+                ls, uri, place, text, mode=mode, cancelled=progress.cancelled, progress=progress,
             )
         except OSError as error:  # the folder cannot take the changes: say so, change nothing
             message = (f"Deep Research: the message was not executed: {error}. Nothing was half-written; "
@@ -129,22 +124,50 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
             if result.reason == "needs-approval" and result.analysis is not None:
                 _tell_needs_approval(ls, result, mode)
             return _result(False, result.reason)
-        ls.executed[uri] = text
-        progress.report("Clearing the executed message")
-        if doc is not None:
-            await _consume(ls, uri, text)
-        refresh_diagnostics(ls)
-        ls.protocol.notify(DID_EXECUTE, {
-            "uri": uri, "phase": result.analysis.after.phase.value if result.analysis else None,
-            "focusChanged": bool(result.analysis and result.analysis.focus_changed),
-        })
-        shown = False
-        if ls.settings.show_prompt:
-            shown = await _show(ls, place.research.prompt_path, result.prompt, take_focus=False)
+        paused = ls.autopilots.get(uri)
+        if paused is not None and approve_all:
+            paused.approved()  # "approve and execute" on a message the autopilot left waiting: go on
         return _result(True, None, result, place, shown)
     finally:
         progress.end()
         relax_collector()
+
+
+async def execute_message(
+    ls: DeepResearchServer, uri: str, place: Place, text: str, *, mode: ApprovalMode,
+    cancelled: Callable[[], bool] | None = None, progress: _Progress | None = None, journal: list[dict] = (),
+) -> tuple[Execution, bool]:
+    """Run `text` as the message of `uri`, as a save does: gather its sources, execute it in
+    one transaction (with `journal`'s extra records), clear it from the editor, refresh the
+    diagnostics, notify `deepResearch/didExecute` and show the prompt. The autopilot's
+    rounds come through here too. Returns the execution and whether the prompt was shown."""
+    from ...sources.gather import gather_and_execute
+
+    assert place.research is not None
+    doc = ls.document(uri)
+    # Sources (attach_url, attach_file, search) are gathered first, with progress; then the
+    # message runs in a worker thread, in one transaction.
+    result: Execution = await gather_and_execute(
+        place.research, text, ls.config(place.research.root), mode=mode,
+        consume=None if doc is not None else _fs_path(uri), cancelled=cancelled,
+        progress=progress.sources if progress is not None else None, journal=list(journal),
+    )
+    if not result.executed:
+        return result, False
+    ls.executed[uri] = text
+    if progress is not None:
+        progress.report("Clearing the executed message")
+    if doc is not None:
+        await _consume(ls, uri, text)
+    refresh_diagnostics(ls)
+    ls.protocol.notify(DID_EXECUTE, {
+        "uri": uri, "phase": result.analysis.after.phase.value if result.analysis else None,
+        "focusChanged": bool(result.analysis and result.analysis.focus_changed),
+    })
+    shown = False
+    if ls.settings.show_prompt:
+        shown = await _show(ls, place.research.prompt_path, result.prompt, take_focus=False)
+    return result, shown
 
 
 def relax_collector() -> None:
