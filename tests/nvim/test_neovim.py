@@ -344,3 +344,28 @@ def test_undo_and_export_commands(nvim: str, tmp_path: Path, defined: Path) -> N
     assert seen["export"]["uri"] == dossier.as_uri()
     assert TITLE in dossier.read_text(encoding="utf-8")
     assert {"DeepResearchUndo", "DeepResearchExport"} <= set(seen["commands"])
+
+
+def test_the_autopilot_runs_a_whole_research(nvim: str, tmp_path: Path, research: Path, monkeypatch) -> None:
+    from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel
+
+    with ScriptedModel([Say(text) for text in WHOLE_RESEARCH]) as model:
+        monkeypatch.setenv("DR_MODEL_URL", model.base_url)
+        seen = run_scenario(nvim, tmp_path, "scenario_autopilot.lua", research / "message.dr")
+    final = seen["final"]
+    assert final["state"] == "finished", final
+    assert final["round"] == 5
+    assert seen["statusline_running"].startswith("DR autopilot: round")
+    assert seen["statusline_final"] == "DR autopilot: finished"
+    # Each reply appeared in the buffer, and each ran: the buffer ends empty.
+    written = "\n".join(seen["written"])
+    assert "<<< define_problem" in written and "///focus_down Cache sizes" in written
+    assert seen["lines_after"] == [""]
+    assert any("autopilot is running" in m for m in seen["said"]) and any("finished" in m for m in seen["said"])
+    # The research on disk, and the prompt.
+    assert state(research)["phase"] == "finished" and state(research)["messages"] == 5
+    assert "32 KiB" in (research / "Subproblems" / "Cache sizes" / "Report 3 Pager.md").read_text(encoding="utf-8")
+    prompt = (research / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
+    assert "The research is finished" in prompt
+    rounds = [json.loads(line) for line in (research / ".deep-research" / "journal.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in rounds if r.get("record") == "round"] == [1, 2, 3, 4, 5]

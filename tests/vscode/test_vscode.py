@@ -19,8 +19,9 @@ from .harness import REPO, SETUP, driver_env, run
 pytestmark = [pytest.mark.vscode, pytest.mark.editor, pytest.mark.timeout(420)]
 
 
-def run_driver(name: str, env_dir: Path) -> None:
-    proc = run(["node", str(REPO / "vscode-client" / "test" / "drivers" / name)], timeout=360, env=driver_env(env_dir))
+def run_driver(name: str, env_dir: Path, **extra_env: str) -> None:
+    proc = run(["node", str(REPO / "vscode-client" / "test" / "drivers" / name)], timeout=360,
+               env={**driver_env(env_dir), **extra_env})
     print(proc.stdout[-4000:])
     if proc.returncode == 2:
         pytest.fail(f"{name}: the test environment is missing. Run: {SETUP}\n{proc.stderr}", pytrace=False)
@@ -33,3 +34,16 @@ def test_extension_host_suite(extension_package: Path, vscode_env: Path) -> None
 
 def test_ui_playwright(extension_package: Path, vscode_env: Path) -> None:
     run_driver("ui.mjs", vscode_env)
+
+
+def test_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
+    """Run the autopilot from the palette against a scripted model on loopback; stop it."""
+    from tests.scripted_model import BREAK_DOWN, DEFINE, Hold, Say, ScriptedModel
+
+    with ScriptedModel([Say(DEFINE), Say(BREAK_DOWN), Hold("The model is still writing this message")]) as model:
+        key = "sk-test-key-from-the-secret-storage"
+        run_driver("autopilot.mjs", vscode_env, DR_MODEL_URL=model.base_url, DR_API_KEY=key)
+        assert len(model.requests) == 3
+        # Set API Key reached the server's environment: the model endpoint saw it.
+        assert set(model.authorizations) == {f"Bearer {key}"}
+        model.wait_for(lambda m: m.disconnects >= 1, timeout=10)  # stopping closed the request in flight

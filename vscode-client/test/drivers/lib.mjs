@@ -259,3 +259,80 @@ export function requireBuilt() {
     process.exit(2);
   }
 }
+
+/**
+ * Installs the packaged .vsix into a fresh code-server, makes a research in its workspace,
+ * opens the workbench in headless chromium and `research/message.dr` in an editor.
+ * `machineSettings` are added to the remote machine's settings (where machine-overridable
+ * and model settings of a code-server window live). Exits 2 when the .vsix is missing.
+ * Returns what a driver needs, and `close(ok)` to take it all down.
+ */
+export async function openWorkbench(name, { machineSettings = {} } = {}) {
+  const VSIX = process.env.DR_VSIX || path.join(REPO, 'vscode-client', 'dist', 'deep-research.vsix');
+  const env = testEnv();
+  if (!fs.existsSync(VSIX)) {
+    console.error(`${VSIX} is missing: run \`npm run package\` first`);
+    process.exit(2);
+  }
+  const pw = loadPlaywright(env);
+  const dirs = makeTempRoot(name);
+  const research = path.join(dirs.ws, 'research');
+  const message = newResearch(research);
+  writeSettings(path.join(dirs.userData, 'User', 'settings.json'), { 'workbench.colorTheme': 'Default Dark Modern' });
+  fs.mkdirSync(path.join(dirs.userData, 'Machine'), { recursive: true });
+  fs.writeFileSync(path.join(dirs.userData, 'Machine', 'settings.json'),
+    JSON.stringify({ 'deepResearch.server.pythonPath': testPython(), ...machineSettings }));
+  const port = await freePort();
+  const config = path.join(dirs.root, 'config.yaml');
+  fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
+  const cs = (...args) => [env.codeServerBin, '--config', config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions, ...args];
+  const csEnv = isolatedEnv(dirs);
+  const bench = { env, dirs, research, message, prompt: path.join(research, '.deep-research', 'prompt.md') };
+  bench.close = async (ok) => {
+    const family = bench.server ? descendants(bench.server.pid) : [];
+    await bench.browser?.close().catch(() => undefined);
+    await killTree(bench.server, 'code-server', family);
+    if (ok && !process.env.DR_KEEP_TMP) fs.rmSync(dirs.root, { recursive: true, force: true });
+    else log(`kept ${dirs.root}`);
+  };
+  log('step: install the .vsix');
+  const out = execFileSync(env.node24, cs('--install-extension', VSIX), { env: csEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  if (!/successfully installed/.test(out)) throw new Error(`install failed: ${out}`);
+  bench.server = startProcess(
+    'code-server',
+    env.node24,
+    cs('--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check',
+      '--disable-workspace-trust', '--disable-getting-started-override', dirs.ws),
+    { env: csEnv, cwd: dirs.ws, logDir: dirs.logs },
+  );
+  await waitForHttp(`http://127.0.0.1:${port}/healthz`, 30000);
+  bench.browser = await launchChromium(pw, env, dirs);
+  const page = (bench.page = await bench.browser.newPage({ viewport: { width: 1400, height: 900 } }));
+  const pageLog = fs.createWriteStream(path.join(dirs.logs, 'page.log'));
+  page.on('console', (m) => pageLog.write(`[${m.type()}] ${m.text()}\n`));
+  page.setDefaultTimeout(20000);
+  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.ws)}`);
+  await page.waitForSelector('.monaco-workbench');
+  log('step: open research/message.dr with Quick Open');
+  await waitFor('quick open to find message.dr', async () => {
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+P');
+    await page.locator('.quick-input-widget input').waitFor({ timeout: 3000 });
+    await page.keyboard.type('message.dr');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'message.dr' }).first().waitFor({ timeout: 3000 });
+    return true;
+  }, 30000);
+  await page.keyboard.press('Enter');
+  await page.locator('.tab.active', { hasText: 'message.dr' }).waitFor();
+  bench.editor = page.locator('.editor-group-container .monaco-editor .view-lines').first();
+  return bench;
+}
+
+/** Runs a palette command by its title, as a user does (F1, type, Enter). */
+export async function runPaletteCommand(page, title) {
+  await page.keyboard.press('F1');
+  await page.locator('.quick-input-widget input').waitFor();
+  await page.keyboard.type(title);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor();
+  await page.keyboard.press('Enter');
+}

@@ -3,76 +3,18 @@
 // the suggestion widget and a squiggle, checks the grammar's scopes with VS Code's token
 // inspector, writes a message, saves, and sees the prompt open beside the message.
 // Exit code: 0 passed, 1 failed, 2 the environment or the .vsix is missing.
-import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import {
-  REPO, descendants, freePort, isolatedEnv, killTree, launchChromium, loadPlaywright, log, makeTempRoot,
-  newResearch, startProcess, tail, testEnv, testPython, waitFor, waitForHttp, writeSettings,
-} from './lib.mjs';
+import { log, openWorkbench, tail, waitFor } from './lib.mjs';
 
-const VSIX = process.env.DR_VSIX || path.join(REPO, 'vscode-client', 'dist', 'deep-research.vsix');
 const TITLE = 'Cache-friendly matrix multiplication';
-const env = testEnv();
-if (!fs.existsSync(VSIX)) {
-  console.error(`${VSIX} is missing: run \`npm run package\` first`);
-  process.exit(2);
-}
-const pw = loadPlaywright(env);
-const dirs = makeTempRoot('ui');
-const research = path.join(dirs.ws, 'research');
-const message = newResearch(research);
-const prompt = path.join(research, '.deep-research', 'prompt.md');
-writeSettings(path.join(dirs.userData, 'User', 'settings.json'), { 'workbench.colorTheme': 'Default Dark Modern' });
-// a machine-overridable setting: in a remote window (code-server) it comes from the
-// remote machine's settings, not the user's
-fs.mkdirSync(path.join(dirs.userData, 'Machine'), { recursive: true });
-fs.writeFileSync(path.join(dirs.userData, 'Machine', 'settings.json'), JSON.stringify({ 'deepResearch.server.pythonPath': testPython() }));
-const port = await freePort();
-const config = path.join(dirs.root, 'config.yaml');
-fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
-const cs = (...args) => [env.codeServerBin, '--config', config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions, ...args];
-const csEnv = isolatedEnv(dirs);
 
-let server;
-let browser;
-let page;
+let bench;
 let exitCode = 1;
 const step = (s) => log(`step: ${s}`);
 try {
-  step('install the .vsix');
-  const out = execFileSync(env.node24, cs('--install-extension', VSIX), { env: csEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  if (!/successfully installed/.test(out)) throw new Error(`install failed: ${out}`);
-
-  server = startProcess(
-    'code-server',
-    env.node24,
-    cs('--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check',
-      '--disable-workspace-trust', '--disable-getting-started-override', dirs.ws),
-    { env: csEnv, cwd: dirs.ws, logDir: dirs.logs },
-  );
-  await waitForHttp(`http://127.0.0.1:${port}/healthz`, 30000);
-
-  browser = await launchChromium(pw, env, dirs);
-  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  const pageLog = fs.createWriteStream(path.join(dirs.logs, 'page.log'));
-  page.on('console', (m) => pageLog.write(`[${m.type()}] ${m.text()}\n`));
-  page.setDefaultTimeout(20000);
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.ws)}`);
-  await page.waitForSelector('.monaco-workbench');
-
-  step('open research/message.dr with Quick Open');
-  await waitFor('quick open to find message.dr', async () => {
-    await page.keyboard.press('Escape');
-    await page.keyboard.press('Control+P');
-    await page.locator('.quick-input-widget input').waitFor({ timeout: 3000 });
-    await page.keyboard.type('message.dr');
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'message.dr' }).first().waitFor({ timeout: 3000 });
-    return true;
-  }, 30000);
-  await page.keyboard.press('Enter');
-  await page.locator('.tab.active', { hasText: 'message.dr' }).waitFor();
-  const editor = page.locator('.editor-group-container .monaco-editor .view-lines').first();
+  bench = await openWorkbench('ui');
+  const { page, research, message, prompt, dirs, editor } = bench;
 
   step('the extension is active: status bar shows the research');
   const status = page.locator('.statusbar-item', { hasText: 'No problem defined' });
@@ -155,14 +97,10 @@ try {
   exitCode = 0;
 } catch (e) {
   log(`ERROR: ${e.stack || e}`);
-  if (page) await page.screenshot({ path: path.join(dirs.root, 'failure.png') }).catch(() => undefined);
-  log(`--- code-server log (tail) ---\n${tail(server?.logFile)}`);
+  if (bench?.page) await bench.page.screenshot({ path: path.join(bench.dirs.root, 'failure.png') }).catch(() => undefined);
+  log(`--- code-server log (tail) ---\n${tail(bench?.server?.logFile)}`);
   log('UI test: 0 passed, 1 failed');
 } finally {
-  const family = server ? descendants(server.pid) : [];
-  await browser?.close().catch(() => undefined);
-  await killTree(server, 'code-server', family);
-  if (exitCode === 0 && !process.env.DR_KEEP_TMP) fs.rmSync(dirs.root, { recursive: true, force: true });
-  else log(`kept ${dirs.root}`);
+  await bench?.close(exitCode === 0);
 }
 process.exit(exitCode);

@@ -220,6 +220,33 @@ end
 --- @param bufnr integer
 --- @param on_done fun(result: table?, err: string?)? called when the dossier is written
 function M.export(bufnr, on_done)
+  local client = M.client(bufnr)
+  if not client then
+    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
+    return
+  end
+  local command = {
+    title = 'Deep Research: export', command = 'deepResearch.export', arguments = { vim.uri_from_bufnr(bufnr) },
+  }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err or type(result) ~= 'table' then
+      local message = err and (err.message or vim.inspect(err)) or 'no answer'
+      notify('the dossier was not written: ' .. message, vim.log.levels.ERROR)
+      if on_done then on_done(nil, message) end
+      return
+    end
+    local path = vim.uri_to_fname(result.uri)
+    notify(('dossier written: %s (%d problems)'):format(path, result.problems or 0))
+    if vim.g.deep_research_open_dossier ~= false and vim.ui.open then
+      local _, open_err = vim.ui.open(path)
+      if open_err then
+        notify('could not open it: ' .. tostring(open_err), vim.log.levels.WARN)
+      end
+    end
+    if on_done then on_done(result, nil) end
+  end)
+end
+
 -- -- the autopilot ---------------------------------------------------------------------------
 
 --- The autopilot's last state per document URI (`deepResearch/autopilot` notifications).
@@ -283,25 +310,6 @@ function M.run(bufnr)
     notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
     return
   end
-  local command = {
-    title = 'Deep Research: export', command = 'deepResearch.export', arguments = { vim.uri_from_bufnr(bufnr) },
-  }
-  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
-    if err or type(result) ~= 'table' then
-      local message = err and (err.message or vim.inspect(err)) or 'no answer'
-      notify('the dossier was not written: ' .. message, vim.log.levels.ERROR)
-      if on_done then on_done(nil, message) end
-      return
-    end
-    local path = vim.uri_to_fname(result.uri)
-    notify(('dossier written: %s (%d problems)'):format(path, result.problems or 0))
-    if vim.g.deep_research_open_dossier ~= false and vim.ui.open then
-      local _, open_err = vim.ui.open(path)
-      if open_err then
-        notify('could not open it: ' .. tostring(open_err), vim.log.levels.WARN)
-      end
-    end
-    if on_done then on_done(result, nil) end
   local command = { title = 'Deep Research: run', command = 'deepResearch.run', arguments = { vim.uri_from_bufnr(bufnr) } }
   client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
     if err then
@@ -402,8 +410,7 @@ function M.attach_buffer(bufnr)
   end, { desc = 'Deep Research: take back the last executed message' })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
     M.export(bufnr)
-  end, { desc = 'Deep Research: write the research as one HTML file and open it' })
-  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function()
+  end, { desc = 'Deep Research: write the research as one HTML file and open it' })  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function()
     M.run(bufnr)
   end, { desc = 'Deep Research: let the model write and run the next messages (the autopilot)' })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchStop', function()

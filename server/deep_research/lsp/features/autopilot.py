@@ -46,6 +46,8 @@ APPLIED_WAIT = 10.0  # how long the client may take to report (didChange) an edi
 
 # The loop's messages speak of the command line; in an editor the same knobs are settings.
 _EDITOR_WORDS = {
+    "--base-url": "the deepResearch.baseUrl setting",
+    "--model": "the deepResearch.model setting",
     "--max-rounds": "deepResearch.maxRounds",
     "--max-tokens": "deepResearch.maxTokens",
     "--max-prompt-tokens": "deepResearch.maxPromptTokens",
@@ -76,6 +78,9 @@ async def start(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
     from ...engine.research import message_digest
     from ...engine.state import Phase
 
+    from .workspace import refresh_settings
+
+    await refresh_settings(ls)  # the model and limits as the editor has them now
     place = ls.place(uri)
     if place.research is None:
         return _refused("not-a-research", place.problem)
