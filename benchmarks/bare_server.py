@@ -2,8 +2,8 @@
 """A bare pygls server: the floor that benchmarks/lsp_bench.py compares our server with.
 
 It syncs documents the way ours does (pygls's incremental sync) and answers completion,
-hover and pull diagnostics with constant results, so a round trip to it costs only
-Python, pygls, JSON and the pipe. Run: `python benchmarks/bare_server.py` (stdio).
+hover, pull diagnostics and the `deepResearch.tree` command with constant results, so a
+round trip to it costs only Python, pygls, JSON and the pipe. Run: `python benchmarks/bare_server.py` (stdio).
 """
 
 from __future__ import annotations
@@ -29,6 +29,19 @@ DIAGNOSTICS = types.FullDocumentDiagnosticReport(items=[
         source="bare",
     )
 ])
+
+
+VIEW = {
+    "root": "file:///research", "phase": "in_focus", "approvalMode": "update",
+    "focus": {"title": "constant", "criteriaMet": 0, "criteriaTotal": 1},
+    "tree": {"title": "constant", "status": "open", "criteriaMet": 0, "criteriaTotal": 1, "focused": True,
+             "path": [], "hasChildren": False, "children": []},
+}
+
+
+@server.command("deepResearch.tree")
+def tree(*args: object) -> dict:
+    return VIEW
 
 
 @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["/", "<", " "]))

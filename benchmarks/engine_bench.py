@@ -54,16 +54,17 @@ def title_of(path: tuple[int, ...]) -> str:
     return "Root question" if not path else "Problem " + ".".join(str(i + 1) for i in path)
 
 
-def build_tree(root: Path) -> int:
-    """Write every problem's three files directly. Returns the number of problems."""
+def build_tree(root: Path, branching: tuple[int, ...] = BRANCHING) -> int:
+    """Write every problem's three files directly; `branching` gives the number of
+    subproblems at each depth. Returns the number of problems."""
     written = 0
 
     def write(folder: Path, path: tuple[int, ...], depth: int) -> None:
         nonlocal written
         folder.mkdir(parents=True, exist_ok=True)
         children = []
-        if depth < len(BRANCHING):
-            for index in range(BRANCHING[depth]):
+        if depth < len(branching):
+            for index in range(branching[depth]):
                 child_path = path + (index,)
                 children.append(problem(child_path, index))
         me = problem(path, path[-1] if path else 0)
