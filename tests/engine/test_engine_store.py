@@ -182,7 +182,8 @@ def test_recover_without_pending_changes_nothing(research: Research, root: Path)
 # -- the file cache ----------------------------------------------------------------------------------------------------
 
 
-def test_file_cache_parses_once_and_sees_changes(tmp_path: Path) -> None:
+def test_file_cache_parses_once_and_sees_changes(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store, "RACY_NS", 0)  # trust even a file written a moment ago
     path = tmp_path / "f.md"
     path.write_text("one")
     calls = []
@@ -203,6 +204,92 @@ def test_file_cache_parses_once_and_sees_changes(tmp_path: Path) -> None:
     assert cache.read(path, parse) == "SIX"
     path.unlink()
     assert cache.read(path, parse) is None
+
+
+def test_a_file_changed_a_moment_ago_is_read_again(tmp_path: Path, monkeypatch) -> None:
+    """File times come from a coarse clock: a second same-size write within one tick would
+    keep the signature, so a file changed within RACY_NS is never trusted from the cache."""
+    monkeypatch.setattr(store, "RACY_NS", 3_600 * 10**9)  # every file counts as just changed
+    path = tmp_path / "f.md"
+    path.write_text("one")
+    cache = FileCache()
+    assert cache.read(path, str.upper) == "ONE"
+    with open(path, "r+") as handle:  # in place, same size: only the times could tell
+        handle.write("two")
+    os.utime(path, ns=(os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns))
+    assert cache.read(path, str.upper) == "TWO"
+    assert len(cache) == 0
+
+
+def test_file_cache_is_bounded_by_entries_and_characters(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store, "RACY_NS", 0)
+    cache = FileCache(max_entries=10, max_chars=1_000)
+    parsed: list[str] = []
+
+    def parse(text: str) -> str:
+        parsed.append(text)
+        return text.upper()
+
+    small = []
+    for n in range(25):
+        small.append(tmp_path / f"{n}.md")
+        small[-1].write_text(f"file {n:02d}")  # 7 characters
+        cache.read(small[-1], parse)
+    assert len(cache) == 10  # the ten most recently used
+    cache.read(small[15], parse)  # used again: the most recent now
+    for n in range(4):  # 960 characters: only five small files still fit beside them
+        (tmp_path / f"big{n}.md").write_text("y" * 240)
+        cache.read(tmp_path / f"big{n}.md", parse)
+    assert cache.chars <= 1_000 and len(cache) == 9
+    parsed.clear()
+    for n in (15, 24, 23, 22, 21, 20, 16):
+        cache.read(small[n], parse)
+    assert parsed == ["file 20", "file 16"], "kept the least recently used rather than the most"
+    huge = tmp_path / "huge.md"
+    huge.write_text("z" * 600)  # more than a quarter of the budget: read, never kept
+    assert cache.read(huge, len) == 600
+    assert cache.chars <= 1_000 and len(cache) <= 10
+
+
+def test_reads_notice_every_change_to_what_was_read(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store, "RACY_NS", 0)
+    folder = tmp_path / "Subproblems"
+    folder.mkdir()
+    (folder / "A").mkdir()
+    definition = tmp_path / "Problem Definition.md"
+    definition.write_text("# Root\n")
+    cache = FileCache()
+
+    def look() -> store.Reads:
+        with cache.recording() as reads:
+            cache.read(definition, str)
+            cache.read(tmp_path / "Report 3 Pager.md", str)  # absent
+            cache.list_dir(folder)
+        return reads
+
+    reads = look()
+    assert len(reads) == 3 and reads.unchanged()
+    with open(definition, "a") as handle:
+        handle.write("more\n")
+    assert not reads.unchanged()
+    reads = look()
+    (folder / "B").mkdir()  # a subproblem made by hand: the listing changed
+    assert not reads.unchanged()
+    reads = look()
+    (tmp_path / "Report 3 Pager.md").write_text("done")  # what was absent appeared
+    assert not reads.unchanged()
+    reads = look()
+    assert reads.unchanged()
+
+
+def test_reads_made_a_moment_after_a_change_are_not_trusted(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(store, "RACY_NS", 3_600 * 10**9)
+    path = tmp_path / "f.md"
+    path.write_text("one")
+    cache = FileCache()
+    with cache.recording() as reads:
+        cache.read(path, str)
+    assert reads.racy and not reads.unchanged()
 
 
 def test_read_text_replaces_undecodable_bytes(tmp_path: Path) -> None:

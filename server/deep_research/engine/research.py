@@ -120,7 +120,7 @@ class Execution:
 class Research:
     def __init__(self, root: Path, cache: FileCache | None = None) -> None:
         self.root = root.resolve()
-        self.cache = cache or FileCache()
+        self.cache = cache if cache is not None else FileCache()
         self.tree = Tree(self.root, self.cache)
         self.durable = True  # fsync at commit; benchmarks may turn it off to measure the rest
 

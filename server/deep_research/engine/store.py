@@ -1,7 +1,9 @@
 """The research folder on disk: where each file lives, reading it, writing it safely.
 
-Reading goes through a cache keyed by each file's (inode, size, times), so unchanged
-files are parsed once and a hand edit is seen on the next read, without watching.
+Reading goes through a bounded cache keyed by each file's (inode, size, times), so
+unchanged files are parsed once and a hand edit is seen on the next read, without
+watching. The cache can also note everything a computation read (`Reads`), so that its
+result can be reused for as long as none of it changed.
 
 Writing goes through `Transaction`: the whole change set of a message is first saved
 to `.deep-research/pending.json` (the commit point), then applied file by file with
@@ -20,6 +22,10 @@ import json
 import logging
 import os
 import secrets
+import stat as stat_module
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
@@ -65,34 +71,180 @@ def session_file(root: Path, session: int) -> Path:
 
 # -- reading --------------------------------------------------------------------------------
 
+Signature = tuple[int, int, int, int]  # (inode, size, mtime, ctime) in nanoseconds
+# A file changed less than this long ago may change again within the same timestamp tick
+# (file times come from a coarse clock) and keep its signature: such reads are not trusted.
+RACY_NS = 50_000_000
 
-class FileCache:
-    """Parsed file contents, valid while the file's (inode, size, mtime, ctime) is unchanged."""
+
+def _signature(st: os.stat_result) -> Signature:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _racy(st: os.stat_result) -> bool:
+    return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
+
+
+class Reads:
+    """What a computation read from disk: the signature of every file and folder it looked
+    at (None for what was absent). `unchanged()` tells, with one `stat` each, whether doing
+    it again would read exactly the same; a folder's signature changes when an entry is
+    added, removed or renamed in it, so listings are covered too."""
+
+    __slots__ = ("seen", "racy")
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, object], tuple[tuple[int, ...], object]] = {}
+        self.seen: dict[str, Signature | None] = {}
+        self.racy = False  # something was read within RACY_NS of its change: never trust these
 
-    def read(self, path: Path, parse: Callable[[str], T], tag: object = None) -> T | None:
-        """`parse(text)` of the file, or None if it does not exist or cannot be read."""
+    def note(self, path: str, st: os.stat_result | None) -> None:
+        if path not in self.seen:  # the first look is the one the computation used
+            self.seen[path] = None if st is None else _signature(st)
+            if st is not None and _racy(st):
+                self.racy = True
+
+    def merge(self, other: Reads) -> None:
+        for path, signature in other.seen.items():
+            self.seen.setdefault(path, signature)
+        self.racy = self.racy or other.racy
+
+    def unchanged(self) -> bool:
+        if self.racy:
+            return False
+        stat = os.stat
+        for path, signature in self.seen.items():
+            try:
+                st = stat(path)
+            except OSError:
+                if signature is not None:
+                    return False
+                continue
+            if signature is None or (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != signature:
+                return False
+        return True
+
+    def __len__(self) -> int:
+        return len(self.seen)
+
+
+class FileCache:
+    """Parsed file contents, valid while the file's (inode, size, mtime, ctime) is unchanged.
+
+    Bounded: past `max_entries` entries or `max_chars` characters of source text, the least
+    recently used entries are dropped, so walking a huge tree leaves the process small.
+    Every look at the disk made through it (reads, stats, listings) is noted in the
+    `recording()` in progress on the calling thread, if any. Thread-safe: the language
+    server executes messages in a worker thread while it analyses in the main one.
+    """
+
+    def __init__(self, max_entries: int = 1024, max_chars: int = 2_000_000) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._entries: OrderedDict[str, tuple[Signature, object, int]] = OrderedDict()
+        self._chars = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def chars(self) -> int:
+        """Characters of source text behind the entries held."""
+        return self._chars
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Reads]:
+        """Note what the calling thread reads from disk until the block ends."""
+        reads = Reads()
+        outer = getattr(self._local, "reads", None)
+        self._local.reads = reads
         try:
-            st = os.stat(path)
+            yield reads
+        finally:
+            self._local.reads = outer
+            if outer is not None:
+                outer.merge(reads)
+
+    def _note(self, path: str, st: os.stat_result | None) -> None:
+        reads = getattr(self._local, "reads", None)
+        if reads is not None:
+            reads.note(path, st)
+
+    # -- the disk ----------------------------------------------------------------------------
+
+    def stat(self, path: Path | str) -> os.stat_result | None:
+        name = str(path)
+        try:
+            st = os.stat(name)
         except OSError:
+            st = None
+        self._note(name, st)
+        return st
+
+    def is_file(self, path: Path | str) -> bool:
+        st = self.stat(path)
+        return st is not None and stat_module.S_ISREG(st.st_mode)
+
+    def is_dir(self, path: Path | str) -> bool:
+        st = self.stat(path)
+        return st is not None and stat_module.S_ISDIR(st.st_mode)
+
+    def list_dir(self, folder: Path | str, *, hidden: bool = False) -> list[os.DirEntry[str]]:
+        """The folder's entries (without dot-files unless `hidden`); [] if it cannot be read."""
+        if self.stat(folder) is None:
+            return []
+        return list_dir(Path(folder), hidden=hidden)
+
+    def read(self, path: Path, parse: Callable[[str], T], *, keep: bool = True) -> T | None:
+        """`parse(text)` of the file, or None if it does not exist or cannot be read. A file
+        is always read with the same `parse`. With keep=False a parse that is not cached
+        already is not cached either (for one-off reads of many files)."""
+        name = str(path)
+        try:
+            st = os.stat(name)
+        except OSError:
+            self._note(name, None)
             return None
-        signature = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        key = (str(path), tag)
-        hit = self._entries.get(key)
-        if hit is not None and hit[0] == signature:
-            return hit[1]  # type: ignore[return-value]
+        self._note(name, st)
+        signature = _signature(st)
+        key = name
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == signature:
+                self._entries.move_to_end(key)
+                return hit[1]  # type: ignore[return-value]
         text = read_text(path)
         if text is None:
             return None
         value = parse(text)
-        self._entries[key] = (signature, value)
+        if keep and not _racy(st) and len(text) <= self.max_chars // 4:
+            self._store(key, (signature, value, len(text)))
         return value
 
+    def _store(self, key: str, entry: tuple[Signature, object, int]) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= old[2]
+            self._entries[key] = entry
+            self._chars += entry[2]
+            while len(self._entries) > self.max_entries or self._chars > self.max_chars:
+                _, dropped = self._entries.popitem(last=False)
+                self._chars -= dropped[2]
+
     def forget(self, path: Path) -> None:
-        for key in [k for k in self._entries if k[0] == str(path)]:
-            del self._entries[key]
+        with self._lock:
+            old = self._entries.pop(str(path), None)
+            if old is not None:
+                self._chars -= old[2]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._chars = 0
 
 
 def read_text(path: Path) -> str | None:
@@ -112,10 +264,10 @@ def content_digest(text: str) -> str:
     return hashlib.sha256(text.replace("\r\n", "\n").rstrip().encode("utf-8")).hexdigest()
 
 
-def list_dir(folder: Path) -> list[os.DirEntry[str]]:
+def list_dir(folder: Path, *, hidden: bool = False) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(folder) as entries:
-            return [e for e in entries if not e.name.startswith(".")]
+            return [e for e in entries if hidden or not e.name.startswith(".")]
     except OSError:
         return []
 

@@ -6,80 +6,110 @@ the same as a small one. Every read goes through the stat-validated `FileCache`,
 hand edits of the markdown are picked up on the next read.
 
 `Tree` and `draft.Draft` offer the same reading methods (`problem`, `children`,
-`attachments`), so the prompt can be rendered from either.
+`attachments`), so the prompt can be rendered from either. Every look at the disk goes
+through the cache, so a `FileCache.recording()` sees all of it.
 """
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from pathlib import Path
 
 from . import formats
 from .model import Attachment, Criterion, Problem
 from .names import name_key
-from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache, list_dir
+from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache
 from .state import ProblemPath
+
+_FOLDERS_KEPT = 4096  # remembered problem folders; forgotten all at once past this
 
 
 class Tree:
     def __init__(self, root: Path, cache: FileCache | None = None) -> None:
         self.root = root
-        self.cache = cache or FileCache()
+        self.cache = cache if cache is not None else FileCache()
         self._folders: dict[ProblemPath, Path] = {(): root}
 
     def folder(self, path: ProblemPath) -> Path:
-        """The problem's folder (remembered: joining paths is most of a tree walk's cost)."""
+        """The problem's folder (remembered: joining paths is most of a tree walk's cost;
+        bounded, so that a walk of a huge tree does not stay in memory)."""
         folder = self._folders.get(path)
         if folder is None:
-            folder = self._folders[path] = self.folder(path[:-1]) / SUBPROBLEMS / path[-1]
+            parent = self.folder(path[:-1])
+            if len(self._folders) >= _FOLDERS_KEPT:
+                self._folders = {(): self.root}
+            folder = self._folders[path] = parent / SUBPROBLEMS / path[-1]
         return folder
 
     def exists(self, path: ProblemPath) -> bool:
         folder = self.folder(path)
-        return (folder / DEFINITION).is_file() if not path else folder.is_dir()
+        return self.cache.is_file(folder / DEFINITION) if not path else self.cache.is_dir(folder)
 
-    def problem(self, path: ProblemPath) -> Problem | None:
-        """The problem at `path` (a fresh copy the caller may change), or None."""
-        folder = self.folder(path)
-        fallback = path[-1] if path else self.root.name
-        base = self.cache.read(folder / DEFINITION, partial(formats.parse_definition, path=path, fallback_title=fallback))
+    def problem(self, path: ProblemPath, *, report: bool = True) -> Problem | None:
+        """The problem at `path` (a fresh copy the caller may change), or None. Without
+        `report` its report is not read (a tree view needs only titles and counts)."""
+        base = self._definition(path)
         if base is None:
-            if path and folder.is_dir():  # a folder made by hand, without a definition yet
-                base = Problem(path, fallback, "")
-            else:
-                return None
+            return None
+        folder = self.folder(path)
         problem = base.copy()
         criteria = self.cache.read(folder / CRITERIA, formats.parse_criteria)
         problem.criteria = [Criterion(c.text, c.done) for c in criteria or []]
-        report = self.cache.read(folder / REPORT, str.strip)
-        problem.report = report or None
+        if report:
+            problem.report = self.cache.read(folder / REPORT, str.strip) or None
         return problem
+
+    def _definition(self, path: ProblemPath, keep: bool = True) -> Problem | None:
+        """The problem as its definition file says (shared with the cache: do not change it)."""
+        folder = self.folder(path)
+        fallback = path[-1] if path else self.root.name
+        base = self.cache.read(
+            folder / DEFINITION, partial(formats.parse_definition, path=path, fallback_title=fallback), keep=keep)
+        if base is None and path and self.cache.is_dir(folder):
+            base = Problem(path, fallback, "")  # a folder made by hand, without a definition yet
+        return base
 
     def taken_names(self, folder: Path) -> set[str]:
         """Keys of every entry in `folder`, files and folders alike: a new name must avoid them all."""
-        try:
-            return {name_key(name) for name in os.listdir(folder)}
-        except OSError:
-            return set()
+        return {name_key(e.name) for e in self.cache.list_dir(folder, hidden=True)}
 
     def child_names(self, path: ProblemPath) -> list[str]:
-        return [e.name for e in list_dir(self.folder(path) / SUBPROBLEMS) if e.is_dir()]
+        return [e.name for e in self.cache.list_dir(self.folder(path) / SUBPROBLEMS) if e.is_dir()]
+
+    def has_children(self, path: ProblemPath) -> bool:
+        return any(e.is_dir() for e in self.cache.list_dir(self.folder(path) / SUBPROBLEMS))
 
     def children(self, path: ProblemPath) -> list[Problem]:
         """Subproblems in the order they were added."""
         found = [self.problem(path + (name,)) for name in self.child_names(path)]
-        return sorted((p for p in found if p is not None), key=lambda p: (p.order, p.created, p.path[-1]))
+        return sorted((p for p in found if p is not None), key=_order)
+
+    def ordered_child_names(self, path: ProblemPath) -> list[str]:
+        """The subproblems' folder names in the order they were added, reading only their
+        definitions (and keeping them cached only when there are few: a folder with a
+        hundred thousand subproblems must not flush the cache)."""
+        names = self.child_names(path)
+        keep = len(names) <= self.cache.max_entries // 4
+        keyed = []
+        for name in names:
+            child = self._definition(path + (name,), keep)
+            if child is not None:
+                keyed.append((child.order, child.created, name))
+        return [name for *_, name in sorted(keyed)]
 
     def attachments(self, path: ProblemPath) -> list[Attachment]:
         folder = self.folder(path) / ATTACHMENTS
         return read_attachments(folder, self.cache)
 
 
+def _order(problem: Problem) -> tuple[int, str, str]:
+    return (problem.order, problem.created, problem.path[-1])
+
+
 def read_attachments(folder: Path, cache: FileCache) -> list[Attachment]:
     """Every `*.md` in `folder` as an attachment, oldest first."""
     found = []
-    for entry in list_dir(folder):
+    for entry in cache.list_dir(folder):
         if entry.is_file() and entry.name.endswith(".md"):
             stem = entry.name[:-3]
             item = cache.read(Path(entry.path), partial(formats.parse_attachment, fallback_name=stem))
