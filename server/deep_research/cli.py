@@ -266,7 +266,7 @@ def _prompt(args: argparse.Namespace) -> int:
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from .engine.outline import render_outline
+    from .engine.outline import outline_lines
     from .engine.research import Research
 
     research = Research.open(_folder(args.dir))
@@ -275,7 +275,12 @@ def _tree(args: argparse.Namespace) -> int:
         from .engine.accounting import Ledger
 
         stats = Ledger(research.root)
-    print(render_outline(research, stats))
+    try:
+        for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `deep-research tree DIR | head`: the reader has seen enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
 
 

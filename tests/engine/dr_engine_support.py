@@ -188,3 +188,31 @@ def span_is_valid(lines: list[str], span: Span) -> bool:
         return 0 <= pos.line < len(lines) and 0 <= pos.col <= len(lines[pos.line])
 
     return inside(span.start) and inside(span.end) and span.start <= span.end
+
+
+# -- large trees ------------------------------------------------------------------------------
+
+
+def build_tree(root: Path, branching: tuple[int, ...]) -> int:
+    """A problem tree written straight to disk (definitions and criteria, the way the engine
+    writes them), `branching[d]` subproblems per problem at depth d: for tests of scale.
+    Problem k of a parent is titled by its indexes from 1 ("P 3.1.2"). Returns the count."""
+    from deep_research.engine import formats
+    from deep_research.engine.model import Criterion, Problem
+
+    written = 0
+    stack: list[tuple[Path, tuple[int, ...]]] = [(root, ())]
+    while stack:
+        folder, path = stack.pop()
+        title = "P " + ".".join(str(i + 1) for i in path) if path else "Root"
+        problem = Problem((), title, f"What {title} asks.", criteria=[Criterion(f"{title} done", len(path) % 2 == 0)],
+                          order=path[-1] if path else 0, created="2025-01-01T00:00:00+00:00")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / DEFINITION).write_text(formats.render_definition(problem), encoding="utf-8")
+        (folder / CRITERIA).write_text(formats.render_criteria(problem.criteria), encoding="utf-8")
+        written += 1
+        if len(path) < len(branching):
+            for index in range(branching[len(path)]):
+                child = path + (index,)
+                stack.append((folder / "Subproblems" / ("P " + ".".join(str(i + 1) for i in child)), child))
+    return written

@@ -1,19 +1,30 @@
-"""The whole problem tree at a glance, for `deep-research tree` and editor tree views.
+"""The problem tree at a glance: the lazy view editors show, and `deep-research tree`.
 
-Unlike the prompt, this walks every problem; reads go through the file cache, so a
-repeated walk of an unchanged tree only costs a `stat` per file.
+Editors' tree views ask for little at a time: `view()` gives the root with the path to
+the focus expanded and every other problem collapsed (its children not listed, a flag
+saying it has some), and `page()` gives the children of one problem. Each answer is
+made from the listed problems' own folders (a listing of their `Subproblems/`, their
+definition and criteria), never from a walk of the tree, and is bounded: a problem lists
+at most `PAGE` children at a time, and a whole view at most `VIEW_BUDGET` problems.
+
+`outline_lines()` prints the whole tree for the command line, depth first as it goes:
+it holds the siblings on the way down to the current problem, never the whole tree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .accounting import IDLE, Ledger, duration, summary
 from .model import Problem
 from .research import Research
-from .state import ROOT, Phase, ProblemPath, Status
+from .state import ROOT, Phase, ProblemPath, State, Status
 from .store import DEFINITION
+
+PAGE = 200  # children listed per problem and request
+VIEW_BUDGET = 1000  # problems listed in one view at most, whatever the depth of the focus
 
 _MARKS = {Status.OPEN: "open", Status.DONE: "done", Status.FAILED: "failed"}
 
@@ -27,36 +38,114 @@ class Node:
     criteria_total: int
     focused: bool
     definition_file: Path
-    children: list[Node] = field(default_factory=list)
+    has_children: bool
+    children: list[Node] | None = None  # None: not listed (ask with `page`); [] when it has none
+    offset: int = 0  # of the first listed child among all of them
+    total: int = 0  # children in all, when they are listed
 
 
-def outline(research: Research) -> Node | None:
+@dataclass
+class Page:
+    path: ProblemPath
+    offset: int
+    total: int
+    children: list[Node]
+
+
+@dataclass
+class View:
+    state: State
+    focus: Problem | None  # the problem in focus (at the end: the last one), None before one is defined
+    tree: Node | None
+
+
+def view(research: Research) -> View:
+    """The root, the path to the focus expanded (each expanded problem lists the page of
+    its children that holds the path), everything else collapsed."""
     state = research.state()
     if state.phase is Phase.NO_PROBLEM:
+        return View(state, None, None)
+    focus_path = state.focus if state.phase is Phase.IN_FOCUS else None
+    tree = research.tree
+    root = tree.problem(ROOT, report=False)
+    if root is None:
+        return View(state, None, None)
+    # The root and every problem on the way to the focus are expanded.
+    expanded = [focus_path[:depth] for depth in range(len(focus_path) + 1)] if focus_path is not None else [ROOT]
+    size = max(1, min(PAGE, VIEW_BUDGET // len(expanded)))
+    top = _node(research, root, focus_path)
+    node = top
+    for depth, path in enumerate(expanded):
+        names = tree.ordered_child_names(path)
+        on_path = expanded[depth + 1][-1] if depth + 1 < len(expanded) else None
+        index = names.index(on_path) if on_path in names else 0
+        offset = index // size * size
+        node.children = _nodes(research, path, names[offset: offset + size], focus_path)
+        node.offset, node.total = offset, len(names)
+        node = next((c for c in node.children if c.path[-1] == on_path), None)  # type: ignore[assignment]
+        if node is None:
+            break
+    return View(state, tree.problem(state.focus, report=False), top)
+
+
+def page(research: Research, path: ProblemPath, offset: int = 0, limit: int = PAGE) -> Page | None:
+    """Up to `limit` (at most PAGE) children of the problem at `path` from `offset` on,
+    collapsed; None if there is no such problem."""
+    tree = research.tree
+    state = research.state()
+    if state.phase is Phase.NO_PROBLEM or not tree.exists(path):
         return None
-    focus = state.focus if state.phase is Phase.IN_FOCUS else None
-    root = research.tree.problem(ROOT)
-    return _node(research, root, focus) if root is not None else None
+    focus_path = state.focus if state.phase is Phase.IN_FOCUS else None
+    names = tree.ordered_child_names(path)
+    offset = max(0, offset)
+    chosen = names[offset: offset + max(0, min(limit, PAGE))]
+    return Page(path, offset, len(names), _nodes(research, path, chosen, focus_path))
+
+
+def _nodes(research: Research, parent: ProblemPath, names: list[str], focus: ProblemPath | None) -> list[Node]:
+    found = (research.tree.problem(parent + (name,), report=False) for name in names)
+    return [_node(research, p, focus) for p in found if p is not None]
 
 
 def _node(research: Research, problem: Problem, focus: ProblemPath | None) -> Node:
     path = problem.path
-    node = Node(
-        path, problem.title, problem.status, problem.criteria_met, len(problem.criteria),
-        path == focus, research.tree.folder(path) / DEFINITION,
+    has_children = research.tree.has_children(path)
+    return Node(
+        path, problem.title, problem.status, problem.criteria_met, len(problem.criteria), path == focus,
+        research.tree.folder(path) / DEFINITION, has_children, None if has_children else [],
     )
-    node.children = [_node(research, child, focus) for child in research.tree.children(path)]
-    return node
 
 
-def render_outline(research: Research, stats: Ledger | None = None) -> str:
-    """The tree as text; with `stats`, each problem's effort (its own and its subproblems')."""
+# -- the whole tree, for the command line -----------------------------------------------------------
+
+
+def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[str]:
+    """Every problem, one line each with tree branches, depth first; then a footer. With
+    `stats`, each problem's effort (its own and its subproblems')."""
     state = research.state()
-    root = outline(research)
+    tree = research.tree
+    root = tree.problem(ROOT, report=False) if state.phase is not Phase.NO_PROBLEM else None
     if root is None:
-        return "No problem is defined yet."
-    lines = [_label(root, stats)]
-    _render_children(root, "", lines, stats)
+        yield "No problem is defined yet."
+        return
+    focus = state.focus if state.phase is Phase.IN_FOCUS else None
+    yield _label(root, focus, stats)
+    # One frame per level: the children still to print and the prefix of their lines.
+    stack: list[tuple[ProblemPath, list[str], int, str]] = [(ROOT, tree.ordered_child_names(ROOT), 0, "")]
+    while stack:
+        parent, names, index, prefix = stack.pop()
+        if index >= len(names):
+            continue
+        stack.append((parent, names, index + 1, prefix))
+        problem = tree.problem(parent + (names[index],), report=False)
+        if problem is None:  # removed while we were printing
+            continue
+        last = index == len(names) - 1
+        yield f"{prefix}{'└── ' if last else '├── '}{_label(problem, focus, stats)}"
+        children = tree.ordered_child_names(problem.path)
+        if children:
+            stack.append((problem.path, children, 0, prefix + ("    " if last else "│   ")))
+    yield ""
     footer = {
         Phase.IN_FOCUS: "◀ marks the problem in focus.",
         Phase.FINISHED: "The research is finished.",
@@ -65,17 +154,15 @@ def render_outline(research: Research, stats: Ledger | None = None) -> str:
     if stats is not None:
         footer += (" Figures after “·” count each problem with its subproblems; time in focus counts "
                    f"at most {duration(IDLE)} between two events.")
-    return "\n".join(lines + ["", footer])
+    yield footer
 
 
-def _render_children(node: Node, prefix: str, lines: list[str], stats: Ledger | None) -> None:
-    for index, child in enumerate(node.children):
-        last = index == len(node.children) - 1
-        lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(child, stats)}")
-        _render_children(child, prefix + ("    " if last else "│   "), lines, stats)
+def render_outline(research: Research, stats: Ledger | None = None) -> str:
+    """The tree as text; with `stats`, each problem's effort (its own and its subproblems')."""
+    return "\n".join(outline_lines(research, stats))
 
 
-def _label(node: Node, stats: Ledger | None = None) -> str:
-    focus = "  ◀ focus" if node.focused else ""
-    figures = f"  · {summary(stats.total(node.path))}" if stats is not None else ""
-    return f"{node.title} [{node.criteria_met}/{node.criteria_total}] ({_MARKS[node.status]}){focus}{figures}"
+def _label(problem: Problem, focus: ProblemPath | None, stats: Ledger | None = None) -> str:
+    mark = "  ◀ focus" if problem.path == focus else ""
+    figures = f"  · {summary(stats.total(problem.path))}" if stats is not None else ""
+    return f"{problem.title} [{problem.criteria_met}/{len(problem.criteria)}] ({_MARKS[problem.status]}){mark}{figures}"

@@ -19,6 +19,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path, to_fs_path
 
+from ...engine.state import Phase
 from ...engine.store import read_text
 from ..server import DeepResearchServer, Place
 from .diagnostics import refresh_diagnostics
@@ -56,11 +57,14 @@ def register(server: DeepResearchServer) -> None:
         return {"uri": from_fs_path(str(path)), "shown": shown}
 
     @server.command("deepResearch.tree")
-    async def tree(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+    async def tree(ls: DeepResearchServer, uri: str, *more: Any) -> dict[str, Any]:
         research = _research_or_error(ls, uri)
-        # The whole tree is walked: in a worker thread, so a large research does not
-        # hold up completion and diagnostics meanwhile.
-        return await asyncio.to_thread(_view, ls, research)
+        # In a worker thread: a problem with very many subproblems takes a while to sort,
+        # and completion and diagnostics must not wait for it.
+        if not more:
+            return await asyncio.to_thread(_view, ls, research)
+        path, offset = _page_arguments(more)
+        return await asyncio.to_thread(_page, research, path, offset)
 
     @server.command("deepResearch.newResearch")
     def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
@@ -317,12 +321,10 @@ class _Progress:
 
 
 def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
-    from ...engine.outline import outline
+    from ...engine.outline import PAGE, view
 
-    state = research.state()
-    root = outline(research)
-    relax_collector()
-    focus = research.focus()
+    shown = view(research)
+    state, focus = shown.state, shown.focus
     return {
         "root": from_fs_path(str(research.root)),
         "phase": state.phase.value,
@@ -330,8 +332,38 @@ def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
         "focus": None if focus is None else {
             "title": focus.title, "criteriaMet": focus.criteria_met, "criteriaTotal": len(focus.criteria),
         },
-        "tree": _node_json(root) if root else None,
+        "focusPath": list(state.focus) if shown.tree is not None and state.phase is Phase.IN_FOCUS else None,
+        "pageSize": PAGE,
+        "tree": _node_json(shown.tree) if shown.tree else None,
     }
+
+
+def _page(research: Research, path: tuple[str, ...], offset: int) -> dict[str, Any]:
+    from ...engine.outline import page
+
+    found = page(research, path, offset)
+    if found is None:
+        raise JsonRpcInvalidParams(f"there is no problem at {list(path)!r} in the research {research.root}")
+    return {"path": list(found.path), "offset": found.offset, "total": found.total,
+            "children": [_node_json(c) for c in found.children]}
+
+
+def _page_arguments(more: tuple[Any, ...]) -> tuple[tuple[str, ...], int]:
+    """A problem's path (its folder names from the root, [] for the root) and an offset;
+    both come from a client, so both are checked before they touch the disk."""
+    if len(more) > 2:
+        raise JsonRpcInvalidParams("deepResearch.tree takes a document URI, a problem's path and an offset")
+    path = more[0]
+    if not isinstance(path, list) or not all(_is_folder_name(name) for name in path):
+        raise JsonRpcInvalidParams(f"a problem's path is a list of its folder names from the root, got {path!r}")
+    offset = more[1] if len(more) > 1 else 0
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise JsonRpcInvalidParams(f"the offset is a number of problems (0 or more), got {offset!r}")
+    return tuple(path), offset
+
+
+def _is_folder_name(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
 
 
 def _node_json(node: Node) -> dict[str, Any]:
@@ -342,7 +374,10 @@ def _node_json(node: Node) -> dict[str, Any]:
         "criteriaTotal": node.criteria_total,
         "focused": node.focused,
         "definitionUri": from_fs_path(str(node.definition_file)),
-        "children": [_node_json(c) for c in node.children],
+        "path": list(node.path),
+        "hasChildren": node.has_children,
+        "children": None if node.children is None else [_node_json(c) for c in node.children],
+        **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
     }
 
 
