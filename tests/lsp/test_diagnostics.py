@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
 from .helpers import DEFINE, change_doc, diagnostics, execute, open_doc
@@ -130,3 +131,56 @@ async def test_research_deleted_while_open_gives_a_diagnostic_not_a_crash(client
     assert found.code == "not-a-research"
     result = await execute(client, uri)
     assert result["executed"] is False and result["reason"] == "not-a-research"
+
+
+async def pull(client, uri: str, previous: str | None = None):
+    return await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), previous_result_id=previous))
+
+
+async def test_pulled_diagnostics_are_unchanged_until_they_change(client, research: Path):
+    if client.preset != "neovim":
+        pytest.skip("only clients that pull diagnostics send result ids")
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    change_doc(client, uri, "Thinking.\n///focus_down Later\n")
+    first = await pull(client, uri)
+    assert first.kind == "full" and first.result_id
+    assert [d.code for d in first.items] == ["command-failed"]
+    assert (await pull(client, uri, first.result_id)).kind == "unchanged"
+    # Typing in the free text changes no diagnostic: still the same result.
+    change_doc(client, uri, "Thinking harder.\n///focus_down Later\n")
+    again = await pull(client, uri, first.result_id)
+    assert again.kind == "unchanged" and again.result_id == first.result_id
+    # A client without the id (or with an old one) gets the full report.
+    assert [d.code for d in (await pull(client, uri)).items] == ["command-failed"]
+    # An edit that changes a diagnostic: a full report under a new id.
+    change_doc(client, uri, "Thinking harder.\n\n///focus_down Later\n")
+    moved = await pull(client, uri, first.result_id)
+    assert moved.kind == "full" and moved.result_id != first.result_id
+    assert [d.range.start.line for d in moved.items] == [2]
+    # A subproblem created by hand in the tree on disk: the diagnostic goes.
+    folder = research / "Subproblems" / "Later"
+    folder.mkdir()
+    (folder / "Problem Definition.md").write_text("# Later\n\nMade by hand.\n", encoding="utf-8")
+    gone = await pull(client, uri, moved.result_id)
+    assert gone.kind == "full" and list(gone.items) == [] and gone.result_id != moved.result_id
+    assert (await pull(client, uri, gone.result_id)).kind == "unchanged"
+    # ... and comes back when its title is edited by hand (the folder name does not count).
+    (folder / "Problem Definition.md").write_text("# Sooner\n\nMade by hand.\n", encoding="utf-8")
+    back = await pull(client, uri, gone.result_id)
+    assert back.kind == "full" and [d.code for d in back.items] == ["command-failed"]
+
+
+async def test_a_hand_edit_of_the_state_changes_the_diagnostics(client, research: Path):
+    if client.preset != "neovim":
+        pytest.skip("only clients that pull diagnostics send result ids")
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    change_doc(client, uri, "///add_criteria Another\n")
+    first = await pull(client, uri)
+    assert list(first.items) == []
+    state = research / ".deep-research" / "state.json"
+    state.write_text(state.read_text(encoding="utf-8").replace('"in_focus"', '"finished"'), encoding="utf-8")
+    after = await pull(client, uri, first.result_id)
+    assert after.kind == "full" and [d.code for d in after.items] == ["invalid-in-phase"]

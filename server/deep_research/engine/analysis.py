@@ -105,32 +105,59 @@ def analyze(
     needs (`Analysis.needs`); with it they use its results (engine/evidence.py)."""
     draft = Draft(tree, state, pending=pending, evidence=evidence,
                   roots=tuple(evidence.roots if evidence is not None else roots))
-    diagnostics = list(parsed.diagnostics)
-    shutdown = bool(parsed.shutdowns)
-    diagnostics += [_shutdown_warning(span) for span in parsed.shutdowns]
-    outcomes: list[Outcome] = []
-    focus_change: Outcome | None = None
-    failed_before = False
-    syntax = _SyntaxErrors(parsed)
+    run = Run(parsed, draft)
     for command in parsed.commands:
+        run.step(command)
+    return run.finish(state)
+
+
+class Run:
+    """One analysis in progress, command by command: the draft, and the message rules'
+    state between commands. `analyze` runs every command; `engine.incremental` also
+    resumes a run from a checkpoint after an edit."""
+
+    def __init__(self, parsed: ParsedMessage, draft: Draft) -> None:
+        self.parsed = parsed
+        self.draft = draft
+        self.shutdown = bool(parsed.shutdowns)
+        self.syntax = _SyntaxErrors(parsed)
+        self.outcomes: list[Outcome] = []
+        self.found: list[list[Diagnostic]] = []  # each command's diagnostics
+        self.focus_change: Outcome | None = None
+        self.failed_before = False
+
+    def step(self, command: Command) -> None:
         binding = bind(command)
-        diagnostics += binding.diagnostics
+        found = list(binding.diagnostics)
         outcome = _outcome(binding)
-        outcomes.append(outcome)
-        if focus_change is not None:
-            diagnostics.append(_after_focus_change(outcome, focus_change, parsed.lines))
-            continue
+        self.outcomes.append(outcome)
+        self.found.append(found)
+        if self.focus_change is not None:
+            found.append(_after_focus_change(outcome, self.focus_change, self.parsed.lines))
+            return
         if binding.spec is not None and binding.spec.changes_focus:
-            focus_change = outcome
-        if shutdown:
+            self.focus_change = outcome
+        if self.shutdown:
             _skip(outcome, "Not run: the message asks to shut the research down (SHUT_DOWN_DEEP_RESEARCHER).")
         else:
-            _run(outcome, binding, draft, failed_before, diagnostics, syntax.within(command.span))
-            failed_before = failed_before or outcome.status is Status.FAILED
-    if shutdown:
-        draft.state = draft.state.evolve(phase=Phase.SHUT_DOWN)
+            _run(outcome, binding, self.draft, self.failed_before, found, self.syntax.within(command.span))
+            self.failed_before = self.failed_before or outcome.status is Status.FAILED
+
+    def finish(self, state: State) -> Analysis:
+        if self.shutdown:
+            self.draft.state = self.draft.state.evolve(phase=Phase.SHUT_DOWN)
+        return Analysis(self.parsed, state, self.draft, self.outcomes, collect(self.parsed, self.found), self.shutdown)
+
+
+def collect(parsed: ParsedMessage, found: list[list[Diagnostic]]) -> list[Diagnostic]:
+    """Every diagnostic of a message in order: the parser's, the shutdown warnings, each
+    command's (`found`)."""
+    diagnostics = list(parsed.diagnostics)
+    diagnostics += [_shutdown_warning(span) for span in parsed.shutdowns]
+    for one in found:
+        diagnostics += one
     diagnostics.sort(key=lambda d: (d.span.start, d.severity))
-    return Analysis(parsed, state, draft, outcomes, diagnostics, shutdown)
+    return diagnostics
 
 
 def _outcome(binding: Binding) -> Outcome:

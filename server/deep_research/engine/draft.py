@@ -71,16 +71,48 @@ class Draft:
     evidence: Evidence | None = None
     roots: tuple[Path, ...] = ()
     needs: list[Need] = field(default_factory=list)
+    # Copy on write, once a checkpoint was taken (engine.incremental): the problems and
+    # sibling indexes this draft made or copied since then, the only ones it may change in
+    # place; the others are shared with a checkpoint. None: no checkpoint, nothing shared.
+    own: set[ProblemPath] | None = None
+    own_siblings: set[ProblemPath] | None = None
 
     # -- reading (the same interface as Tree) ------------------------------------------
 
     def problem(self, path: ProblemPath) -> Problem | None:
-        if path not in self.problems:
-            loaded = self.tree.problem(path)
-            if loaded is None:
+        found = self.problems.get(path)
+        if found is None:
+            found = self.tree.problem(path)
+            if found is None:
                 return None
-            self.problems[path] = loaded
-        return self.problems[path]
+            self._adopt(path, found)
+        elif self.own is not None and path not in self.own:
+            # shared with a checkpoint, and the caller (an operation) may change it
+            found = self.problems[path] = found.copy()
+            self.own.add(path)
+        return found
+
+    def _adopt(self, path: ProblemPath, problem: Problem) -> None:
+        self.problems[path] = problem
+        if self.own is not None:
+            self.own.add(path)
+
+    # -- checkpoints (engine.incremental) -------------------------------------------------
+
+    def checkpoint(self) -> Draft:
+        """This draft as it is now, frozen, to `resume` from later. Cheap: problems are
+        shared, and copied by whichever side is about to change one."""
+        frozen = Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
+                       {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
+                       self.evidence, self.roots, list(self.needs))
+        self.own, self.own_siblings = set(), set()
+        return frozen
+
+    def resume(self) -> Draft:
+        """A new draft that goes on from this checkpoint, which stays as it is."""
+        return Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
+                     {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
+                     self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set())
 
     def child_count(self, path: ProblemPath) -> int:
         return len(self._siblings(path).paths)
@@ -96,15 +128,29 @@ class Draft:
         if path not in self.siblings:
             children = self.tree.children(path)
             for child in children:
-                self.problems.setdefault(child.path, child)
-            self.siblings[path] = _Siblings(
+                if child.path not in self.problems:
+                    self._adopt(child.path, child)
+            self._new_siblings(path, _Siblings(
                 paths=[c.path for c in children],
                 by_title={c.title: c.path for c in reversed(children)},
                 by_key={title_key(c.title): c.path for c in reversed(children)},
                 taken=self.tree.taken_names(self.tree.folder(path) / SUBPROBLEMS),
                 next_order=max((c.order for c in children), default=-1) + 1,
-            )
+            ))
         return self.siblings[path]
+
+    def _new_siblings(self, path: ProblemPath, siblings: _Siblings) -> None:
+        self.siblings[path] = siblings
+        if self.own_siblings is not None:
+            self.own_siblings.add(path)
+
+    def _siblings_to_change(self, path: ProblemPath) -> _Siblings:
+        siblings = self._siblings(path)
+        if self.own_siblings is not None and path not in self.own_siblings:
+            siblings = _Siblings(list(siblings.paths), dict(siblings.by_title), dict(siblings.by_key),
+                                 set(siblings.taken), siblings.next_order)
+            self._new_siblings(path, siblings)
+        return siblings
 
     # -- lookups commands need -------------------------------------------------------------
 
@@ -132,18 +178,18 @@ class Draft:
 
     def create_root(self, title: str, definition: str) -> Problem:
         problem = Problem(ROOT, title, definition, Status.OPEN, [], None, 0, now())
-        self.problems[ROOT] = problem
-        self.siblings[ROOT] = _Siblings([], {}, {}, self.tree.taken_names(self.tree.folder(ROOT) / SUBPROBLEMS), 0)
+        self._adopt(ROOT, problem)
+        self._new_siblings(ROOT, _Siblings([], {}, {}, self.tree.taken_names(self.tree.folder(ROOT) / SUBPROBLEMS), 0))
         self.mark(ROOT, *_ALL)
         return problem
 
     def add_child(self, parent: ProblemPath, title: str, definition: str) -> Problem:
-        siblings = self._siblings(parent)
+        siblings = self._siblings_to_change(parent)
         folder = unique_component(title, siblings.taken)
         path = parent + (folder,)
         problem = Problem(path, title, definition, Status.OPEN, [], None, siblings.next_order, now())
-        self.problems[path] = problem
-        self.siblings[path] = _Siblings([], {}, {}, set(), 0)
+        self._adopt(path, problem)
+        self._new_siblings(path, _Siblings([], {}, {}, set(), 0))
         siblings.paths.append(path)
         siblings.by_title.setdefault(title, path)
         siblings.by_key.setdefault(title_key(title), path)

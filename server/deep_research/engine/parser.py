@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from .text import Diagnostic, Edit, Fix, Pos, Severity, Span, clean_text, split_lines, whole_lines
 
@@ -74,7 +75,89 @@ class ParsedMessage:
 
 def parse(text: str) -> ParsedMessage:
     """Parse a whole message. Total: any string gives a result."""
-    return _Parser(clean_text(text)).run()
+    parser = _Parser(clean_text(text))
+    parser.feed(0)
+    return parser.result()
+
+
+def reparse(previous: ParsedMessage, text: str) -> ParsedMessage:
+    """`parse(text)`, reusing what `previous` parsed of the lines an edit did not touch.
+
+    Commands are independent once a block is closed, so the parse restarts at the first
+    command that reaches the line before the first changed line (that line decides how
+    the command ends) and, when the edit kept the number of lines, stops as soon as it
+    is back outside a block in the unchanged tail, a line past its start, where `previous`
+    was also between commands: the rest of `previous` is then what parsing would give.
+    """
+    text = clean_text(text)
+    if text == previous.text:
+        return previous
+    parser = _Parser(text)
+    old, new = previous.lines, parser.lines
+    first = first_difference(old, new)
+    same_tail = common_suffix(old, new, first)
+    commands = previous.commands
+    kept = 0
+    while kept < len(commands) and commands[kept].span.end.line < first - 1:
+        kept += 1
+    restart = max(0, first - 1)
+    if kept < len(commands):
+        restart = min(restart, commands[kept].header.start.line)
+    parser.commands = commands[:kept]
+    parser.shutdowns = [s for s in previous.shutdowns if s.start.line < restart]
+    parser.diagnostics = [d for d in previous.diagnostics if d.span.start.line < restart]
+    if len(new) != len(old):
+        parser.feed(restart)
+        _keep_equal(parser.commands, kept, commands)
+        return parser.result()
+    # Same number of lines: old line n is new line n. Resynchronise in the unchanged tail,
+    # one line past its start (a diagnostic's fix may depend on the line before it).
+    tail_from = len(new) - same_tail + 1
+    index = kept  # the first old command that may still cover the lines being looked at
+
+    def between_commands(number: int) -> bool:
+        nonlocal index
+        if number < tail_from:
+            return False
+        while index < len(commands) and commands[index].span.end.line < number:
+            index += 1
+        return index == len(commands) or commands[index].header.start.line >= number
+
+    stop = parser.feed(restart, between_commands)
+    _keep_equal(parser.commands, kept, commands)
+    if stop is not None:
+        parser.commands += commands[index:]
+        parser.shutdowns += [s for s in previous.shutdowns if s.start.line >= stop]
+        parser.diagnostics += [d for d in previous.diagnostics if d.span.start.line >= stop]
+    return parser.result()
+
+
+def _keep_equal(parsed: list[Command], start: int, previous: list[Command]) -> None:
+    """Put back the previous object of each command parsed again from `start` on that came
+    out the same, at the same place: unchanged commands keep their identity."""
+    by_line = {c.header.start.line: c for c in previous[start:]}
+    for index in range(start, len(parsed)):
+        before = by_line.get(parsed[index].header.start.line)
+        if before is not None and before == parsed[index]:
+            parsed[index] = before
+
+
+def first_difference(old: list[str], new: list[str]) -> int:
+    """The first line where two texts differ (the shorter length if one extends the other)."""
+    limit = min(len(old), len(new))
+    line = 0
+    while line < limit and old[line] == new[line]:
+        line += 1
+    return line
+
+
+def common_suffix(old: list[str], new: list[str], first: int) -> int:
+    """How many lines both texts end with, not counting lines before `first`."""
+    limit = min(len(old), len(new)) - first
+    count = 0
+    while count < limit and old[-1 - count] == new[-1 - count]:
+        count += 1
+    return count
 
 
 def unescape(line: str) -> str:
@@ -92,15 +175,25 @@ class _Parser:
         self.section_lines: list[tuple[int, int, str]] = []  # (line, start col, text) of the open section
         self.stray_text: list[int] = []  # lines of text inside a block before its first section
 
-    def run(self) -> ParsedMessage:
-        for number, line in enumerate(self.lines):
+    def feed(self, start: int, stop: Callable[[int], bool] | None = None) -> int | None:
+        """Parse the lines from `start` on (the parser being outside any block there). With
+        `stop`, return the first line, outside a block, for which it is true (unparsed);
+        None when the text was parsed to its end."""
+        lines = self.lines
+        for number in range(start, len(lines)):
+            if stop is not None and self.block is None and stop(number):
+                return number
+            line = lines[number]
             self._find_shutdowns(number, line)
             if self.block is not None:
                 self._block_line(number, line)
             else:
                 self._free_line(number, line)
         if self.block is not None:
-            self._unclosed(len(self.lines) - 1, at_end=True)
+            self._unclosed(len(lines) - 1, at_end=True)
+        return None
+
+    def result(self) -> ParsedMessage:
         return ParsedMessage(self.text, self.lines, self.commands, self.shutdowns, self.diagnostics)
 
     # -- outside blocks ---------------------------------------------------------------

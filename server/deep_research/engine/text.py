@@ -22,7 +22,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def clean_text(text: str) -> str:
     """Replace lone surrogates (possible in JSON from an editor) so the text can be written
     as UTF-8. One code point for one, so every position stays where it was."""
-    return _SURROGATE.sub("\ufffd", text)
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def split_lines(text: str) -> list[str]:

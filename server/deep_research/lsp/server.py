@@ -25,7 +25,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from .. import __version__
-from ..engine.parser import ParsedMessage, parse
+from ..engine.parser import ParsedMessage, parse, reparse
 from ..engine.state import Phase
 from ..engine.store import FileCache
 from ..engine.text import split_lines
@@ -37,7 +37,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
+    from ..engine.incremental import DocumentAnalysis, Memo
     from ..engine.research import Research
+    from ..engine.store import Reads
+    from .features.diagnostics import Report
 
 # The rest of the engine (the command table, analysis, the research) is imported where it
 # is first used, and warmed up in a thread once `initialize` is answered (see warm_up).
@@ -77,6 +80,9 @@ class DeepResearchServer(LanguageServer):
         self._researches: dict[Path, Research] = {}
         self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
+        self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
+        self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
+        self._snapshots: dict[Path, Memo[tuple]] = {}  # the focus and its subproblems, by research root
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message).
         self.executed: dict[str, str] = {}
@@ -120,10 +126,12 @@ class DeepResearchServer(LanguageServer):
         doc: TextDocument = self.workspace.get_text_document(uri)
         text = doc.source
         cached = self._parses.get(uri)
-        if cached is not None and cached[0] == doc.version and cached[1] == text:
+        if cached is not None and cached[0] == doc.version and cached[1] is text:
             parsed = cached[2]
         else:
-            parsed = parse(text)
+            # Re-parse only what the edit touched (an unchanged command stays the same
+            # object, which lets the analysis resume after it).
+            parsed = reparse(cached[2], text) if cached is not None else parse(text)
             self._parses[uri] = (doc.version, text, parsed)
         return Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
 
@@ -159,6 +167,8 @@ class DeepResearchServer(LanguageServer):
     def forget(self, uri: str) -> None:
         self.open_uris.discard(uri)
         self._parses.pop(uri, None)
+        self._analyses.pop(uri, None)
+        self.reports.pop(uri, None)
         self.executed.pop(uri, None)
 
     def place(self, uri: str) -> Place:
@@ -218,7 +228,10 @@ class DeepResearchServer(LanguageServer):
         return cached[1].merged(**self.settings.overrides())
 
     def snapshot(self, place: Place) -> "Snapshot":
+        """What completion and hover need of the research; read again only when one of the
+        files it came from changed."""
         from ..engine.assist import Snapshot
+        from ..engine.incremental import Memo
 
         research = place.research
         if research is None:
@@ -229,17 +242,37 @@ class DeepResearchServer(LanguageServer):
         state = research.state()
         if state.phase is Phase.NO_PROBLEM:
             return Snapshot(state.phase, **sources)
-        focus = research.tree.problem(state.focus)
-        children = tuple(research.tree.children(state.focus))
-        folders = {c.title: research.tree.folder(c.path) for c in children}
+        memo = self._snapshots.get(research.root)
+        if memo is None or memo.cache is not research.cache:
+            memo = self._snapshots[research.root] = Memo(research.cache, lambda: _problems(research))
+        focus, children, folders = memo.get()
         return Snapshot(state.phase, focus, children, folders, figures=self.ledger(research.root).total_if_ready,
                         **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
+        """The document's analysis: kept between requests, resumed after an edit."""
+        from ..engine.incremental import DocumentAnalysis
+
         if place.research is None:
             return None
-        roots = self.config(place.research.root).fetch.allowed_roots
-        return place.research.analyze(doc.text, parsed=doc.parsed, roots=roots)
+        roots = tuple(self.config(place.research.root).fetch.allowed_roots)
+        kept = self._analyses.get(doc.uri)
+        if kept is None or kept.research is not place.research or kept.roots != roots:
+            kept = self._analyses[doc.uri] = DocumentAnalysis(place.research, roots=roots)
+        return kept.analyze(doc.parsed)
+
+    def analysis_reads(self, uri: str) -> "Reads | None":
+        """What the document's last analysis read from disk (None: it has none)."""
+        kept = self._analyses.get(uri)
+        return kept.reads if kept is not None else None
+
+
+def _problems(research: "Research") -> tuple:
+    """The focus, its subproblems and their folders, for completion and hover."""
+    state = research.state()
+    focus = research.tree.problem(state.focus)
+    children = tuple(research.tree.children(state.focus))
+    return focus, children, {c.title: research.tree.folder(c.path) for c in children}
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:
@@ -266,7 +299,7 @@ def create_server() -> DeepResearchServer:
 def warm_up() -> None:
     """Import the rest of the engine while the client gets ready (call it once `initialize`
     is answered), then keep it out of the cyclic collector's way (see cli._serve)."""
-    for module in ("analysis", "assist", "outline", "research"):
+    for module in ("analysis", "assist", "incremental", "outline", "research"):
         importlib.import_module(f"deep_research.engine.{module}")
     gc.freeze()
 

@@ -1,15 +1,21 @@
-"""Document sync and diagnostics: pull for clients that pull, push for the others."""
+"""Document sync and diagnostics: pull for clients that pull, push for the others.
+
+Pull diagnostics carry a `resultId`; a client that sends it back gets the `unchanged`
+report while the diagnostics are what it has (see `report`)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+from dataclasses import dataclass
 
 from lsprotocol import types
 
-from ...engine.text import Pos, Severity, Span
+from ...engine.parser import ParsedMessage, common_suffix, first_difference
+from ...engine.text import Diagnostic, Pos, Severity, Span
 from .. import convert
-from ..server import DeepResearchServer
+from ..server import DeepResearchServer, Document
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -56,35 +62,87 @@ def register(server: DeepResearchServer) -> None:
         types.TEXT_DOCUMENT_DIAGNOSTIC,
         types.DiagnosticOptions(identifier="deep-research", inter_file_dependencies=True, workspace_diagnostics=False),
     )
-    def pull(ls: DeepResearchServer, params: types.DocumentDiagnosticParams) -> types.FullDocumentDiagnosticReport:
-        return types.FullDocumentDiagnosticReport(items=diagnostics_for(ls, params.text_document.uri))
+    def pull(
+        ls: DeepResearchServer, params: types.DocumentDiagnosticParams,
+    ) -> types.FullDocumentDiagnosticReport | types.UnchangedDocumentDiagnosticReport:
+        found = report(ls, params.text_document.uri)
+        if found is None:
+            return types.FullDocumentDiagnosticReport(items=[])
+        if params.previous_result_id == found.result_id:
+            return types.UnchangedDocumentDiagnosticReport(result_id=found.result_id)
+        return types.FullDocumentDiagnosticReport(items=found.items, result_id=found.result_id)
+
+
+@dataclass
+class Report:
+    """The diagnostics last reported for a document: one `resultId` for as long as they stay
+    the same, even across edits (typing in the free text between commands changes none)."""
+
+    result_id: str
+    found: list[Diagnostic]  # the engine's diagnostics, notes included
+    items: list[types.Diagnostic]  # the same for the client
+    parsed: ParsedMessage  # the text they were last found for
+
+
+_ids = itertools.count(1)
+
+
+def report(ls: DeepResearchServer, uri: str) -> Report | None:
+    """The document's diagnostics now. Nothing is analysed again while the text, the
+    research's state and the files the analysis read are unchanged (the document's
+    `DocumentAnalysis` checks them), and after an edit only from the first changed command."""
+    doc = ls.document(uri)
+    if doc is None:
+        return None
+    try:
+        found = _diagnostics(ls, doc)
+        last = ls.reports.get(uri)
+        if last is not None and last.found == found and _untouched(last.parsed, doc.parsed, found):
+            last.parsed = doc.parsed
+            return last
+        items = [convert.diagnostic(d, doc.positions) for d in found]
+        ls.reports[uri] = fresh = Report(str(next(_ids)), found, items, doc.parsed)
+        return fresh
+    except Exception as error:  # diagnostics must never take the server down
+        log.exception("diagnostics failed for %s: %s", uri, error)
+        ls.reports.pop(uri, None)
+        return None
 
 
 def diagnostics_for(ls: DeepResearchServer, uri: str) -> list[types.Diagnostic]:
-    doc = ls.document(uri)
-    if doc is None:
-        return []
-    try:
-        place = ls.place(uri)
+    found = report(ls, uri)
+    return found.items if found is not None else []
+
+
+def _diagnostics(ls: DeepResearchServer, doc: Document) -> list[Diagnostic]:
+    place = ls.place(doc.uri)
+    if place.problem is not None:
         found = list(doc.parsed.diagnostics)
-        if place.problem is not None:
-            found.append(_note(doc, Severity.WARNING, "not-a-research", place.problem))
-        else:
-            analysis = ls.analysis(doc, place)
-            found = list(analysis.diagnostics) if analysis else found
-        if uri in ls.executed and doc.text.strip():
-            found.append(_note(doc, Severity.INFO, "already-executed",
-                               "This message was already executed; saving it again does nothing. Clear the "
-                               "document and write the next message."))
-        return [convert.diagnostic(d, doc.positions) for d in found]
-    except Exception as error:  # diagnostics must never take the server down
-        log.exception("diagnostics failed for %s: %s", uri, error)
-        return []
+        found.append(_note(doc, Severity.WARNING, "not-a-research", place.problem))
+    else:
+        analysis = ls.analysis(doc, place)
+        found = list(analysis.diagnostics) if analysis else list(doc.parsed.diagnostics)
+    if doc.uri in ls.executed and doc.text.strip():
+        found.append(_note(doc, Severity.INFO, "already-executed",
+                           "This message was already executed; saving it again does nothing. Clear the "
+                           "document and write the next message."))
+    return found
 
 
-def _note(doc, severity: Severity, code: str, message: str):
-    from ...engine.text import Diagnostic
+def _untouched(old: ParsedMessage, new: ParsedMessage, found: list[Diagnostic]) -> bool:
+    """Whether diagnostics that are equal in the engine's terms (code points) are also
+    equal for the client: none of them is on a line the edit changed (where the client's
+    units before a column may differ) or below it when lines were added or removed."""
+    if old is new:
+        return True
+    first = first_difference(old.lines, new.lines)
+    if len(old.lines) != len(new.lines):
+        return all(d.span.end.line < first for d in found)
+    after = len(new.lines) - common_suffix(old.lines, new.lines, first)
+    return all(d.span.end.line < first or d.span.start.line >= after for d in found)
 
+
+def _note(doc: Document, severity: Severity, code: str, message: str) -> Diagnostic:
     first = doc.parsed.lines[0] if doc.parsed.lines else ""
     return Diagnostic(Span(Pos(0, 0), Pos(0, len(first))), severity, code, message)
 
