@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from enum import Enum
 from pathlib import Path
 from typing import Callable
@@ -25,20 +26,47 @@ from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROB
 from .text import Pos, Span
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """What assistance needs to know about the research, read once per request."""
+Problems = tuple["Problem | None", tuple[Problem, ...], dict[str, Path]]
 
-    phase: Phase
-    focus: Problem | None = None
-    children: tuple[Problem, ...] = ()
-    folder_of: dict[str, Path] = field(default_factory=dict)  # subproblem title -> its folder
-    root: Path | None = None  # the research folder: attach_file's paths start there
-    roots: tuple[Path, ...] = ()  # other folders attach_file may read (fetch.allowed_roots)
-    search_provider: str | None = None
-    # A problem's effort, its subproblems' included (accounting.Ledger.total_if_ready: None
-    # while a long journal is still being read); asked only by hover.
-    figures: Callable[[ProblemPath], Figures | None] | None = None
+
+class Snapshot:
+    """What assistance needs to know about the research: the phase, and the problem part
+    (the focus, its subproblems and their folders), given or read by `load` when a request
+    first needs it (completing a command name needs the phase alone)."""
+
+    def __init__(
+        self, phase: Phase, focus: Problem | None = None, children: tuple[Problem, ...] = (),
+        folder_of: dict[str, Path] | None = None, *, load: Callable[[], Problems] | None = None,
+        root: Path | None = None, roots: tuple[Path, ...] = (), search_provider: str | None = None,
+        figures: Callable[[ProblemPath], Figures | None] | None = None,
+    ) -> None:
+        self.phase = phase
+        self._problems: Problems | None = None if load else (focus, tuple(children), folder_of or {})
+        self._load = load
+        self.root = root  # the research folder: attach_file's paths start there
+        self.roots = roots  # other folders attach_file may read (fetch.allowed_roots)
+        self.search_provider = search_provider
+        # A problem's effort, its subproblems' included (accounting.Ledger.total_if_ready: None
+        # while a long journal is still being read); asked only by hover.
+        self.figures = figures
+
+    def _part(self) -> Problems:
+        if self._problems is None:
+            assert self._load is not None
+            self._problems = self._load()
+        return self._problems
+
+    @property
+    def focus(self) -> Problem | None:
+        return self._part()[0]
+
+    @property
+    def children(self) -> tuple[Problem, ...]:
+        return self._part()[1]
+
+    @property
+    def folder_of(self) -> dict[str, Path]:  # subproblem title -> its folder
+        return self._part()[2]
 
     def child(self, title: str) -> Problem | None:
         return next((c for c in self.children if c.title == title), None)
@@ -89,11 +117,11 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> list[Candidate]
         return _complete_argument(argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
-        return _commands(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False)
+        return list(_commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False))
     if match is None:
         return []
     replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
-    return _commands(snap, replace, blocks_only=match.group(2) is not None)
+    return list(_commands(snap.phase, replace, blocks_only=match.group(2) is not None))
 
 
 def _line_argument(prefix: str):
@@ -186,9 +214,12 @@ def _word_end(line: str, col: int) -> int:
     return end
 
 
-def _commands(snap: Snapshot, replace: Span, *, blocks_only: bool) -> list[Candidate]:
+@lru_cache(maxsize=64)
+def _commands(phase: Phase, replace: Span, *, blocks_only: bool) -> tuple[Candidate, ...]:
+    """Command names valid in `phase` (the same tuple for the same place: typing `///` again
+    at a line costs nothing)."""
     items = []
-    for order, spec in enumerate(snap.valid):
+    for order, spec in enumerate(commands.valid_in(phase)):
         if blocks_only and spec.form is not Form.BLOCK:
             continue
         head = f"<<< {spec.name}" if spec.form is Form.BLOCK else f"///{spec.name}"
@@ -203,7 +234,7 @@ def _commands(snap: Snapshot, replace: Span, *, blocks_only: bool) -> list[Candi
             filter_text=(f"<<< {spec.name}" if blocks_only else f"///{spec.name}"),
             sort_text=f"{order:02d}",
         ))
-    return items
+    return tuple(items)
 
 
 def _complete_in_block(block: Command, pos: Pos, prefix: str, snap: Snapshot) -> list[Candidate]:

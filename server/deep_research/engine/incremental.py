@@ -133,18 +133,18 @@ def _first_changed(old: ParsedMessage, new: ParsedMessage) -> int:
     """The first command whose outcome may differ. An unchanged command (the same object:
     `reparse` keeps them) has the same outcome given the same draft, unless it ends the
     text in one version and not in the other: a fix that removes it depends on that."""
-    count = min(len(old.commands), len(new.commands))
-    last_old, last_new = len(old.lines) - 1, len(new.lines) - 1
+    before, after = old.commands, new.commands
+    count = min(len(before), len(after))
     index = 0
-    while index < count:
-        command = new.commands[index]
-        if command is not old.commands[index]:
-            break
+    while index < count and after[index] is before[index]:
+        index += 1
+    if index:  # only the last command of either text can end it
+        command = after[index - 1]
         end, start = command.span.end.line, command.span.start.line
+        last_old, last_new = len(old.lines) - 1, len(new.lines) - 1
         if (end == last_old or end == last_new) and not (
                 last_old == last_new and (start == 0 or old.lines[start - 1] == new.lines[start - 1])):
-            break
-        index += 1
+            index -= 1
     return index
 
 

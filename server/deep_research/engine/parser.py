@@ -108,7 +108,7 @@ def reparse(previous: ParsedMessage, text: str) -> ParsedMessage:
     parser.diagnostics = [d for d in previous.diagnostics if d.span.start.line < restart]
     if len(new) != len(old):
         parser.feed(restart)
-        _keep_equal(parser.commands, kept, commands)
+        _keep_equal(parser.commands, kept, commands, old, new)
         return parser.result()
     # Same number of lines: old line n is new line n. Resynchronise in the unchanged tail,
     # one line past its start (a diagnostic's fix may depend on the line before it).
@@ -124,7 +124,7 @@ def reparse(previous: ParsedMessage, text: str) -> ParsedMessage:
         return index == len(commands) or commands[index].header.start.line >= number
 
     stop = parser.feed(restart, between_commands)
-    _keep_equal(parser.commands, kept, commands)
+    _keep_equal(parser.commands, kept, commands, old, new)
     if stop is not None:
         parser.commands += commands[index:]
         parser.shutdowns += [s for s in previous.shutdowns if s.start.line >= stop]
@@ -132,14 +132,19 @@ def reparse(previous: ParsedMessage, text: str) -> ParsedMessage:
     return parser.result()
 
 
-def _keep_equal(parsed: list[Command], start: int, previous: list[Command]) -> None:
-    """Put back the previous object of each command parsed again from `start` on that came
-    out the same, at the same place: unchanged commands keep their identity."""
+def _keep_equal(parsed: list[Command], start: int, previous: list[Command], old: list[str], new: list[str]) -> None:
+    """Put back the previous object of each command parsed again from `start` on whose lines
+    did not change (the same place, the same text): unchanged commands keep their identity.
+    Equal objects alone are not enough: text a command does not hold (stray text before a
+    block's first section) still decides whether it runs."""
     by_line = {c.header.start.line: c for c in previous[start:]}
     for index in range(start, len(parsed)):
-        before = by_line.get(parsed[index].header.start.line)
-        if before is not None and before == parsed[index]:
-            parsed[index] = before
+        command = parsed[index]
+        before = by_line.get(command.header.start.line)
+        if before is not None and before == command:
+            first, last = command.span.start.line, command.span.end.line + 1
+            if old[first:last] == new[first:last]:
+                parsed[index] = before
 
 
 def first_difference(old: list[str], new: list[str]) -> int:

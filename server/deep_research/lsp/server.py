@@ -27,7 +27,7 @@ from pygls.workspace import TextDocument
 from .. import __version__
 from ..engine.parser import ParsedMessage, parse, reparse
 from ..engine.state import Phase
-from ..engine.store import FileCache
+from ..engine.store import STATE, FileCache, bookkeeping
 from ..engine.text import split_lines
 from .config import Settings
 from .convert import Positions
@@ -80,6 +80,7 @@ class DeepResearchServer(LanguageServer):
         self._researches: dict[Path, Research] = {}
         self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
+        self._places: dict[str, tuple[Place, str, tuple]] = {}  # a document's research, its state file, the workspace
         self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
         self._snapshots: dict[Path, Memo[tuple]] = {}  # the focus and its subproblems, by research root
@@ -158,6 +159,9 @@ class DeepResearchServer(LanguageServer):
         """The accounting of a research, kept up to date with its journal (read incrementally)."""
         from ..engine.accounting import Ledger
 
+        known = self._ledgers.get(root)  # a research's root is already resolved: no walk per request
+        if known is not None:
+            return known
         root = root.resolve()
         if root not in self._ledgers:
             ledger = self._ledgers[root] = Ledger(root)
@@ -167,11 +171,27 @@ class DeepResearchServer(LanguageServer):
     def forget(self, uri: str) -> None:
         self.open_uris.discard(uri)
         self._parses.pop(uri, None)
+        self._places.pop(uri, None)
         self._analyses.pop(uri, None)
         self.reports.pop(uri, None)
         self.executed.pop(uri, None)
 
     def place(self, uri: str) -> Place:
+        """Where the document sits. A document in a research stays there while the research's
+        state file does and the workspace folders are the same (one stat per request instead
+        of a walk up the folders)."""
+        workspace = (tuple(sorted(self.workspace.folders)), self.workspace.root_uri)
+        kept = self._places.get(uri)
+        if kept is not None and kept[2] == workspace and os.path.isfile(kept[1]):
+            return kept[0]
+        place = self._locate(uri)
+        if place.research is not None:
+            self._places[uri] = (place, str(bookkeeping(place.research.root) / STATE), workspace)
+        else:
+            self._places.pop(uri, None)
+        return place
+
+    def _locate(self, uri: str) -> Place:
         from ..engine.research import Location, NotAResearch, locate, refuse_as_research
 
         path = to_fs_path(uri) if uri.startswith("file:") else None
@@ -228,8 +248,9 @@ class DeepResearchServer(LanguageServer):
         return cached[1].merged(**self.settings.overrides())
 
     def snapshot(self, place: Place) -> "Snapshot":
-        """What completion and hover need of the research; read again only when one of the
-        files it came from changed."""
+        """What completion and hover need of the research. The phase is read now (a few
+        stats); the focus and its subproblems only if the request needs them, and read
+        again only when one of the files they came from changed."""
         from ..engine.assist import Snapshot
         from ..engine.incremental import Memo
 
@@ -245,9 +266,7 @@ class DeepResearchServer(LanguageServer):
         memo = self._snapshots.get(research.root)
         if memo is None or memo.cache is not research.cache:
             memo = self._snapshots[research.root] = Memo(research.cache, lambda: _problems(research))
-        focus, children, folders = memo.get()
-        return Snapshot(state.phase, focus, children, folders, figures=self.ledger(research.root).total_if_ready,
-                        **sources)
+        return Snapshot(state.phase, load=memo.get, figures=self.ledger(research.root).total_if_ready, **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         """The document's analysis: kept between requests, resumed after an edit."""

@@ -44,8 +44,24 @@ def register(server: DeepResearchServer) -> None:
             log.exception("completion failed: %s", error)
             return None
         snippets = ls.supports("text_document.completion.completion_item.snippet_support")
-        items = [_item(c, doc.positions, snippets) for c in candidates]
-        return types.CompletionList(is_incomplete=False, items=items)
+        return types.CompletionList(is_incomplete=False, items=_items(candidates, doc.positions, snippets))
+
+
+# The same candidates on the same line give the same items: converting the command table's
+# documentation again on every `///` typed was most of a completion's cost.
+_converted: dict[tuple, list[types.CompletionItem]] = {}
+
+
+def _items(candidates: list["assist.Candidate"], positions: convert.Positions, snippets: bool) -> list[types.CompletionItem]:
+    lines = {c.replace.start.line for c in candidates} | {c.replace.end.line for c in candidates}
+    key = (tuple(candidates), tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)),
+           positions.encoding, snippets)
+    items = _converted.get(key)
+    if items is None:
+        if len(_converted) >= 32:
+            _converted.clear()
+        items = _converted[key] = [_item(c, positions, snippets) for c in candidates]
+    return items
 
 
 def _item(candidate: "assist.Candidate", positions: convert.Positions, snippets: bool) -> types.CompletionItem:
