@@ -12,7 +12,8 @@ pygls's LanguageClient, and every kind of request is timed ALTERNATELY on the tw
 ours, one of bare's, swapping who goes first), N times each after 20 unmeasured ones, so
 that the load of a shared machine falls on both alike. It prints p50/p99 per kind and the
 ratio ours/bare. The client behaves as VS Code does: it sends the `previousResultId` of
-its last diagnostics report. "(+ edit)" kinds follow a didChange that inserts ONE
+its last diagnostics report, and advertises VS Code's completion capabilities (lazily
+resolved documentation, list item defaults). "(+ edit)" kinds follow a didChange that inserts ONE
 character (typing), inside the measured time.
 
 Part 2, a 101,111-problem research (branching 10, 10, 10, 100), focused at the same place
@@ -145,8 +146,14 @@ CAPABILITIES = types.ClientCapabilities(
     text_document=types.TextDocumentClientCapabilities(
         synchronization=types.TextDocumentSyncClientCapabilities(did_save=True),
         diagnostic=types.DiagnosticClientCapabilities(),
+        # as VS Code 1.91 says: documentation resolved lazily, a shared range as a default
         completion=types.CompletionClientCapabilities(
-            completion_item=types.ClientCompletionItemOptions(snippet_support=True)),
+            completion_item=types.ClientCompletionItemOptions(
+                snippet_support=True,
+                resolve_support=types.ClientCompletionItemResolveOptions(
+                    properties=["documentation", "detail", "additionalTextEdits"])),
+            completion_list=types.CompletionListCapabilities(
+                item_defaults=["commitCharacters", "editRange", "insertTextFormat", "insertTextMode", "data"])),
         hover=types.HoverClientCapabilities(content_format=[types.MarkupKind.Markdown]),
     ),
 )

@@ -10,11 +10,44 @@ from .helpers import DEFINE, change_doc, execute, open_doc
 
 
 async def complete(client, uri: str, line: int, character: int) -> list[types.CompletionItem]:
-    result = await client.text_document_completion_async(types.CompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)))
+    """The items as an editor shows them: the list's default range applied to each, and the
+    documentation resolved where the server left it for later (as VS Code does for the
+    item it shows)."""
+    result = await raw_complete(client, uri, line, character)
     if result is None:
         return []
-    return list(result.items if isinstance(result, types.CompletionList) else result)
+    items = list(result.items if isinstance(result, types.CompletionList) else result)
+    defaults = result.item_defaults if isinstance(result, types.CompletionList) else None
+    shown = []
+    for item in items:
+        if item.text_edit is None and defaults is not None and defaults.edit_range is not None:
+            item.text_edit = types.TextEdit(range=defaults.edit_range, new_text=item.text_edit_text or item.label)
+        if item.documentation is None:
+            item = await client.completion_item_resolve_async(item)
+        shown.append(item)
+    return shown
+
+
+async def raw_complete(client, uri: str, line: int, character: int):
+    return await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line, character=character)))
+
+
+async def test_answers_are_as_small_as_the_client_allows(client, research: Path):
+    """VS Code resolves documentation lazily: it comes with completionItem/resolve. Neovim
+    0.11 takes a shared range as the list's itemDefaults.editRange."""
+    uri = await defined(client, research)
+    change_doc(client, uri, "///")
+    result = await raw_complete(client, uri, 0, 3)
+    if client.preset == "visual-studio-code":
+        assert all(i.documentation is None and i.data for i in result.items)
+        resolved = await client.completion_item_resolve_async(result.items[0])
+        assert resolved.documentation.value.startswith(f"**{resolved.label}**")
+        assert result.items[0].text_edit.range.end == types.Position(line=0, character=3)
+    else:
+        assert all(i.documentation.value for i in result.items)
+        assert result.item_defaults.edit_range.end == types.Position(line=0, character=3)
+        assert all(i.text_edit is None and i.text_edit_text for i in result.items)
 
 
 async def defined(client, research: Path) -> str:

@@ -83,8 +83,13 @@ function H.complete(buf, client, row, col)
   assert(response and not response.err, 'completion failed: ' .. vim.inspect(response))
   local result = response.result or {}
   local items = result.items or result
+  -- As Neovim's completion does: a range shared by every item comes once, in itemDefaults.
+  local range = result.itemDefaults and result.itemDefaults.editRange
   local labels = {}
   for _, item in ipairs(items) do
+    if range and not item.textEdit then
+      item.textEdit = { range = range, newText = item.textEditText or item.label }
+    end
     table.insert(labels, item.label)
   end
   return labels, items

@@ -9,7 +9,7 @@ import { AutopilotParams, ResearchView } from './protocol';
 import { onPythonExtensionInterpreterChange, PythonDiscovery } from './python';
 import { ServerManager, ServerState } from './server';
 import { StatusBar } from './statusBar';
-import { ProblemTreeProvider, TREE_VIEW_ID, TreeItemSnapshot } from './tree';
+import { MORE_COMMAND, MoreRow, ProblemTreeProvider, TREE_VIEW_ID, TreeItemSnapshot, TreeNode } from './tree';
 
 /** What `extensions.getExtension('deep-research.deep-research').exports` gives (used by the tests). */
 export interface DeepResearchApi {
@@ -21,6 +21,12 @@ export interface DeepResearchApi {
   refresh(): Promise<ResearchView | undefined>;
   view(): ResearchView | undefined;
   treeItems(): TreeItemSnapshot[];
+  /**
+   * Expands the problem at `path` (folder names from the root) in the real tree view, as a
+   * click on its twistie does: VS Code then asks the provider for its children, which asks
+   * the server. Resolves once the view has revealed it; the children follow in treeItems().
+   */
+  expand(path: string[]): Promise<void>;
   statusBar(): { text: string; tooltip: string; visible: boolean };
   /** Fires after every refresh of the tree and the status bar. */
   onDidRefresh: vscode.Event<ResearchView | undefined>;
@@ -37,9 +43,12 @@ export function activate(context: vscode.ExtensionContext): DeepResearchApi {
   const model = new ResearchModel(server, output);
   const tree = new ProblemTreeProvider(model);
   const statusBar = new StatusBar(model, server);
-  const treeView = vscode.window.createTreeView(TREE_VIEW_ID, { treeDataProvider: tree, showCollapseAll: true });
+  const treeView = vscode.window.createTreeView<TreeNode>(TREE_VIEW_ID, { treeDataProvider: tree, showCollapseAll: true });
   const autopilot = new Autopilot(server, model, output);
-  context.subscriptions.push(output, server, model, tree, statusBar, treeView, autopilot);
+  context.subscriptions.push(
+    output, server, model, tree, statusBar, treeView, autopilot,
+    vscode.commands.registerCommand(MORE_COMMAND, (row: MoreRow) => tree.more(row)),
+  );
   registerCommands(context, server, model, output);
   registerAutopilotCommands(context, server, model, autopilot, messageDocumentOf(model));
 
@@ -83,6 +92,13 @@ export function activate(context: vscode.ExtensionContext): DeepResearchApi {
     refresh: () => model.refresh(),
     view: () => model.view,
     treeItems: () => tree.snapshot(),
+    expand: async (path: string[]) => {
+      const node = tree.node(path);
+      if (!node) {
+        throw new Error(`the tree view does not show the problem ${JSON.stringify(path)}`);
+      }
+      await treeView.reveal(node, { expand: true, select: false, focus: false });
+    },
     statusBar: () => ({ text: statusBar.text, tooltip: statusBar.tooltip, visible: statusBar.visible }),
     onDidRefresh: model.onDidChange,
     autopilot: (uri?: string) => autopilot.state(uri),

@@ -1,7 +1,7 @@
 // The research the user is looking at: the current `.dr` document and the server's
 // view of its tree (`deepResearch.tree`). The tree view and the status bar render it.
 import * as vscode from 'vscode';
-import { LANGUAGE_ID, ResearchView, runServerCommand, ServerCommand } from './protocol';
+import { ChildrenPage, LANGUAGE_ID, ResearchView, runServerCommand, ServerCommand } from './protocol';
 import { ServerManager } from './server';
 
 export class ResearchModel implements vscode.Disposable {
@@ -82,6 +82,23 @@ export class ResearchModel implements vscode.Disposable {
       return view;
     })().finally(() => (this.inFlight = undefined));
     return this.inFlight;
+  }
+
+  /** One page of a problem's children, straight from the server (the view holds no tree). */
+  async children(path: string[], offset = 0): Promise<ChildrenPage | undefined> {
+    const client = this.server.running;
+    const doc = this._document;
+    if (!client || !doc) {
+      return undefined;
+    }
+    try {
+      return await runServerCommand<ChildrenPage>(client, ServerCommand.tree, doc.toString(), path, offset);
+    } catch (e) {
+      // the problem is gone (renamed or removed by hand): the whole view is out of date
+      this.output.appendLine(`${ServerCommand.tree} failed for ${JSON.stringify(path)}: ${(e as Error).message}`);
+      void this.refresh();
+      return undefined;
+    }
   }
 
   private async fetch(): Promise<ResearchView | undefined> {

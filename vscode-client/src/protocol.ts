@@ -90,7 +90,14 @@ export interface ProblemNode {
   criteriaTotal: number;
   focused: boolean;
   definitionUri?: string;
-  children: ProblemNode[];
+  /** Folder names from the root problem ([] for the root): what `deepResearch.tree` takes. */
+  path: string[];
+  hasChildren: boolean;
+  /** null: not listed (collapsed); ask for them with the path. */
+  children: ProblemNode[] | null;
+  /** When children are listed: where they start among all of them, and how many there are. */
+  childrenOffset?: number;
+  childrenTotal?: number;
 }
 
 export interface ResearchView {
@@ -98,7 +105,19 @@ export interface ResearchView {
   phase: Phase;
   approvalMode: ApprovalMode;
   focus: { title: string; criteriaMet: number; criteriaTotal: number } | null;
+  /** The focused problem's path (null when no problem is in focus). */
+  focusPath: string[] | null;
+  /** Children listed per request at most. */
+  pageSize: number;
   tree: ProblemNode | null;
+}
+
+/** `deepResearch.tree(uri, path, offset)`: one page of a problem's children, collapsed. */
+export interface ChildrenPage {
+  path: string[];
+  offset: number;
+  total: number;
+  children: ProblemNode[];
 }
 
 export interface DidExecuteParams {

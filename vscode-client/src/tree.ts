@@ -1,10 +1,15 @@
 // The problem tree in the Explorer: titles, [met/total] criteria, done/failed/open icons,
 // the focused problem highlighted; a click opens the problem's definition.
+// Lazy, like the server: the view's answer holds the root and the path to the focus; the
+// children of any other problem are asked for when VS Code expands it (getChildren), a
+// page at a time, with "Show more" rows for very wide problems.
 import * as vscode from 'vscode';
 import { ResearchModel } from './model';
-import { ProblemNode } from './protocol';
+import { ChildrenPage, ProblemNode } from './protocol';
 
 export const TREE_VIEW_ID = 'deepResearch.problems';
+/** The command behind a "Show more" row (internal: not in the palette). */
+export const MORE_COMMAND = 'deep-research.treeMore';
 
 export interface TreeItemSnapshot {
   label: string;
@@ -13,7 +18,22 @@ export interface TreeItemSnapshot {
   focused: boolean;
   status: ProblemNode['status'];
   definitionUri?: string;
+  path: string[];
+  hasChildren: boolean;
+  /** The children listed so far (none for a problem never expanded). */
   children: TreeItemSnapshot[];
+}
+
+/** A row that loads the next (or previous) page of a wide problem's children. */
+export interface MoreRow {
+  more: 'before' | 'after';
+  parent: ProblemNode;
+}
+
+export type TreeNode = ProblemNode | MoreRow;
+
+function isMore(node: TreeNode): node is MoreRow {
+  return (node as MoreRow).more !== undefined;
 }
 
 function statusIcon(node: ProblemNode): vscode.ThemeIcon {
@@ -29,51 +49,146 @@ function statusIcon(node: ProblemNode): vscode.ThemeIcon {
   return new vscode.ThemeIcon('circle-large-outline');
 }
 
-function containsFocus(node: ProblemNode): boolean {
-  return node.focused || node.children.some(containsFocus);
-}
-
 export function criteriaText(met: number, total: number): string {
   return `[${met}/${total}]`;
 }
 
-export class ProblemTreeProvider implements vscode.TreeDataProvider<ProblemNode>, vscode.Disposable {
-  private readonly changed = new vscode.EventEmitter<ProblemNode | undefined>();
+const keyOf = (path: string[]): string => JSON.stringify(path);
+
+export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, vscode.Disposable {
+  private readonly changed = new vscode.EventEmitter<TreeNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
-  private readonly ids = new Map<ProblemNode, string>();
+  /** Every problem shown since the last refresh, by path (for getParent and reveal). */
+  private readonly nodes = new Map<string, ProblemNode>();
+  private readonly rows = new Map<ProblemNode, { before?: MoreRow; after?: MoreRow }>();
+  private readonly loading = new Map<ProblemNode, Promise<void>>();
   private readonly subscription: vscode.Disposable;
 
   constructor(private readonly model: ResearchModel) {
-    this.subscription = model.onDidChange(() => this.changed.fire(undefined));
+    this.subscription = model.onDidChange(() => {
+      this.nodes.clear();
+      this.rows.clear();
+      this.loading.clear();
+      this.changed.fire(undefined);
+    });
   }
 
-  getChildren(element?: ProblemNode): ProblemNode[] {
+  private onFocusPath(node: ProblemNode): boolean {
+    const focus = this.model.view?.focusPath;
+    return !!focus && node.path.length <= focus.length && node.path.every((name, i) => focus[i] === name);
+  }
+
+  private remember(node: ProblemNode): ProblemNode {
+    this.nodes.set(keyOf(node.path), node);
+    return node;
+  }
+
+  async getChildren(element?: TreeNode): Promise<TreeNode[]> {
     if (!element) {
-      this.ids.clear();
       const root = this.model.view?.tree;
-      if (root) {
-        this.ids.set(root, '0');
-      }
-      return root ? [root] : [];
+      return root ? [this.remember(root)] : [];
     }
-    const parentId = this.ids.get(element) ?? '?';
-    element.children.forEach((child, i) => this.ids.set(child, `${parentId}/${i}`));
-    return element.children;
+    if (isMore(element)) {
+      return [];
+    }
+    if (element.children === null && element.hasChildren) {
+      await this.load(element, 0, 'replace');
+    }
+    return this.listed(element);
   }
 
-  getTreeItem(node: ProblemNode): vscode.TreeItem {
+  /** A problem's rows: its loaded children, between "Show more" rows where pages are missing. */
+  private listed(node: ProblemNode): TreeNode[] {
+    const children = (node.children ?? []).map((c) => this.remember(c));
+    const offset = node.childrenOffset ?? 0;
+    const total = node.childrenTotal ?? children.length;
+    const rows = this.rows.get(node) ?? {};
+    rows.before = offset > 0 ? (rows.before ?? { more: 'before', parent: node }) : undefined;
+    rows.after = offset + children.length < total ? (rows.after ?? { more: 'after', parent: node }) : undefined;
+    this.rows.set(node, rows);
+    return [...(rows.before ? [rows.before] : []), ...children, ...(rows.after ? [rows.after] : [])];
+  }
+
+  /** Fetches a page of `node`'s children: the first one, or the one before or after those listed. */
+  private load(node: ProblemNode, offset: number, how: 'replace' | 'before' | 'after'): Promise<void> {
+    const pending = this.loading.get(node);
+    if (pending) {
+      return pending;
+    }
+    const done = (async () => {
+      const page: ChildrenPage | undefined = await this.model.children(node.path, Math.max(0, offset));
+      if (!page) {
+        return;
+      }
+      const listed = node.children ?? [];
+      if (how === 'replace' || node.children === null) {
+        node.children = page.children;
+        node.childrenOffset = page.offset;
+      } else if (how === 'after') {
+        node.children = [...listed, ...page.children];
+      } else {
+        const start = node.childrenOffset ?? 0;
+        node.children = [...page.children.slice(0, start - page.offset), ...listed];
+        node.childrenOffset = page.offset;
+      }
+      node.childrenTotal = page.total;
+    })().finally(() => this.loading.delete(node));
+    this.loading.set(node, done);
+    return done;
+  }
+
+  /** What a "Show more" row runs. */
+  async more(row: MoreRow): Promise<void> {
+    const node = row.parent;
+    const offset = node.childrenOffset ?? 0;
+    const size = this.model.view?.pageSize ?? 200;
+    if (row.more === 'after') {
+      await this.load(node, offset + (node.children?.length ?? 0), 'after');
+    } else {
+      await this.load(node, offset - size, 'before');
+    }
+    this.changed.fire(node);
+  }
+
+  getParent(node: TreeNode): TreeNode | undefined {
+    if (isMore(node)) {
+      return node.parent;
+    }
+    return node.path.length ? this.nodes.get(keyOf(node.path.slice(0, -1))) : undefined;
+  }
+
+  /** The problem at `path` if the view has shown it (for reveal). */
+  node(path: string[]): ProblemNode | undefined {
+    return this.nodes.get(keyOf(path));
+  }
+
+  getTreeItem(node: TreeNode): vscode.TreeItem {
+    if (isMore(node)) {
+      const listed = node.parent.children?.length ?? 0;
+      const offset = node.parent.childrenOffset ?? 0;
+      const left = node.more === 'before' ? offset : (node.parent.childrenTotal ?? 0) - offset - listed;
+      const item = new vscode.TreeItem(
+        node.more === 'before' ? `Show earlier subproblems (${left})…` : `Show more subproblems (${left})…`,
+        vscode.TreeItemCollapsibleState.None,
+      );
+      item.id = `${keyOf(node.parent.path)}:${node.more}`;
+      item.iconPath = new vscode.ThemeIcon('ellipsis');
+      item.command = { command: MORE_COMMAND, title: 'Show more', arguments: [node] };
+      item.contextValue = 'more';
+      return item;
+    }
+    const onPath = this.onFocusPath(node);
     const label: vscode.TreeItemLabel = node.focused
       ? { label: node.title, highlights: [[0, node.title.length]] }
       : { label: node.title };
-    const collapsible =
-      node.children.length === 0
-        ? vscode.TreeItemCollapsibleState.None
-        : containsFocus(node)
-          ? vscode.TreeItemCollapsibleState.Expanded
-          : vscode.TreeItemCollapsibleState.Collapsed;
+    const collapsible = !node.hasChildren
+      ? vscode.TreeItemCollapsibleState.None
+      : onPath
+        ? vscode.TreeItemCollapsibleState.Expanded
+        : vscode.TreeItemCollapsibleState.Collapsed;
     const item = new vscode.TreeItem(label, collapsible);
     // the id changes with the focus so that VS Code applies the new expansion state
-    item.id = `${this.ids.get(node) ?? node.title}:${containsFocus(node) ? 'f' : ''}`;
+    item.id = `${keyOf(node.path)}:${onPath ? 'f' : ''}`;
     item.description = criteriaText(node.criteriaMet, node.criteriaTotal) + (node.focused ? ' · focus' : '');
     item.iconPath = statusIcon(node);
     item.contextValue = `problem.${node.status}${node.focused ? '.focused' : ''}`;
@@ -88,7 +203,7 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<ProblemNode>
     return item;
   }
 
-  /** A plain copy of what the view shows (for tests and the API). */
+  /** A plain copy of what the view holds now, without asking the server (for tests and the API). */
   snapshot(): TreeItemSnapshot[] {
     const walk = (node: ProblemNode): TreeItemSnapshot => {
       const item = this.getTreeItem(node);
@@ -100,10 +215,13 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<ProblemNode>
         focused: node.focused,
         status: node.status,
         definitionUri: node.definitionUri,
-        children: this.getChildren(node).map(walk),
+        path: node.path,
+        hasChildren: node.hasChildren,
+        children: (node.children ?? []).map(walk),
       };
     };
-    return this.getChildren().map(walk);
+    const root = this.model.view?.tree;
+    return root ? [walk(root)] : [];
   }
 
   dispose(): void {

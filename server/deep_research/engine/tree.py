@@ -21,7 +21,7 @@ from .names import name_key
 from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache
 from .state import ProblemPath
 
-_FOLDERS_KEPT = 4096  # remembered problem folders; forgotten all at once past this
+_FOLDERS_KEPT = 1024  # remembered problem folders; forgotten all at once past this
 
 
 class Tree:

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
@@ -73,9 +74,23 @@ class Document:
     positions: Positions
 
 
+class _Protocol(LanguageServerProtocol):
+    """pygls 2.1 keeps the future of every handler it runs under an id of its own (the
+    user's async command inside `workspace/executeCommand`, every notification) in
+    `_request_futures` and never drops it: each kept its result, ~100 KB per tree page in
+    a large research. Before running a handler, forget the ones that are done (replies to
+    the client's own requests are sent by their callbacks as before; those pop them too)."""
+
+    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):  # type: ignore[no-untyped-def]
+        futures = self._request_futures
+        for done in [key for key, future in futures.items() if future.done()]:
+            futures.pop(done, None)
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+
+
 class DeepResearchServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("deep-research", __version__)
+        super().__init__("deep-research", __version__, protocol_cls=_Protocol)
         self.settings = Settings()
         self._researches: dict[Path, Research] = {}
         self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
@@ -108,6 +123,10 @@ class DeepResearchServer(LanguageServer):
 
     def supports(self, path: str) -> bool:
         return bool(get_capability(self.client_capabilities, path, False))
+
+    def capability(self, path: str) -> object:
+        """A client capability by its dotted path (None if the client did not say)."""
+        return get_capability(self.client_capabilities, path, None)
 
     @property
     def pulls_diagnostics(self) -> bool:
@@ -317,9 +336,11 @@ def create_server() -> DeepResearchServer:
 
 def warm_up() -> None:
     """Import the rest of the engine while the client gets ready (call it once `initialize`
-    is answered), then keep it out of the cyclic collector's way (see cli._serve)."""
+    is answered), then keep it out of the cyclic collector's way (see cli._serve); what
+    the imports left in cycles is collected first, or freezing would keep it for good."""
     for module in ("analysis", "assist", "incremental", "outline", "research"):
         importlib.import_module(f"deep_research.engine.{module}")
+    gc.collect()
     gc.freeze()
 
 

@@ -8,6 +8,8 @@ import * as path from 'node:path';
 import { log, openWorkbench, tail, waitFor } from './lib.mjs';
 
 const TITLE = 'Cache-friendly matrix multiplication';
+const SUB = 'Compare tiling strategies';
+const SUBSUB = 'Measure cache sizes';
 
 let bench;
 let exitCode = 1;
@@ -91,6 +93,29 @@ try {
   await page.locator('.tab', { hasText: 'message.dr' }).first().click();
   await page.locator('.statusbar-item', { hasText: `${TITLE} [0/0]` }).first().click();
   await page.locator('.tab', { hasText: 'prompt.md' }).first().waitFor();
+
+  step('expanding a collapsed problem in the tree shows its children (fetched when expanded)');
+  const save = async (text, done) => {
+    await page.locator('.tab', { hasText: 'message.dr' }).first().click();
+    await editor.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.press('Delete');
+    await page.keyboard.insertText(text);
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+S');
+    await waitFor(done, () => fs.readFileSync(message, 'utf8').trim() === '', 30000);
+  };
+  await save(`<<< add_subproblem\n///title\n${SUB}\n///content\nWhich tile sizes fit?\n>>>\n///focus_down ${SUB}\n`, 'the focus-down message to run');
+  await save(`<<< add_subproblem\n///title\n${SUBSUB}\n///content\nL1 and L2.\n>>>\n///focus_up\n`, 'the focus-up message to run');
+  const problems = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Research Problems' }) }).first();
+  const subRow = problems.locator('.monaco-list-row', { hasText: SUB }).filter({ hasText: '[0/0]' }).first();
+  await subRow.waitFor();
+  // back at the root: the subproblem is collapsed, its child not in the view yet
+  await waitFor('the subproblem to be collapsed', async () => (await subRow.getAttribute('aria-expanded')) === 'false', 20000);
+  if ((await problems.locator('.monaco-list-row', { hasText: SUBSUB }).count()) !== 0) throw new Error('the child is shown before expanding');
+  await subRow.locator('.monaco-tl-twistie').click();
+  await problems.locator('.monaco-list-row', { hasText: SUBSUB }).first().waitFor();
+  if ((await subRow.getAttribute('aria-expanded')) !== 'true') throw new Error('the subproblem did not expand');
 
   await page.screenshot({ path: path.join(dirs.root, 'final.png') });
   log('UI test: 1 passed, 0 failed');

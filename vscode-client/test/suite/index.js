@@ -19,6 +19,7 @@ const MESSAGE = RESEARCH && path.join(RESEARCH, 'message.dr');
 const PROMPT = RESEARCH && path.join(RESEARCH, '.deep-research', 'prompt.md');
 const TITLE = 'Cache-friendly matrix multiplication';
 const SUB = 'Compare tiling strategies';
+const SUBSUB = 'Measure cache sizes';
 
 // ---------------------------------------------------------------------------- helpers
 
@@ -239,6 +240,30 @@ test('criteria and a subproblem: status bar text and tree refresh after executio
   assert.equal(root.children[0].status, 'open');
   assert.equal(root.children[0].icon, 'circle-large-outline');
   assert.ok(!root.children[0].focused);
+});
+
+test('expanding a problem in the tree view asks the server for its children', async () => {
+  let editor = await writeAndSave(`///focus_down ${SUB}\n`);
+  await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+  await waitFor('the focus in the subproblem', () => (api().view()?.focusPath || []).length === 1);
+  editor = await writeAndSave(`<<< add_subproblem\n///title\n${SUBSUB}\n///content\nL1 and L2.\n>>>\n///focus_up\n`);
+  await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+  // back at the root: the subproblem is off the focus path, so the server lists it collapsed
+  const sub = await waitFor('the subproblem collapsed, with children', () => {
+    const view = api().view();
+    const found = view && view.focusPath && view.focusPath.length === 0 && api().treeItems()[0].children.find((c) => c.label === SUB);
+    return found && found.hasChildren ? found : undefined;
+  });
+  assert.equal(sub.children.length, 0, 'its children were listed before it was expanded');
+  assert.equal(sub.status, 'done');
+  await api().expand(sub.path);
+  const child = await waitFor('its child, asked of the server when VS Code expanded it', () => {
+    const found = api().treeItems()[0].children.find((c) => c.label === SUB);
+    return found && found.children.find((c) => c.label === SUBSUB);
+  });
+  assert.deepEqual(child.path, [...sub.path, SUBSUB]);
+  assert.equal(criteriaDescription(child), '[0/0]');
+  assert.ok(!child.hasChildren && !child.focused);
 });
 
 test('mark_criteria_as_done updates [x/y]', async () => {
