@@ -58,15 +58,12 @@ const keyOf = (path: string[]): string => JSON.stringify(path);
 export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<TreeNode | undefined>();
   readonly onDidChangeTreeData = this.changed.event;
-  /** Every problem shown since the last refresh, by path (for getParent and reveal). */
-  private readonly nodes = new Map<string, ProblemNode>();
   private readonly rows = new Map<ProblemNode, { before?: MoreRow; after?: MoreRow }>();
   private readonly loading = new Map<ProblemNode, Promise<void>>();
   private readonly subscription: vscode.Disposable;
 
   constructor(private readonly model: ResearchModel) {
     this.subscription = model.onDidChange(() => {
-      this.nodes.clear();
       this.rows.clear();
       this.loading.clear();
       this.changed.fire(undefined);
@@ -78,15 +75,10 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
     return !!focus && node.path.length <= focus.length && node.path.every((name, i) => focus[i] === name);
   }
 
-  private remember(node: ProblemNode): ProblemNode {
-    this.nodes.set(keyOf(node.path), node);
-    return node;
-  }
-
   async getChildren(element?: TreeNode): Promise<TreeNode[]> {
     if (!element) {
       const root = this.model.view?.tree;
-      return root ? [this.remember(root)] : [];
+      return root ? [root] : [];
     }
     if (isMore(element)) {
       return [];
@@ -99,7 +91,7 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
 
   /** A problem's rows: its loaded children, between "Show more" rows where pages are missing. */
   private listed(node: ProblemNode): TreeNode[] {
-    const children = (node.children ?? []).map((c) => this.remember(c));
+    const children = node.children ?? [];
     const offset = node.childrenOffset ?? 0;
     const total = node.childrenTotal ?? children.length;
     const rows = this.rows.get(node) ?? {};
@@ -154,12 +146,16 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
     if (isMore(node)) {
       return node.parent;
     }
-    return node.path.length ? this.nodes.get(keyOf(node.path.slice(0, -1))) : undefined;
+    return node.path.length ? this.node(node.path.slice(0, -1)) : undefined;
   }
 
-  /** The problem at `path` if the view has shown it (for reveal). */
+  /** The problem at `path` among those the view has listed so far (for reveal). */
   node(path: string[]): ProblemNode | undefined {
-    return this.nodes.get(keyOf(path));
+    let node = this.model.view?.tree ?? undefined;
+    for (const name of path) {
+      node = node?.children?.find((c) => c.path[c.path.length - 1] === name);
+    }
+    return node;
   }
 
   getTreeItem(node: TreeNode): vscode.TreeItem {
@@ -187,8 +183,9 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
         ? vscode.TreeItemCollapsibleState.Expanded
         : vscode.TreeItemCollapsibleState.Collapsed;
     const item = new vscode.TreeItem(label, collapsible);
-    // the id changes with the focus so that VS Code applies the new expansion state
-    item.id = `${keyOf(node.path)}:${onPath ? 'f' : ''}`;
+    // the id changes with the focus, and when a problem gets its first subproblem, so that
+    // VS Code applies the new expansion state (it keeps the old one for a known id)
+    item.id = `${keyOf(node.path)}:${onPath ? 'f' : ''}${node.hasChildren ? 'c' : ''}`;
     item.description = criteriaText(node.criteriaMet, node.criteriaTotal) + (node.focused ? ' · focus' : '');
     item.iconPath = statusIcon(node);
     item.contextValue = `problem.${node.status}${node.focused ? '.focused' : ''}`;

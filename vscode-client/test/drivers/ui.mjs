@@ -106,6 +106,7 @@ try {
     await waitFor(done, () => fs.readFileSync(message, 'utf8').trim() === '', 30000);
   };
   await save(`<<< add_subproblem\n///title\n${SUB}\n///content\nWhich tile sizes fit?\n>>>\n///focus_down ${SUB}\n`, 'the focus-down message to run');
+  await page.locator('.statusbar-item', { hasText: `${SUB} [0/0]` }).first().waitFor();
   await save(`<<< add_subproblem\n///title\n${SUBSUB}\n///content\nL1 and L2.\n>>>\n///focus_up\n`, 'the focus-up message to run');
   const problems = page.locator('.pane', { has: page.locator('.pane-header', { hasText: 'Research Problems' }) }).first();
   const subRow = problems.locator('.monaco-list-row', { hasText: SUB }).filter({ hasText: '[0/0]' }).first();
