@@ -22,6 +22,8 @@ async def complete(client, uri: str, line: int, character: int) -> list[types.Co
     for item in items:
         if item.text_edit is None and defaults is not None and defaults.edit_range is not None:
             item.text_edit = types.TextEdit(range=defaults.edit_range, new_text=item.text_edit_text or item.label)
+        if item.insert_text_format is None and defaults is not None:
+            item.insert_text_format = defaults.insert_text_format
         if item.documentation is None:
             item = await client.completion_item_resolve_async(item)
         shown.append(item)
@@ -40,14 +42,16 @@ async def test_answers_are_as_small_as_the_client_allows(client, research: Path)
     change_doc(client, uri, "///")
     result = await raw_complete(client, uri, 0, 3)
     if client.preset == "visual-studio-code":
-        assert all(i.documentation is None and i.data for i in result.items)
+        assert all(i.documentation is None and i.detail is None and i.data for i in result.items)
         resolved = await client.completion_item_resolve_async(result.items[0])
         assert resolved.documentation.value.startswith(f"**{resolved.label}**")
+        assert resolved.detail.startswith("create · ")
         assert result.items[0].text_edit.range.end == types.Position(line=0, character=3)
     else:
-        assert all(i.documentation.value for i in result.items)
+        assert all(i.documentation.value and i.detail for i in result.items)
         assert result.item_defaults.edit_range.end == types.Position(line=0, character=3)
-        assert all(i.text_edit is None and i.text_edit_text for i in result.items)
+        assert result.item_defaults.insert_text_format == types.InsertTextFormat.Snippet
+        assert all(i.text_edit is None and i.text_edit_text and i.insert_text_format is None for i in result.items)
 
 
 async def defined(client, research: Path) -> str:

@@ -83,13 +83,14 @@ function H.complete(buf, client, row, col)
   assert(response and not response.err, 'completion failed: ' .. vim.inspect(response))
   local result = response.result or {}
   local items = result.items or result
-  -- As Neovim's completion does: a range shared by every item comes once, in itemDefaults.
-  local range = result.itemDefaults and result.itemDefaults.editRange
+  -- As Neovim's completion does: what every item shares (range, format) comes once, in itemDefaults.
+  local defaults = result.itemDefaults or {}
   local labels = {}
   for _, item in ipairs(items) do
-    if range and not item.textEdit then
-      item.textEdit = { range = range, newText = item.textEditText or item.label }
+    if defaults.editRange and not item.textEdit then
+      item.textEdit = { range = defaults.editRange, newText = item.textEditText or item.label }
     end
+    item.insertTextFormat = item.insertTextFormat or defaults.insertTextFormat
     table.insert(labels, item.label)
   end
   return labels, items

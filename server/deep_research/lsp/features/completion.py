@@ -1,9 +1,9 @@
 """Completion: command names, sections, subproblem titles, criteria numbers.
 
-Answers are kept small for the clients that allow it: documentation comes with
-`completionItem/resolve` when the client says it resolves it lazily (VS Code does, for
-the item it shows), and a range shared by every item is sent once as the list's
-`itemDefaults.editRange` when the client supports that (VS Code and Neovim do).
+Answers are kept small for the clients that allow it: documentation (and detail) come
+with `completionItem/resolve` when the client says it resolves them lazily (VS Code does,
+for the item it shows), and a range or text format shared by every item is sent once in
+the list's `itemDefaults` when the client supports that (VS Code and Neovim do).
 """
 
 from __future__ import annotations
@@ -55,9 +55,11 @@ def register(server: DeepResearchServer) -> None:
     @server.feature(types.COMPLETION_ITEM_RESOLVE)
     def resolve(ls: DeepResearchServer, item: types.CompletionItem) -> types.CompletionItem:
         key = item.data.get("doc") if isinstance(item.data, dict) else None
-        markdown = _docs.get(key) if isinstance(key, str) else None
-        if markdown is not None:
+        known = _docs.get(key) if isinstance(key, str) else None
+        if known is not None:
+            markdown, detail = known
             item.documentation = types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown)
+            item.detail = item.detail or detail
         return item
 
 
@@ -68,79 +70,93 @@ class _Style:
         self.snippets = ls.supports("text_document.completion.completion_item.snippet_support")
         resolvable = ls.capability("text_document.completion.completion_item.resolve_support.properties") or []
         self.lazy_docs = "documentation" in resolvable
+        self.lazy_detail = self.lazy_docs and "detail" in resolvable
         defaults = ls.capability("text_document.completion.completion_list.item_defaults") or []
         self.edit_range = "editRange" in defaults
+        self.text_format = "insertTextFormat" in defaults
         self.encoding = positions.encoding
 
-    def key(self) -> tuple[bool, bool, bool, str]:
-        return (self.snippets, self.lazy_docs, self.edit_range, self.encoding)
+    def key(self) -> tuple[bool, ...]:
+        return (self.snippets, self.lazy_docs, self.lazy_detail, self.edit_range, self.text_format, self.encoding)
 
 
 def _answer(ls: DeepResearchServer, candidates: list["assist.Candidate"], positions: convert.Positions) -> types.CompletionList:
     style = _Style(ls, positions)
     shared = {c.replace for c in candidates}
     edit_range = positions.range(shared.pop()) if style.edit_range and len(shared) == 1 else None
-    items = _items(candidates, positions, style, edit_range is not None)
-    defaults = types.CompletionItemDefaults(edit_range=edit_range) if edit_range is not None else None
+    formats = {_format(c, style) for c in candidates}
+    text_format = formats.pop() if style.text_format and len(formats) == 1 else None
+    items = _items(candidates, positions, style, edit_range is not None, text_format is not None)
+    defaults = None
+    if edit_range is not None or text_format is not None:
+        defaults = types.CompletionItemDefaults(edit_range=edit_range, insert_text_format=text_format)
     return types.CompletionList(is_incomplete=False, items=items, item_defaults=defaults)
+
+
+def _format(candidate: "assist.Candidate", style: _Style) -> types.InsertTextFormat:
+    snippet = style.snippets and candidate.snippet is not None
+    return types.InsertTextFormat.Snippet if snippet else types.InsertTextFormat.PlainText
 
 
 # The same candidates on the same line give the same items: converting the command table's
 # documentation again on every `///` typed was most of a completion's cost.
 _converted: dict[tuple, list[types.CompletionItem]] = {}
-# Documentation of the items answered lately, for completionItem/resolve (by a number).
-_docs: dict[str, str] = {}
+# Documentation and detail of the items answered lately, for completionItem/resolve (by a number).
+_docs: dict[str, tuple[str, str]] = {}
 
 
 def _items(
     candidates: list["assist.Candidate"], positions: convert.Positions, style: _Style, default_range: bool,
+    default_format: bool,
 ) -> list[types.CompletionItem]:
     lines = {c.replace.start.line for c in candidates} | {c.replace.end.line for c in candidates}
     key = (tuple(candidates), tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)),
-           style.key(), default_range)
+           style.key(), default_range, default_format)
     items = _converted.get(key)
     if items is None:
         if len(_converted) >= 32:
             _converted.clear()
-        items = _converted[key] = [_item(c, positions, style, default_range) for c in candidates]
+        items = _converted[key] = [_item(c, positions, style, default_range, default_format) for c in candidates]
     return items
 
 
-def _item(candidate: "assist.Candidate", positions: convert.Positions, style: _Style, default_range: bool) -> types.CompletionItem:
-    use_snippet = style.snippets and candidate.snippet is not None
-    new_text = candidate.snippet if use_snippet and candidate.snippet else candidate.text
+def _item(
+    candidate: "assist.Candidate", positions: convert.Positions, style: _Style, default_range: bool,
+    default_format: bool,
+) -> types.CompletionItem:
+    text_format = _format(candidate, style)
+    new_text = candidate.snippet if text_format is types.InsertTextFormat.Snippet and candidate.snippet else candidate.text
     documentation: types.MarkupContent | None = None
     data: Any = None
-    if not candidate.documentation:
-        pass  # nothing to show or resolve (a file or folder offered as a path)
-    elif style.lazy_docs:
-        data = {"doc": _remember(candidate.documentation)}
-    else:
+    lazy = style.lazy_docs and bool(candidate.documentation)  # nothing to resolve for a bare path
+    if lazy:
+        data = {"doc": _remember(candidate.documentation, candidate.detail)}
+    elif candidate.documentation:
         documentation = types.MarkupContent(kind=types.MarkupKind.Markdown, value=candidate.documentation)
     return types.CompletionItem(
         label=candidate.label,
         kind=_KINDS[candidate.kind.name],
-        detail=candidate.detail,
+        detail=None if lazy and style.lazy_detail else candidate.detail,
         documentation=documentation,
         text_edit=None if default_range else types.TextEdit(range=positions.range(candidate.replace), new_text=new_text),
         text_edit_text=new_text if default_range else None,
-        insert_text_format=types.InsertTextFormat.Snippet if use_snippet else types.InsertTextFormat.PlainText,
+        insert_text_format=None if default_format else text_format,
         filter_text=candidate.filter_text,
         sort_text=candidate.sort_text,
         data=data,
     )
 
 
-_doc_keys: dict[str, str] = {}
+_doc_keys: dict[tuple[str, str], str] = {}
 _counter = itertools.count(1)
 
 
-def _remember(markdown: str) -> str:
-    key = _doc_keys.get(markdown)
+def _remember(markdown: str, detail: str) -> str:
+    key = _doc_keys.get((markdown, detail))
     if key is None:
         if len(_docs) >= _DOCS_KEPT:
             _docs.clear()
             _doc_keys.clear()
-        key = _doc_keys[markdown] = str(next(_counter))
-        _docs[key] = markdown
+        key = _doc_keys[(markdown, detail)] = str(next(_counter))
+        _docs[key] = (markdown, detail)
     return key
