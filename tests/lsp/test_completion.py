@@ -50,8 +50,8 @@ async def test_answers_are_as_small_as_the_client_allows(client, research: Path)
     else:
         assert all(i.documentation.value and i.detail for i in result.items)
         assert result.item_defaults.edit_range.end == types.Position(line=0, character=3)
-        assert result.item_defaults.insert_text_format == types.InsertTextFormat.Snippet
-        assert all(i.text_edit is None and i.text_edit_text and i.insert_text_format is None for i in result.items)
+        assert all(i.text_edit is None and i.text_edit_text for i in result.items)
+        assert all(i.insert_text_format == types.InsertTextFormat.Snippet for i in result.items)
 
 
 async def defined(client, research: Path) -> str:

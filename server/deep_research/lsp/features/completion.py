@@ -2,8 +2,8 @@
 
 Answers are kept small for the clients that allow it: documentation (and detail) come
 with `completionItem/resolve` when the client says it resolves them lazily (VS Code does,
-for the item it shows), and a range or text format shared by every item is sent once in
-the list's `itemDefaults` when the client supports that (VS Code and Neovim do).
+for the item it shows), and a range shared by every item is sent once in the list's
+`itemDefaults.editRange` when the client supports that (VS Code and Neovim do).
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ class _Style:
         self.lazy_detail = self.lazy_docs and "detail" in resolvable
         defaults = ls.capability("text_document.completion.completion_list.item_defaults") or []
         self.edit_range = "editRange" in defaults
-        self.text_format = "insertTextFormat" in defaults
+        # Not `insertTextFormat`, though Neovim 0.11 lists it: its completion then inserts a
+        # snippet as plain text (tests/nvim caught it). Each item says its own.
+        self.text_format = False
         self.encoding = positions.encoding
 
     def key(self) -> tuple[bool, ...]:
