@@ -192,3 +192,23 @@ def test_memo_keeps_a_value_while_its_files_are_unchanged(research: Research) ->
         assert memo.get() == "How quick is tiled matrix multiplication" and len(calls) == 2
     finally:
         definition.write_text(original, encoding="utf-8")
+
+
+def test_a_file_attach_file_checks_is_a_dependency_too(research: Research) -> None:
+    """attach_file's dry run stats a file outside the problem tree: when it appears, the
+    analysis is not reused."""
+    text = line("attach_file", "notes/found.txt")
+    document = DocumentAnalysis(research)
+    first = document.analyze(parse(text))
+    assert [d.code for d in first.diagnostics] == ["command-failed"]
+    assert document.analyze(first.parsed) is first
+    notes = research.root / "notes"
+    notes.mkdir()
+    try:
+        (notes / "found.txt").write_text("What we found.\n", encoding="utf-8")
+        second = document.analyze(first.parsed)
+        assert second.diagnostics == [] and document.resumed_at is None
+        same(second, research.analyze(text))
+    finally:
+        (notes / "found.txt").unlink()
+        notes.rmdir()

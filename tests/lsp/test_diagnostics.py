@@ -184,3 +184,20 @@ async def test_a_hand_edit_of_the_state_changes_the_diagnostics(client, research
     state.write_text(state.read_text(encoding="utf-8").replace('"in_focus"', '"finished"'), encoding="utf-8")
     after = await pull(client, uri, first.result_id)
     assert after.kind == "full" and [d.code for d in after.items] == ["invalid-in-phase"]
+
+
+async def test_a_file_attach_file_names_is_watched_too(client, research: Path):
+    """attach_file's check stats a file outside the problem tree: creating it must change
+    the diagnostics even though the message did not change."""
+    if client.preset != "neovim":
+        pytest.skip("only clients that pull diagnostics send result ids")
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    change_doc(client, uri, "///attach_file notes/found.txt\n")
+    first = await pull(client, uri)
+    assert [d.code for d in first.items] == ["command-failed"] and "no file" in first.items[0].message
+    assert (await pull(client, uri, first.result_id)).kind == "unchanged"
+    (research / "notes").mkdir()
+    (research / "notes" / "found.txt").write_text("What we found.\n", encoding="utf-8")
+    after = await pull(client, uri, first.result_id)
+    assert after.kind == "full" and list(after.items) == []

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from .names import one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, _quote
+from .store import watched_stat
 from .text import Edit, Fix
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -169,7 +170,7 @@ def locate_file(text: str, root: Path, roots: Sequence[Path] = ()) -> Path:
             "or add its folder to `allowed_roots` in the [fetch] table of deep-research.toml."
         )
     try:
-        info = os.stat(real)
+        info = watched_stat(real)  # noted: a diagnostic kept while typing must see the file change
     except FileNotFoundError:
         raise Refused(f"There is no file {_quote(raw)} (paths are relative to the research folder).") from None
     except OSError as error:

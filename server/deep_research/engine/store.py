@@ -127,6 +127,43 @@ class Reads:
         return len(self.seen)
 
 
+_recording = threading.local()  # the Reads in progress on each thread
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[Reads]:
+    """Note what the calling thread reads from disk (through a `FileCache` or `watched_stat`)
+    until the block ends; an inner recording's reads count for the outer one too."""
+    reads = Reads()
+    outer = getattr(_recording, "reads", None)
+    _recording.reads = reads
+    try:
+        yield reads
+    finally:
+        _recording.reads = outer
+        if outer is not None:
+            outer.merge(reads)
+
+
+def _note(path: str, st: os.stat_result | None) -> None:
+    reads = getattr(_recording, "reads", None)
+    if reads is not None:
+        reads.note(path, st)
+
+
+def watched_stat(path: Path | str) -> os.stat_result:
+    """`os.stat`, noted in the recording in progress: for checks of files outside the tree
+    (attach_file's), so that a result depending on them is not reused after they change."""
+    name = str(path)
+    try:
+        st = os.stat(name)
+    except OSError:
+        _note(name, None)
+        raise
+    _note(name, st)
+    return st
+
+
 class FileCache:
     """Parsed file contents, valid while the file's (inode, size, mtime, ctime) is unchanged.
 
@@ -143,7 +180,6 @@ class FileCache:
         self._entries: OrderedDict[str, tuple[Signature, object, int]] = OrderedDict()
         self._chars = 0
         self._lock = threading.Lock()
-        self._local = threading.local()
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -155,23 +191,12 @@ class FileCache:
         """Characters of source text behind the entries held."""
         return self._chars
 
-    @contextlib.contextmanager
-    def recording(self) -> Iterator[Reads]:
+    def recording(self) -> contextlib.AbstractContextManager[Reads]:
         """Note what the calling thread reads from disk until the block ends."""
-        reads = Reads()
-        outer = getattr(self._local, "reads", None)
-        self._local.reads = reads
-        try:
-            yield reads
-        finally:
-            self._local.reads = outer
-            if outer is not None:
-                outer.merge(reads)
+        return recording()
 
     def _note(self, path: str, st: os.stat_result | None) -> None:
-        reads = getattr(self._local, "reads", None)
-        if reads is not None:
-            reads.note(path, st)
+        _note(path, st)
 
     # -- the disk ----------------------------------------------------------------------------
 
