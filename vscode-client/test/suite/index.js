@@ -293,8 +293,8 @@ test('Export Dossier writes the research as one HTML file', async () => {
   const file = vscode.Uri.parse(result.uri).fsPath;
   assert.equal(file, path.join(RESEARCH, 'dossier.html'));
   const html = fs.readFileSync(file, 'utf8');
-  assert.ok(html.startsWith('<!DOCTYPE html>') && html.includes(TITLE) && html.includes(SUB), 'titles missing');
-  assert.equal(result.problems, 2);
+  assert.ok(html.startsWith('<!DOCTYPE html>') && html.includes(TITLE) && html.includes(SUB) && html.includes(SUBSUB), 'titles missing');
+  assert.equal(result.problems, 3);
   assert.equal(result.opened, false, 'a web workbench cannot open a file of the server in the browser');
 });
 
