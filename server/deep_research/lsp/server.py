@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.assist import Snapshot
     from ..engine.incremental import DocumentAnalysis, Memo
     from ..engine.research import Research
-    from ..engine.store import Reads
     from .features.diagnostics import Report
 
 # The rest of the engine (the command table, analysis, the research) is imported where it
@@ -298,11 +297,6 @@ class DeepResearchServer(LanguageServer):
         if kept is None or kept.research is not place.research or kept.roots != roots:
             kept = self._analyses[doc.uri] = DocumentAnalysis(place.research, roots=roots)
         return kept.analyze(doc.parsed)
-
-    def analysis_reads(self, uri: str) -> "Reads | None":
-        """What the document's last analysis read from disk (None: it has none)."""
-        kept = self._analyses.get(uri)
-        return kept.reads if kept is not None else None
 
 
 def _problems(research: "Research") -> tuple:
