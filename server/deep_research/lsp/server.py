@@ -93,6 +93,7 @@ class DeepResearchServer(LanguageServer):
         self.settings = Settings()
         self._researches: dict[Path, Research] = {}
         self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
+        self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
         self._places: dict[str, tuple[Place, str, tuple]] = {}  # a document's research, its state file, the workspace
         self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
@@ -263,7 +264,12 @@ class DeepResearchServer(LanguageServer):
             for problem in problems:
                 log.warning("%s", problem)
             cached = self._configs[root] = (key, config)
-        return cached[1].merged(**self.settings.overrides())
+        # Merged once per file version and settings (replaced, never changed, on a change):
+        # completion and diagnostics ask on every keystroke.
+        merged = self._merged.get(root)
+        if merged is None or merged[0] is not cached[1] or merged[1] is not self.settings:
+            merged = self._merged[root] = (cached[1], self.settings, cached[1].merged(**self.settings.overrides()))
+        return merged[2]
 
     def snapshot(self, place: Place) -> "Snapshot":
         """What completion and hover need of the research. The phase is read now (a few
