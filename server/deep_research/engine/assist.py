@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from . import accounting, commands
 from .accounting import Figures
@@ -104,7 +104,7 @@ class Candidate:
 _LINE_START = re.compile(r"^(?:///(\S*)|<<<\s*(\S*))$")
 
 
-def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> list[Candidate]:
+def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candidate]:
     if not 0 <= pos.line < len(parsed.lines):
         return []
     line = parsed.lines[pos.line]
@@ -117,11 +117,11 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> list[Candidate]
         return _complete_argument(argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
-        return list(_commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False))
+        return _commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False)
     if match is None:
         return []
     replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
-    return list(_commands(snap.phase, replace, blocks_only=match.group(2) is not None))
+    return _commands(snap.phase, replace, blocks_only=match.group(2) is not None)
 
 
 def _line_argument(prefix: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from lsprotocol import types
 
@@ -82,7 +82,7 @@ class _Style:
         return (self.snippets, self.lazy_docs, self.lazy_detail, self.edit_range, self.text_format, self.encoding)
 
 
-def _answer(ls: DeepResearchServer, candidates: list["assist.Candidate"], positions: convert.Positions) -> types.CompletionList:
+def _answer(ls: DeepResearchServer, candidates: Sequence["assist.Candidate"], positions: convert.Positions) -> types.CompletionList:
     style = _Style(ls, positions)
     shared = {c.replace for c in candidates}
     edit_range = positions.range(shared.pop()) if style.edit_range and len(shared) == 1 else None
@@ -102,24 +102,27 @@ def _format(candidate: "assist.Candidate", style: _Style) -> types.InsertTextFor
 
 # The same candidates on the same line give the same items: converting the command table's
 # documentation again on every `///` typed was most of a completion's cost.
-_converted: dict[tuple, list[types.CompletionItem]] = {}
+_converted: dict[tuple, tuple[Sequence["assist.Candidate"], list[types.CompletionItem]]] = {}
 # Documentation and detail of the items answered lately, for completionItem/resolve (by a number).
 _docs: dict[str, tuple[str, str]] = {}
 
 
 def _items(
-    candidates: list["assist.Candidate"], positions: convert.Positions, style: _Style, default_range: bool,
+    candidates: Sequence["assist.Candidate"], positions: convert.Positions, style: _Style, default_range: bool,
     default_format: bool,
 ) -> list[types.CompletionItem]:
     lines = {c.replace.start.line for c in candidates} | {c.replace.end.line for c in candidates}
-    key = (tuple(candidates), tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)),
+    # Command names come as one cached tuple per place: known by identity (the entry keeps
+    # the tuple alive, so its id cannot be reused); other candidates by value.
+    identity = id(candidates) if isinstance(candidates, tuple) else tuple(candidates)
+    key = (identity, tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)),
            style.key(), default_range, default_format)
-    items = _converted.get(key)
-    if items is None:
+    found = _converted.get(key)
+    if found is None:
         if len(_converted) >= 32:
             _converted.clear()
-        items = _converted[key] = [_item(c, positions, style, default_range, default_format) for c in candidates]
-    return items
+        found = _converted[key] = (candidates, [_item(c, positions, style, default_range, default_format) for c in candidates])
+    return found[1]
 
 
 def _item(
