@@ -5,10 +5,11 @@ tolerantly: unreadable lines and unknown records are skipped, missing fields are
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+
+from ..engine.store import journal_records
 
 
 @dataclass
@@ -42,15 +43,7 @@ def records(path: Path) -> Iterator[dict]:
     except OSError:
         return
     with handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                yield record
+        yield from journal_records(handle)
 
 
 def undone_messages(path: Path) -> set[int]:
@@ -61,14 +54,8 @@ def undone_messages(path: Path) -> set[int]:
     except OSError:
         return numbers
     with handle:
-        for line in handle:
-            if b'"undo"' not in line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and record.get("record") == "undo" and isinstance(record.get("message"), int):
+        for record in journal_records(line for line in handle if b'"undo"' in line):
+            if record.get("record") == "undo" and isinstance(record.get("message"), int):
                 numbers.add(record["message"])
     return numbers
 

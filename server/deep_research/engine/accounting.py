@@ -24,7 +24,6 @@ up the tree: `total(path)` is the problem's own figures plus all its subproblems
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .state import ProblemPath
-from .store import JOURNAL, bookkeeping
+from .store import JOURNAL, bookkeeping, journal_records
 
 IDLE = 30 * 60.0  # seconds: a longer gap between two events counts as this much
 _CHECK = 64  # bytes before the read offset compared on refresh, to notice a rewritten journal
@@ -168,16 +167,9 @@ class Ledger:
         return handle.read(len(self._check)) == self._check
 
     def _read_lines(self, data: bytes) -> None:
-        for line in data.split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                self.events += 1
-                self._read(record)
+        for record in journal_records(data.split(b"\n")):
+            self.events += 1
+            self._read(record)
 
     def _read(self, record: dict) -> None:
         kind = record.get("record")

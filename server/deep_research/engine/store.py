@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 
 DEFINITION = "Problem Definition.md"
@@ -67,6 +67,20 @@ def bookkeeping(root: Path) -> Path:
 
 def session_file(root: Path, session: int) -> Path:
     return bookkeeping(root) / SESSIONS / f"{session:04d}.jsonl"
+
+
+def journal_records(lines: Iterable[bytes]) -> Iterator[dict]:
+    """The journal's records among `lines`; a blank, torn or hand-broken line is passed over
+    (the journal is a log for people and tools, never needed to read the tree back)."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            yield record
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -470,7 +484,7 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) ->
     for rel, encoded in pending.get("raw", {}).items():
         target = ensure_inside(root, root / rel)
         data = base64.b64decode(encoded)
-        if _read_bytes(target) == data and target.is_file():
+        if read_bytes(target) == data and target.is_file():
             continue
         atomic_write(target, data, durable=durable)
         changed.append(target)
@@ -539,7 +553,7 @@ def _entry_inside(root: Path, rel: str) -> Path:
     return ensure_inside(root, target.parent) / target.name
 
 
-def _read_bytes(path: Path) -> bytes | None:
+def read_bytes(path: Path) -> bytes | None:
     try:
         with open(path, "rb") as handle:
             return handle.read()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .state import State, now
-from .store import _TMP_MARK, BOOKKEEPING, JOURNAL, STATE, Transaction, bookkeeping, locked, read_text, recover
+from .store import _TMP_MARK, BOOKKEEPING, JOURNAL, STATE, Transaction, bookkeeping, locked, read_bytes, read_text, recover
 
 KEEP = 20  # messages that can be undone, newest first
 _LINK_FROM = 16 * 1024  # bytes: a larger file's content before a message is kept by a hard link
@@ -98,7 +98,7 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
     for rel, new in [*tx.writes.items(), *tx.raw.items()]:
         if rel in skip or rel.startswith(own + os.sep):
             continue
-        old = _read_bytes(root / rel)
+        old = read_bytes(root / rel)
         new_bytes = new.encode("utf-8") if isinstance(new, str) else new
         if old is not None and (old == new_bytes or isinstance(new, str) and _same_text(old, new)):
             continue  # the transaction leaves this file alone (see store._apply)
@@ -163,7 +163,7 @@ def _keep_large(root: Path, rel: str, old: bytes, message: int, index: int) -> d
         os.link(root / rel, kept)
     except (OSError, NotImplementedError):
         return None
-    if _read_bytes(kept) != old:  # changed between the read and the link: do not trust it
+    if read_bytes(kept) != old:  # changed between the read and the link: do not trust it
         return None
     return {"before_file": _rel(root, kept)}
 
@@ -268,7 +268,7 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
     for rel, entry in files.items():
         if _in_bookkeeping(rel) or not isinstance(entry, dict):
             continue
-        data = _read_bytes(root / rel)
+        data = read_bytes(root / rel)
         if data is None or _digest(data) != entry.get("after"):
             changed.append((rel, "deleted" if data is None else "changed"))
     to_delete = {rel for rel, entry in files.items() if isinstance(entry, dict) and _created(entry)}
@@ -345,7 +345,7 @@ def _encode(data: bytes | None) -> dict:
 def _decode(entry: dict, root: Path) -> bytes | None:
     """The file's bytes before the message; None if it did not exist."""
     if isinstance(entry.get("before_file"), str):
-        data = _read_bytes(root / entry["before_file"])
+        data = read_bytes(root / entry["before_file"])
         if data is None:
             raise UndoRefused(f"What undo needs of {root / entry['before_file']} is missing; nothing was changed.")
         return data
@@ -376,14 +376,6 @@ def _tail(path: Path, offset: int) -> bytes:
             return handle.read()
     except OSError:
         return b""
-
-
-def _read_bytes(path: Path) -> bytes | None:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except OSError:
-        return None
 
 
 def _new_folders(root: Path, rel: str) -> list[str]:
