@@ -42,6 +42,16 @@ function M.client(bufnr)
   return nil
 end
 
+--- The buffer's client, or nil with a warning to the user (for the user's commands).
+--- @param bufnr integer
+local function attached_client(bufnr)
+  local client = M.client(bufnr)
+  if not client then
+    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
+  end
+  return client
+end
+
 --- Write the buffer without executing it again (the cleared message is persisted).
 --- @param bufnr integer
 local function write_consumed(bufnr)
@@ -149,9 +159,8 @@ end
 --- :DeepResearchExecute: execute the message now, approving every command.
 --- @param bufnr integer
 function M.execute(bufnr)
-  local client = M.client(bufnr)
+  local client = attached_client(bufnr)
   if not client then
-    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
     return nil
   end
   local uri = vim.uri_from_bufnr(bufnr)
@@ -172,9 +181,8 @@ end
 --- :DeepResearchPrompt: open the prompt the assistant sees next (window/showDocument).
 --- @param bufnr integer
 function M.show_prompt(bufnr)
-  local client = M.client(bufnr)
+  local client = attached_client(bufnr)
   if not client then
-    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
     return
   end
   local command = {
@@ -196,9 +204,8 @@ end
 --- @param bufnr integer
 --- @return table? result the server's UndoResult
 function M.undo(bufnr)
-  local client = M.client(bufnr)
+  local client = attached_client(bufnr)
   if not client then
-    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
     return nil
   end
   local result, failure = run_command(client, bufnr, {
@@ -220,9 +227,8 @@ end
 --- @param bufnr integer
 --- @param on_done fun(result: table?, err: string?)? called when the dossier is written
 function M.export(bufnr, on_done)
-  local client = M.client(bufnr)
+  local client = attached_client(bufnr)
   if not client then
-    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
     return
   end
   local command = {
@@ -305,9 +311,8 @@ end
 --- :DeepResearchRun: the model writes the next messages into this buffer.
 --- @param bufnr integer
 function M.run(bufnr)
-  local client = M.client(bufnr)
+  local client = attached_client(bufnr)
   if not client then
-    notify('no Deep Research language server for this buffer', vim.log.levels.WARN)
     return
   end
   local command = { title = 'Deep Research: run', command = 'deepResearch.run', arguments = { vim.uri_from_bufnr(bufnr) } }
