@@ -38,7 +38,7 @@ from deep_research.dossier import export  # noqa: E402
 from deep_research.engine import formats  # noqa: E402
 from deep_research.engine import research as research_module  # noqa: E402
 from deep_research.engine.accounting import Ledger  # noqa: E402
-from deep_research.engine.model import Attachment, Criterion, Problem  # noqa: E402
+from deep_research.engine.model import Criterion, Problem  # noqa: E402
 from deep_research.engine.outline import render_outline  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.state import State, Status  # noqa: E402

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import pytest
+from pytest_httpserver import HTTPServer
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +20,13 @@ def local_llm():
             pytest.fail("the local model is not installed: run scripts/setup-local-llm")
         pytest.skip("the local model is not installed (scripts/setup-local-llm)")
     return install
+
+
+@pytest.fixture
+def web() -> Iterator[HTTPServer]:
+    """A real HTTP server on loopback for pages to fetch (tests/sources has a threaded one)."""
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()

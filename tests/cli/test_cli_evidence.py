@@ -10,22 +10,11 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
+from tests.pages import CACHE_BLOCKING as PAGE
+
 from dr_cli_support import cli_command, cli_env
 
 DEFINE = "<<< define_problem\n///title\nTiling\n///content\nWhich tiles are fastest?\n>>>\n"
-PAGE = """<html><head><title>Cache blocking</title></head><body><article><h1>Cache blocking</h1>
-<p>Blocking a loop nest keeps a working set in cache, so that each value fetched from memory is used many times.
-It is the single most useful optimisation for dense linear algebra on every modern processor.</p>
-</article></body></html>"""
-
-
-@pytest.fixture
-def web():
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
 
 
 def execute(research: Path, message: str) -> subprocess.CompletedProcess:
@@ -51,7 +40,7 @@ def test_execute_attaches_a_page_and_a_file(research: Path, web: HTTPServer) -> 
     url = web.url_for("/blocking")
     result = execute(research, f"Two sources.\n///attach_url {url}\n///attach_file data.csv\n")
     assert result.returncode == 0, result.stderr
-    assert f'1. Line 2, `attach_url`: done. Attached "Cache blocking" (' in result.stdout
+    assert '1. Line 2, `attach_url`: done. Attached "Cache blocking" (' in result.stdout
     assert f'text/html) from {url} to "Tiling".' in result.stdout
     assert '2. Line 3, `attach_file`: done. Attached "data.csv" (' in result.stdout
     assert "deep-research: [0/2] gathering 2 sources" in result.stderr

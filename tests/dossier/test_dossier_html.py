@@ -18,7 +18,7 @@ from deep_research.dossier import export
 from deep_research.dossier.markdown import Markdown, safe_url
 from deep_research.engine.research import Research
 
-from dr_dossier_support import HOSTILE, NESTED, ROOT_TITLE, all_titles, block, sample_research
+from dr_dossier_support import NESTED, ROOT_TITLE, all_titles, block, sample_research
 
 REPO = Path(__file__).resolve().parents[2]
 # Every tag the dossier may contain: ours, and what safe markdown makes.

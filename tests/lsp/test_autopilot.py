@@ -13,7 +13,7 @@ import pytest
 from lsprotocol import types
 
 from tests.scripted_model import (
-    BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, MODEL, SOLVE_SUB, WHOLE_RESEARCH, Fail, Hold, Say, ScriptedModel,
+    BREAK_DOWN, DEFINE, MODEL, WHOLE_RESEARCH, Fail, Hold, Say, ScriptedModel,
 )
 
 from .helpers import change_doc, configure, open_doc, text_of

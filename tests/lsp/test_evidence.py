@@ -7,25 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from lsprotocol import types
 from pytest_httpserver import HTTPServer
 
+from tests.pages import CACHE_BLOCKING as PAGE
+
 from .helpers import DEFINE, change_doc, diagnostics, execute, open_doc, text_of
-
-PAGE = """<html><head><title>Cache blocking</title></head><body><article><h1>Cache blocking</h1>
-<p>Blocking a loop nest keeps a working set in cache, so that each value fetched from memory is used many times.
-It is the single most useful optimisation for dense linear algebra on every modern processor.</p>
-</article></body></html>"""
-
-
-@pytest.fixture
-def web():
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
 
 
 async def defined(client, research: Path) -> str:

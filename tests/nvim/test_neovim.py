@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.pages import CACHE_BLOCKING
+
 pytestmark = pytest.mark.editor
 
 REPO = Path(__file__).resolve().parents[2]
@@ -296,23 +298,12 @@ def test_the_prompt_after_two_executions(nvim: str, tmp_path: Path, defined: Pat
         assert "Second criterion" in seen["prompt_text"]
 
 
-def test_attach_a_local_page(nvim: str, tmp_path: Path, defined: Path, monkeypatch) -> None:
-    from pytest_httpserver import HTTPServer
-
-    page = ("<html><head><title>Cache blocking</title></head><body><nav>Home | Log in</nav><article>"
-            "<h1>Cache blocking</h1><p>Blocking a loop nest keeps a working set in cache, so that each value fetched "
-            "from memory is used many times before it is evicted.</p></article></body></html>")
-    server = HTTPServer(host="127.0.0.1", port=0)
-    server.expect_request("/blocking.html").respond_with_data(page, content_type="text/html; charset=utf-8")
-    server.start()
-    try:
-        url = server.url_for("/blocking.html")
-        monkeypatch.setenv("DR_URL", url)
-        seen = run_scenario(nvim, tmp_path, "scenario_attach_url.lua", defined / "message.dr")
-        requests = [request.path for request, _ in server.log]
-    finally:
-        server.clear()
-        server.stop()
+def test_attach_a_local_page(nvim: str, tmp_path: Path, defined: Path, web, monkeypatch) -> None:
+    web.expect_request("/blocking.html").respond_with_data(CACHE_BLOCKING, content_type="text/html; charset=utf-8")
+    url = web.url_for("/blocking.html")
+    monkeypatch.setenv("DR_URL", url)
+    seen = run_scenario(nvim, tmp_path, "scenario_attach_url.lua", defined / "message.dr")
+    requests = [request.path for request, _ in web.log]
     assert seen["hover"].startswith(f"Will fetch <{url}> when the message runs")
     assert requests == ["/blocking.html"]  # fetched once, on :write, not while typing or hovering
     [execution] = seen["executions"]
