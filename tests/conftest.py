@@ -8,6 +8,15 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that needs the local model is marked `llm`, however it asks for it: `make test`
+    runs those last, once the model's build (in the background) is done."""
+    for item in items:
+        if "local_llm" in getattr(item, "fixturenames", ()) and item.get_closest_marker("llm") is None:
+            item.add_marker(pytest.mark.llm)
+
+
 @pytest.fixture(scope="session")
 def local_llm():
     """The local model's install (scripts/setup-local-llm), or a skip: `make test` installs it
