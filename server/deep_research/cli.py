@@ -331,6 +331,9 @@ def _export(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
     size = f"{result.bytes / 1e6:.1f} MB" if result.bytes >= 1e6 else f"{max(1, round(result.bytes / 1e3))} kB"
     print(f"Wrote {target} ({result.problems:,} problems, {size}, {seconds:.1f} s).")
+    if not result.settled:
+        print(f"deep-research: messages kept running while the dossier was written ({result.attempts} times); "
+              "it may mix two moments of the research. Export again when they stop.", file=sys.stderr)
     return EXIT_OK
 
 

@@ -234,3 +234,37 @@ def test_a_file_that_is_not_a_dossier_is_never_replaced_unless_named(tmp_path: P
                            capture_output=True, text=True, env=env, timeout=60)
     assert named.returncode == 0 and mine.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert export(root, mine).bytes > 0  # a dossier is replaced by the next one
+
+
+def test_a_message_run_while_the_dossier_is_written_makes_it_write_again(tmp_path: Path, monkeypatch) -> None:
+    """Export takes no lock: a message executed while the page is written (here, made to
+    happen in the middle of the first writing) changes the state, and the page is written
+    again, so the dossier shows the research as it is, not half of each moment."""
+    from deep_research.dossier import page
+
+    root = tmp_path / "research"
+    research = Research.create(root)
+    research.execute(block("define_problem", title="Tiling", content="Which tiles are fastest?"))
+    real_write, writings = page.Page.write, []
+
+    def write_with_a_message_in_between(self, *args, **kwargs):
+        writings.append(1)
+        if len(writings) == 1:
+            Research.open(root).execute(block("add_subproblem", title="Cache sizes", content="x"))
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(page.Page, "write", write_with_a_message_in_between)
+    result = export(root, tmp_path / "dossier.html")
+    assert (result.attempts, result.settled, len(writings)) == (2, True, 2)
+    assert "Cache sizes" in result.path.read_text(encoding="utf-8") and result.problems == 2
+
+    def write_with_a_message_each_time(self, *args, **kwargs):
+        writings.append(1)
+        Research.open(root).execute(block("add_subproblem", title=f"Busy {len(writings)}", content="x"))
+        return real_write(self, *args, **kwargs)
+
+    monkeypatch.setattr(page.Page, "write", write_with_a_message_each_time)
+    busy = export(root, tmp_path / "dossier.html")
+    assert (busy.attempts, busy.settled) == (3, False)  # kept, and said: it was written as messages ran
+    assert busy.path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

@@ -178,6 +178,11 @@ export function registerCommands(
       );
       const file = vscode.Uri.parse(result.uri);
       output.appendLine(`export ${uri.toString()}: ${JSON.stringify(result)}`);
+      if (result.settled === false) {
+        void vscode.window.showWarningMessage(
+          'Deep Research: messages kept running while the dossier was written; it may mix two moments. Export again when they stop.',
+        );
+      }
       // On a desktop, the dossier opens in the default browser. Elsewhere (a remote or web
       // workbench) the file is on the server's disk, where a browser cannot reach it.
       let opened = false;

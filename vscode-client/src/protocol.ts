@@ -71,6 +71,8 @@ export interface ExportResult {
   problems: number;
   bytes: number;
   seconds: number;
+  /** false: messages kept running while it was written; it may mix two moments */
+  settled?: boolean;
 }
 
 export interface ShowPromptResult {

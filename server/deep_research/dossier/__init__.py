@@ -6,6 +6,10 @@ It reads the tree through the engine (`Tree`, the journal, the accounting) with 
 cache of its own, so exporting from the language server does not fill the server's
 cache with the whole tree, and writes the page as a stream into a temporary file next
 to `target`, renamed over it at the end: a reader never sees half a dossier.
+
+It takes no lock (a large research takes seconds to export, and a save must not wait for
+it); a message executed or undone meanwhile changes the state or the journal, and then the
+page is written again from the start, so that it shows one moment of the research.
 """
 
 from __future__ import annotations
@@ -18,10 +22,11 @@ from pathlib import Path
 
 from ..engine.research import Research
 from ..engine.state import Phase
-from ..engine.store import FileCache
+from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping
 from .page import Page
 
 DEFAULT_NAME = "dossier.html"
+ATTEMPTS = 3  # writings of the page before one that a message overlapped is kept
 _PHASES = {
     Phase.NO_PROBLEM: "no problem defined yet",
     Phase.IN_FOCUS: "in progress",
@@ -39,6 +44,8 @@ class Exported:
     path: Path
     problems: int
     bytes: int
+    attempts: int = 1
+    settled: bool = True  # False: messages kept running while it was written (every attempt)
 
 
 def is_dossier(path: Path) -> bool:
@@ -58,6 +65,31 @@ def export(root: Path, target: Path, *, replace_any: bool = False) -> Exported:
     target = Path(os.path.abspath(target))
     if target.exists() and not replace_any and not is_dossier(target):
         raise NotADossier(f"{target} exists and is not a dossier; it was left alone. Choose another file to write.")
+    for attempt in range(1, ATTEMPTS + 1):
+        before = _moment(research.root)
+        problems = _write(research, target)
+        settled = _moment(research.root) == before
+        if settled:
+            break
+        research = Research.open(root, FileCache())  # read it again, as it is now
+    return Exported(target, problems, target.stat().st_size, attempt, settled)
+
+
+def _moment(root: Path) -> tuple:
+    """What changes whenever a message runs or is undone: the state and the journal."""
+    book = bookkeeping(root)
+    seen = []
+    for name in (STATE, JOURNAL):
+        try:
+            st = os.stat(book / name)
+        except OSError:
+            seen.append(None)
+        else:
+            seen.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(seen)
+
+
+def _write(research: Research, target: Path) -> int:
     tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as out:
@@ -67,4 +99,4 @@ def export(root: Path, target: Path, *, replace_any: bool = False) -> Exported:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    return Exported(target, problems, target.stat().st_size)
+    return problems

@@ -243,6 +243,10 @@ function M.export(bufnr, on_done)
     end
     local path = vim.uri_to_fname(result.uri)
     notify(('dossier written: %s (%d problems)'):format(path, result.problems or 0))
+    if result.settled == false then
+      notify('messages kept running while it was written; it may mix two moments: export again when they stop',
+        vim.log.levels.WARN)
+    end
     if vim.g.deep_research_open_dossier ~= false and vim.ui.open then
       local _, open_err = vim.ui.open(path)
       if open_err then

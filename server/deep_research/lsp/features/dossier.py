@@ -39,7 +39,7 @@ def register(server: DeepResearchServer) -> None:
             progress.end()
             relax_collector()
         return {"uri": from_fs_path(str(result.path)), "problems": result.problems, "bytes": result.bytes,
-                "seconds": round(time.perf_counter() - started, 3)}
+                "seconds": round(time.perf_counter() - started, 3), "settled": result.settled}
 
 
 def _target(ls: DeepResearchServer, target: object) -> Path:
