@@ -148,6 +148,28 @@ def test_a_slow_body_hits_the_total_timeout(web: HTTPServer, release: threading.
     assert message == f"{web.url_for('/slow')} did not answer completely within 1 seconds; nothing was attached."
 
 
+def test_a_page_too_slow_to_read_is_reported(web: HTTPServer, release: threading.Event, monkeypatch) -> None:
+    from deep_research.sources import extract
+
+    def stuck(*args, **kwargs):
+        release.wait(30)  # as trafilatura on a hostile page: held until the test ends
+        raise AssertionError("the reading was not given up")
+
+    monkeypatch.setattr(extract, "extract", stuck)
+    web.expect_request("/huge").respond_with_data("<html><body><table></table></body></html>", content_type="text/html")
+
+    async def attempt() -> str:
+        with pytest.raises(SourceError) as caught:
+            await fetch_page(web.url_for("/huge"), policy=INTERNET, limits=Limits(extract_timeout=0.5))
+        assert not release.is_set()  # given up while the reading was still stuck
+        release.set()  # now let it end (asyncio.run waits for its thread)
+        return caught.value.message
+
+    message = asyncio.run(attempt())
+    assert message == (f"Reading the text of {web.url_for('/huge')} (41 bytes of html) took longer than 0.5 seconds; "
+                       "nothing was attached.")
+
+
 def test_a_connection_nobody_accepts_is_reported(web: HTTPServer) -> None:
     import socket
 

@@ -45,6 +45,8 @@ class Limits:
     connect_timeout: float = 10.0  # seconds, per connection
     total_timeout: float = 30.0  # seconds, for the whole fetch: DNS, redirects, body
     max_redirects: int = 5
+    # seconds to turn the body into text: trafilatura takes 15-45 s on a hostile 10 MB page
+    extract_timeout: float = 20.0
 
 
 @dataclass(frozen=True)

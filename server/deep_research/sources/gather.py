@@ -121,10 +121,18 @@ async def fetch_page(
     from . import extract
     from .fetch import Limits, fetch
 
-    fetched = await fetch(url, policy=policy, limits=limits or Limits(), accept=extract.refusal, resolver=resolver)
+    limits = limits or Limits()
+    fetched = await fetch(url, policy=policy, limits=limits, accept=extract.refusal, resolver=resolver)
     kind = extract.kind_of(fetched.media_type) or extract.sniff(fetched.body)
-    page = await asyncio.to_thread(extract.extract, fetched.body, kind, charset=fetched.charset,
-                                   url=fetched.final_url, fallback_title=extract.name_from_url(fetched.final_url))
+    reading = asyncio.to_thread(extract.extract, fetched.body, kind, charset=fetched.charset,
+                                url=fetched.final_url, fallback_title=extract.name_from_url(fetched.final_url))
+    try:
+        page = await asyncio.wait_for(reading, limits.extract_timeout)
+    except asyncio.TimeoutError:
+        # The message goes on without this source. The thread cannot be stopped: it ends
+        # on its own (the body is at most max_bytes) and its result is dropped.
+        raise SourceError(f"Reading the text of {fetched.final_url} ({len(fetched.body):,} bytes of {kind}) took longer "
+                          f"than {limits.extract_timeout:g} seconds; nothing was attached.") from None
     return Found(
         title=page.title, text=page.text, source=url, final_url=fetched.final_url,
         content_type=fetched.media_type or extract.MEDIA_OF[kind], sha256=fetched.sha256, fetched=fetched.fetched, notes=page.notes,
