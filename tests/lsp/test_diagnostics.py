@@ -133,14 +133,17 @@ async def test_research_deleted_while_open_gives_a_diagnostic_not_a_crash(client
     assert result["executed"] is False and result["reason"] == "not-a-research"
 
 
+# Only clients that pull diagnostics send result ids: these run with Neovim's capabilities.
+PULLING = pytest.mark.parametrize("client", ["neovim"], indirect=True)
+
+
 async def pull(client, uri: str, previous: str | None = None):
     return await client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
         text_document=types.TextDocumentIdentifier(uri=uri), previous_result_id=previous))
 
 
+@PULLING
 async def test_pulled_diagnostics_are_unchanged_until_they_change(client, research: Path):
-    if client.preset != "neovim":
-        pytest.skip("only clients that pull diagnostics send result ids")
     uri = open_doc(client, research / "message.dr", DEFINE)
     await execute(client, uri)
     change_doc(client, uri, "Thinking.\n///focus_down Later\n")
@@ -172,9 +175,8 @@ async def test_pulled_diagnostics_are_unchanged_until_they_change(client, resear
     assert back.kind == "full" and [d.code for d in back.items] == ["command-failed"]
 
 
+@PULLING
 async def test_a_hand_edit_of_the_state_changes_the_diagnostics(client, research: Path):
-    if client.preset != "neovim":
-        pytest.skip("only clients that pull diagnostics send result ids")
     uri = open_doc(client, research / "message.dr", DEFINE)
     await execute(client, uri)
     change_doc(client, uri, "///add_criteria Another\n")
@@ -186,11 +188,10 @@ async def test_a_hand_edit_of_the_state_changes_the_diagnostics(client, research
     assert after.kind == "full" and [d.code for d in after.items] == ["invalid-in-phase"]
 
 
+@PULLING
 async def test_a_file_attach_file_names_is_watched_too(client, research: Path):
     """attach_file's check stats a file outside the problem tree: creating it must change
     the diagnostics even though the message did not change."""
-    if client.preset != "neovim":
-        pytest.skip("only clients that pull diagnostics send result ids")
     uri = open_doc(client, research / "message.dr", DEFINE)
     await execute(client, uri)
     change_doc(client, uri, "///attach_file notes/found.txt\n")

@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.assist import Snapshot
     from ..engine.incremental import DocumentAnalysis, Memo
     from ..engine.research import Research
+    from .features.autopilot import EditorRun
     from .features.diagnostics import Report
 
 # The rest of the engine (the command table, analysis, the research) is imported where it
@@ -104,11 +105,11 @@ class DeepResearchServer(LanguageServer):
         self.executed: dict[str, str] = {}
         # Open documents, by the URI exactly as the client sent it (pygls keys them unquoted).
         self.open_uris: set[str] = set()
-        # Whether the client re-reads files changed on disk (initializationOptions
-        # `reloadsChangedFiles`); if not, the line count of the prompt it was first shown.
         # The autopilot of each message document that has one running or waiting
         # (features/autopilot.py); execution and document changes report to it.
-        self.autopilots: dict[str, Any] = {}
+        self.autopilots: dict[str, EditorRun] = {}
+        # Whether the client re-reads files changed on disk (initializationOptions
+        # `reloadsChangedFiles`); if not, the line count of the prompt it was first shown.
         self.reloads_changed_files = False
         self.shown_prompt_lines: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
