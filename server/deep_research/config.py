@@ -8,6 +8,7 @@
     max_reply_tokens = 2000         # the longest reply the model may write per round
     approval_mode = "update"
     grammar = "auto"                # auto | on | off
+    report_max_words = 1500         # the longest report (about three pages); longer ones are refused
 
     [fetch]
     allow_private_networks = false
@@ -33,12 +34,14 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .engine.rules import MIN_REPORT_MAX_WORDS
+from .engine.store import CONFIG_FILE
+
 try:
     import tomllib
 except ModuleNotFoundError:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-CONFIG_FILE = "deep-research.toml"
 GRAMMAR_CHOICES = ("auto", "on", "off")
 APPROVAL_CHOICES = ("none", "read", "create", "update", "delete")
 SEARCH_PROVIDERS = ("searxng", "tavily", "brave")
@@ -66,8 +69,13 @@ class Config:
     max_reply_tokens: int | None = None
     approval_mode: str | None = None  # one of APPROVAL_CHOICES
     grammar: str = "auto"
+    report_max_words: int | None = None  # None: the engine's default (engine/rules.py)
     fetch: FetchConfig = field(default_factory=FetchConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+
+    def rule_overrides(self) -> dict[str, Any]:
+        """The research's rules this config sets (for `Research.rule_overrides`)."""
+        return {} if self.report_max_words is None else {"report_max_words": self.report_max_words}
 
     def merged(self, **overrides: Any) -> Config:
         """This config with every override that is not None applied (the command line, the
@@ -146,6 +154,7 @@ def _from_table(raw: dict[str, Any], root: Path, problems: list[str], where: str
         max_reply_tokens=take(raw, "max_reply_tokens", int, minimum=16),
         approval_mode=take(raw, "approval_mode", str, APPROVAL_CHOICES),
         grammar=take(raw, "grammar", str, GRAMMAR_CHOICES) or "auto",
+        report_max_words=take(raw, "report_max_words", int, minimum=MIN_REPORT_MAX_WORDS),
         fetch=FetchConfig(
             allow_private_networks=bool(take(fetch_raw, "allow_private_networks", bool) or False),
             allowed_roots=tuple(roots),

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from deep_research.engine import assist, commands
 from deep_research.engine.assist import Snapshot
-from deep_research.engine.commands import Form
 from deep_research.engine.model import Criterion, Problem
 from deep_research.engine.parser import parse
 from deep_research.engine.state import Phase
@@ -29,7 +28,7 @@ NO_PROBLEM = Snapshot(Phase.NO_PROBLEM)
 FINISHED = Snapshot(Phase.FINISHED, FOCUS, CHILDREN)
 
 VALID = [s.name for s in commands.valid_in(Phase.IN_FOCUS)]
-BLOCKS = [s.name for s in commands.valid_in(Phase.IN_FOCUS) if s.form is Form.BLOCK]
+BLOCKS = [s.name for s in commands.valid_in(Phase.IN_FOCUS) if s.accepts_block]
 
 
 def cursor(marked: str) -> tuple[str, Pos]:
@@ -49,6 +48,7 @@ COMPLETION = {
     "open criteria numbers": ("///mark_criteria_as_done $0", IN_FOCUS, ["2"]),
     "sections of a block": ("<<< add_subproblem\n///$0\n>>>", IN_FOCUS, ["title", "content"]),
     "the sections left": ("<<< add_subproblem\n///title\nT\n///$0\n>>>", IN_FOCUS, ["content"]),
+    "the reason of a failure as a block": ("<<< fail_task_and_focus_up\n///$0\n>>>", IN_FOCUS, ["reason"]),
     "titles in a block": ("<<< add_criteria_to_subproblem\n///title\n$0\n>>>", IN_FOCUS, ["Sub A", "Sub B"]),
     "in free text": ("some thinking $0", IN_FOCUS, []),
     "in an unknown block": ("<<< frobnicate\n///$0", IN_FOCUS, []),
@@ -69,9 +69,16 @@ def test_completion(marked: str, snap: Snapshot, labels: list[str]) -> None:
 
 def test_command_completion_inserts_a_valid_command() -> None:
     text, pos = cursor("<<< $0")
-    for item in assist.complete(parse(text), pos, IN_FOCUS):
+    items = assist.complete(parse(text), pos, IN_FOCUS)
+    assert "fail_task_and_focus_up" in [i.label for i in items]  # a one-line command with a block form
+    for item in items:
         assert parse(item.text).diagnostics == []
+        assert item.text.startswith(f"<<< {item.label}\n") and item.snippet.startswith(f"<<< {item.label}\n")
         assert item.snippet and "$0" in item.snippet
+    text, pos = cursor("///$0")
+    fail = next(i for i in assist.complete(parse(text), pos, IN_FOCUS) if i.label == "fail_task_and_focus_up")
+    assert fail.text == "///fail_task_and_focus_up The data needed is not public"
+    assert "[<reason>]" not in fail.documentation and "optional" in fail.documentation
 
 
 HOVER = {

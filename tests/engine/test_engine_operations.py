@@ -234,12 +234,6 @@ def test_write_report_twice_replaces_it(research: Research, root) -> None:
     assert "64x64" in read(root, REPORT) and "32x32" not in read(root, REPORT)
 
 
-def test_write_report_too_long(research: Research) -> None:
-    long = GOOD_REPORT.replace("A1: Cache misses.", "A1: " + "word " * 1600)
-    result = research.execute(report(long))
-    assert any("more than about three pages" in w for w in result.analysis.outcomes[0].warnings)
-
-
 REPORT_STRUCTURE = {
     "good": (GOOD_REPORT, []),
     "markdown decorations": (

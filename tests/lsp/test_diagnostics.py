@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from .helpers import DEFINE, change_doc, diagnostics, execute, open_doc
+from .helpers import DEFINE, change_doc, configure, diagnostics, execute, open_doc
 
 
 def _span(d: types.Diagnostic) -> tuple[int, int, int, int]:
@@ -95,9 +95,20 @@ async def test_report_structure_and_open_criteria_are_warned(client, research: P
     assert "Not every criterion is done (open: 1)" in messages
     assert "Summarized problem definition:" in messages
     assert "`Conclusion:`" in messages
+
+
+async def test_a_report_over_the_word_limit_is_an_error_while_typed(client, research: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
     long_report = "Summarized problem definition: x\nQ1: q\nA1: " + "word " * 1600 + "\nConclusion: c"
     change_doc(client, uri, f"<<< write_report\n///content\n{long_report}\n>>>\n")
-    assert any("more than about three pages" in d.message for d in await diagnostics(client, uri))
+    errors = [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+    assert [d.range.start.line for d in errors] == [2]  # the report's content
+    assert "has 1,609 words, over the limit of 1,500 words" in errors[0].message
+    assert "cut at least 109 words" in errors[0].message
+    (research / "deep-research.toml").write_text("report_max_words = 2000\n", encoding="utf-8")
+    change_doc(client, uri, f"<<< write_report\n///content\n{long_report}\n>>>\n\n")
+    assert not [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
 
 
 async def test_a_document_outside_any_research_says_where_research_lives(client, tmp_path: Path):
@@ -202,3 +213,15 @@ async def test_a_file_attach_file_names_is_watched_too(client, research: Path):
     (research / "notes" / "found.txt").write_text("What we found.\n", encoding="utf-8")
     after = await pull(client, uri, first.result_id)
     assert after.kind == "full" and list(after.items) == []
+
+
+async def test_the_editors_report_limit_overrides_the_research_file(client, research: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    report_text = "Summarized problem definition: x\nQ1: q\nA1: " + "word " * 400 + "\nConclusion: c"
+    change_doc(client, uri, f"<<< write_report\n///content\n{report_text}\n>>>\n")
+    assert not [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+    await configure(client, reportMaxWords=300)
+    change_doc(client, uri, f"<<< write_report\n///content\n{report_text}\n>>>\n\n")
+    errors = [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+    assert len(errors) == 1 and "over the limit of 300 words" in errors[0].message

@@ -41,3 +41,13 @@ def test_fetch_and_search_settings_override_the_research_file(tmp_path):
     assert from_file.merged(**nested.overrides()).search == SearchConfig("searxng", "http://127.0.0.1:8888")
     odd = Settings.from_client({"search": {"provider": "altavista", "url": 3}, "fetch": {"allowPrivateNetworks": None}})
     assert (odd.search_provider, odd.search_url, odd.allow_private_networks) == (None, None, None)
+
+
+def test_the_report_limit_setting_is_the_engines_rule():
+    from deep_research.engine.rules import MIN_REPORT_MAX_WORDS
+    from deep_research.lsp.config import MIN_REPORT_MAX_WORDS as EDITOR_MINIMUM
+
+    assert EDITOR_MINIMUM == MIN_REPORT_MAX_WORDS
+    assert Settings.from_client({"reportMaxWords": 800}).rule_overrides() == {"report_max_words": 800}
+    assert Settings.from_client({"reportMaxWords": 5}).rule_overrides() == {}  # below the minimum: ignored
+    assert Settings().rule_overrides() == {}

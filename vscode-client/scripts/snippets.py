@@ -21,17 +21,17 @@ OUT = REPO / "vscode-client" / "snippets" / "deep-research.json"
 
 def generate() -> str:
     sys.path.insert(0, str(REPO / "server"))
-    from deep_research.engine.commands import COMMANDS, Form
+    from deep_research.engine.commands import COMMANDS
 
     snippets = {}
     for spec in COMMANDS.values():
-        if spec.form is not Form.BLOCK:
+        if not spec.accepts_block:
             continue
         snippets[f"<<< {spec.name}"] = {
             # the name alone: VS Code replaces the word being typed, so a "<<< name"
             # prefix would duplicate "<<<" when typed after it
             "prefix": [spec.name],
-            "body": spec.snippet().split("\n"),
+            "body": spec.block_snippet().split("\n"),
             "description": f"{spec.summary.rstrip('.')} ({spec.kind.label}; sections: {', '.join(spec.section_names)})",
         }
     return json.dumps(snippets, indent=2, ensure_ascii=False) + "\n"

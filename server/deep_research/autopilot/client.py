@@ -105,7 +105,10 @@ class FocusChangeWatch:
         name = name.strip()
         if name not in FOCUS_CHANGES:
             return False
-        takes_argument = commands.COMMANDS[name].form is commands.Form.LINE
+        spec = commands.COMMANDS[name]
+        if spec.form is commands.Form.LINE and spec.arguments[0].optional:
+            return True  # complete with or without its argument
+        takes_argument = spec.form is commands.Form.LINE
         return bool(argument.strip()) if takes_argument else not argument.strip()
 
 

@@ -199,7 +199,7 @@ class TerminalApprover:
             print(request.text.rstrip(), file=self.out)
             question = "Run it now [r], drop it into the transcript as declined [s], or stop [t]? "
         else:
-            listed = "\n".join(f"  - line {o.line}: `{o.label}` ({o.spec.kind.label if o.spec else '?'})"
+            listed = "\n".join(f"  - line {o.line}: `{o.label}` ({o.kind.label if o.kind else '?'})"
                                for o in request.waiting)
             print(f"\nThese commands are above the approval mode `{request.mode.label}`:\n{listed}", file=self.out)
             question = "Run the message [r], skip it (the model writes another) [s], or stop [t]? "

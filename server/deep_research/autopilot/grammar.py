@@ -111,7 +111,10 @@ class _Builder:
             value = self._value(spec, spec.arguments[0])
             if value is None:
                 return None
-            body = f'{_literal(f"///{spec.name} ")} {value} "\\n"'
+            if spec.arguments[0].optional:  # the line alone, or with its argument
+                body = f'{_literal(f"///{spec.name}")} (" " {value})? "\\n"'
+            else:
+                body = f'{_literal(f"///{spec.name} ")} {value} "\\n"'
         else:
             parts = [_literal(f"<<< {spec.name}\n")]
             for argument in spec.arguments:

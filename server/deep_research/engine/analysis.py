@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .checks import Binding, bind
-from .commands import ApprovalMode, CommandSpec
+from .commands import ApprovalMode, CommandSpec, Kind
 from .draft import Draft
 from .model import Attachment
 from .operations import Args, CommandError
 from .parser import Command, ParsedMessage
+from .rules import Rules
 from .state import Phase, State
 from .text import Diagnostic, Edit, Fix, Severity, Span, whole_lines
 from .tree import Tree
@@ -53,6 +54,14 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     started: str | None = None
     ended: str | None = None
+    replaced: bool = False  # it replaced what existed (operations.Result.replaced)
+
+    @property
+    def kind(self) -> Kind | None:
+        """The command's kind as it ran: its spec's, or `update` when it replaced something."""
+        if self.spec is None:
+            return None
+        return max(self.spec.kind, Kind.UPDATE) if self.replaced else self.spec.kind
 
     @property
     def line(self) -> int:
@@ -85,7 +94,7 @@ class Analysis:
         return [o for o in self.outcomes if o.status is Status.OK]
 
     def needing_approval(self, mode: ApprovalMode) -> list[Outcome]:
-        return [o for o in self.ran if o.spec is not None and not mode.allows(o.spec.kind)]
+        return [o for o in self.ran if o.kind is not None and not mode.allows(o.kind)]
 
     def count(self, status: Status) -> int:
         return sum(1 for o in self.outcomes if o.status is status)
@@ -98,13 +107,14 @@ class Analysis:
 
 def analyze(
     parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list,
-    *, evidence: Evidence | None = None, roots: Sequence[Path] = (),
+    *, evidence: Evidence | None = None, roots: Sequence[Path] = (), rules: Rules | None = None,
 ) -> Analysis:
     """`pending` gives the attachments that `define_problem` copies to the new problem.
     Without `evidence` it is a dry run: commands that need the outside world record their
-    needs (`Analysis.needs`); with it they use its results (engine/evidence.py)."""
+    needs (`Analysis.needs`); with it they use its results (engine/evidence.py). `rules`
+    are the research's limits (the defaults if None)."""
     draft = Draft(tree, state, pending=pending, evidence=evidence,
-                  roots=tuple(evidence.roots if evidence is not None else roots))
+                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules())
     run = Run(parsed, draft)
     for command in parsed.commands:
         run.step(command)
@@ -234,6 +244,7 @@ def _run(
         return
     outcome.ended = _timestamp()
     outcome.status, outcome.summary = Status.OK, result.summary
+    outcome.replaced = result.replaced
     outcome.warnings = [w.message for w in result.warnings]
     for warning in result.warnings:
         out.append(Diagnostic(warning.span or command.name_span, Severity.WARNING, "command-warning", warning.message))

@@ -220,17 +220,18 @@ def _commands(phase: Phase, replace: Span, *, blocks_only: bool) -> tuple[Candid
     at a line costs nothing)."""
     items = []
     for order, spec in enumerate(commands.valid_in(phase)):
-        if blocks_only and spec.form is not Form.BLOCK:
+        if blocks_only and not spec.accepts_block:
             continue
-        head = f"<<< {spec.name}" if spec.form is Form.BLOCK else f"///{spec.name}"
+        as_block = spec.form is Form.BLOCK or blocks_only  # `<<< ` typed: the block form of one that has both
+        head = f"<<< {spec.name}" if as_block else f"///{spec.name}"
         items.append(Candidate(
             label=spec.name,
             kind=ItemKind.COMMAND,
             detail=f"{spec.kind.label} · {spec.summary}",
             documentation=spec.markdown(),
             replace=replace,
-            text=spec.example() if spec.form is not Form.NONE else head,
-            snippet=spec.snippet(),
+            text=spec.block_example() if as_block else spec.example() if spec.form is not Form.NONE else head,
+            snippet=spec.block_snippet() if as_block else spec.snippet(),
             filter_text=(f"<<< {spec.name}" if blocks_only else f"///{spec.name}"),
             sort_text=f"{order:02d}",
         ))
@@ -239,7 +240,7 @@ def _commands(phase: Phase, replace: Span, *, blocks_only: bool) -> tuple[Candid
 
 def _complete_in_block(block: Command, pos: Pos, prefix: str, snap: Snapshot) -> list[Candidate]:
     spec = commands.get(block.name)
-    if spec is None or spec.form is not Form.BLOCK:
+    if spec is None or not spec.accepts_block:
         return []
     if prefix.startswith(LINE_PREFIX) and " " not in prefix:
         present = {s.name for s in block.sections if s.header.start.line != pos.line}

@@ -42,7 +42,10 @@ def bind(command: Command) -> Binding:
         else:
             binding.diagnostics.append(_block_written_as_line(command, spec))
     elif command.is_block:
-        binding.diagnostics.append(_line_written_as_block(command, spec))
+        if spec.also_block:
+            binding.args = _bind_block(command, spec, binding.diagnostics)
+        else:
+            binding.diagnostics.append(_line_written_as_block(command, spec))
     elif spec.form is Form.NONE:
         binding.args = {}
         if command.argument is not None and command.argument_span is not None:
@@ -53,7 +56,9 @@ def bind(command: Command) -> Binding:
             ))
     else:
         argument = spec.arguments[0]
-        if command.argument is None:
+        if command.argument is None and argument.optional:
+            binding.args = {}
+        elif command.argument is None:
             binding.diagnostics.append(_error(
                 command.name_span, "missing-argument",
                 f"`{spec.name}` needs its {argument.type.value} on the same line: `{spec.usage()}`.",
@@ -96,7 +101,7 @@ def _bind_block(command: Command, spec: CommandSpec, out: list[Diagnostic]) -> A
                 ))
         args[section.name] = Arg(value, section.content_span)
     for argument in spec.arguments:
-        if argument.name not in args and command.section(argument.name) is None:
+        if argument.name not in args and command.section(argument.name) is None and not argument.optional:
             out.append(_missing_section(command, spec, argument.name))
     return args
 

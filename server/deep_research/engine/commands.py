@@ -85,6 +85,7 @@ class Argument:
     type: ArgType
     doc: str
     placeholder: str
+    optional: bool = False  # may be left out (the command runs without it)
 
 
 @dataclass(frozen=True)
@@ -98,24 +99,36 @@ class CommandSpec:
     summary: str  # one line, for completion lists
     doc: str  # a paragraph, for hover and the prompt's help
     run: Operation
+    # A one-line command that may also be written as a block whose sections are its
+    # arguments (a longer text than one line holds: fail_task_and_focus_up's reason).
+    also_block: bool = False
 
     @property
     def line_argument(self) -> Argument | None:
         return self.arguments[0] if self.form is Form.LINE else None
+
+    @property
+    def accepts_block(self) -> bool:
+        return self.form is Form.BLOCK or self.also_block
 
     def section(self, name: str) -> Argument | None:
         return next((a for a in self.arguments if a.name == name), None)
 
     @property
     def section_names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.arguments) if self.form is Form.BLOCK else ()
+        return tuple(a.name for a in self.arguments) if self.accepts_block else ()
 
     def usage(self) -> str:
-        """How to write the command, with `<name>` where each argument goes."""
+        """How to write the command, with `<name>` where each argument goes (`[<name>]`
+        for one that may be left out)."""
         if self.form is Form.NONE:
             return f"///{self.name}"
         if self.form is Form.LINE:
-            return f"///{self.name} <{self.arguments[0].name}>"
+            argument = self.arguments[0]
+            return f"///{self.name} " + (f"[<{argument.name}>]" if argument.optional else f"<{argument.name}>")
+        return self.block_usage()
+
+    def block_usage(self) -> str:
         body = "\n".join(f"///{a.name}\n<{a.name}>" for a in self.arguments)
         return f"<<< {self.name}\n{body}\n>>>"
 
@@ -125,31 +138,40 @@ class CommandSpec:
             return f"///{self.name}"
         if self.form is Form.LINE:
             return f"///{self.name} {self.arguments[0].placeholder}"
+        return self.block_example()
+
+    def block_example(self) -> str:
         body = "\n".join(f"///{a.name}\n{a.placeholder}" for a in self.arguments)
         return f"<<< {self.name}\n{body}\n>>>"
 
     def snippet(self) -> str:
         """The usage as an LSP/VS Code snippet with numbered tab stops."""
-        def escape(text: str) -> str:
-            return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
-
         if self.form is Form.NONE:
             return f"///{self.name}$0"
         if self.form is Form.LINE:
-            return f"///{self.name} ${{1:{escape(self.arguments[0].placeholder)}}}$0"
+            return f"///{self.name} ${{1:{_escape(self.arguments[0].placeholder)}}}$0"
+        return self.block_snippet()
+
+    def block_snippet(self) -> str:
         body = "\n".join(
-            f"///{a.name}\n${{{i}:{escape(a.placeholder)}}}" for i, a in enumerate(self.arguments, 1)
+            f"///{a.name}\n${{{i}:{_escape(a.placeholder)}}}" for i, a in enumerate(self.arguments, 1)
         )
         return f"<<< {self.name}\n{body}\n>>>$0"
 
     def markdown(self) -> str:
         """Documentation for hover and completion: usage, kind, rules."""
-        args = "".join(f"\n- `{a.name}` ({a.type.value}): {a.doc}" for a in self.arguments)
+        args = "".join(
+            f"\n- `{a.name}` ({a.type.value}{', optional' if a.optional else ''}): {a.doc}" for a in self.arguments)
         return (
             f"**{self.name}** ({self.kind.label}{', changes focus' if self.changes_focus else ''})\n\n"
             f"{self.doc}\n\n```\n{self.example()}\n```"
             + (f"\n\nArguments:{args}" if args else "")
         )
+
+
+def _escape(text: str) -> str:
+    """Text inside a snippet's placeholder."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
 
 
 def _phases(*phases: Phase) -> frozenset[Phase]:
@@ -262,12 +284,15 @@ def _build() -> dict[str, CommandSpec]:
         ),
         CommandSpec(
             "write_report", Form.BLOCK, Kind.CREATE, in_focus, False,
-            (Argument("content", ArgType.TEXT, "the 3-page report in the Q/A structure", "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …"),),
+            (Argument("content", ArgType.TEXT, "the 3-page report in the Q/A structure, within the word limit",
+                      "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …"),),
             "Write (or replace) the 3-page report of the current problem.",
             "Writes the current problem's report, which its parent will read. Mark every criterion "
             "done first. Structure: `Summarized problem definition:`, then numbered questions and "
-            "answers (`Q1:`/`A1:`, deeper `Q1.1:`/`A1.1:`), then `Conclusion:`; at most about "
-            "1,500 words. Writing it again replaces it.",
+            "answers (`Q1:`/`A1:`, deeper `Q1.1:`/`A1.1:`), then `Conclusion:`. A report longer than "
+            "the research's word limit (about three pages; the prompt states the number) is refused. "
+            "Cite an attachment of this problem or of a parent as `[[Attachment name]]`. Writing it "
+            "again replaces it (that counts as an update, not a create).",
             op.write_report,
         ),
         CommandSpec(
@@ -288,12 +313,17 @@ def _build() -> dict[str, CommandSpec]:
             op.focus_up,
         ),
         CommandSpec(
-            "fail_task_and_focus_up", Form.NONE, Kind.UPDATE, in_focus, True,
-            (),
-            "Mark the current problem as failed and focus on its parent.",
+            "fail_task_and_focus_up", Form.LINE, Kind.UPDATE, in_focus, True,
+            (Argument("reason", ArgType.TEXT, "why the problem cannot be solved: what was tried and what blocks it",
+                      "The data needed is not public", optional=True),),
+            "Mark the current problem as failed, say why, and focus on its parent.",
             "Use it when the current problem cannot be solved at all: it is marked failed and the "
-            "parent becomes the current problem in a new session. Must be the last command.",
+            "parent becomes the current problem in a new session. Give the reason on the same line, "
+            "or for a longer one write the command as a block with a `///reason` section. The reason "
+            "becomes the problem's report, so the parent learns what was tried and what blocks it. "
+            "Must be the last command.",
             op.fail_task_and_focus_up,
+            also_block=True,
         ),
     ]
     return {spec.name: spec for spec in specs}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from . import formats
 from .model import Attachment, Problem
 from .names import name_key, unique_component
+from .rules import Rules
 from .state import ROOT, ProblemPath, State, Status, now
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .tree import Tree
@@ -76,6 +77,7 @@ class Draft:
     # place; the others are shared with a checkpoint. None: no checkpoint, nothing shared.
     own: set[ProblemPath] | None = None
     own_siblings: set[ProblemPath] | None = None
+    rules: Rules = field(default_factory=Rules)  # the research's limits (engine/rules.py)
 
     # -- reading (the same interface as Tree) ------------------------------------------
 
@@ -104,7 +106,7 @@ class Draft:
         shared, and copied by whichever side is about to change one."""
         frozen = Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                        {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
-                       self.evidence, self.roots, list(self.needs))
+                       self.evidence, self.roots, list(self.needs), rules=self.rules)
         self.own, self.own_siblings = set(), set()
         return frozen
 
@@ -112,7 +114,7 @@ class Draft:
         """A new draft that goes on from this checkpoint, which stays as it is."""
         return Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                      {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
-                     self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set())
+                     self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set(), rules=self.rules)
 
     def child_count(self, path: ProblemPath) -> int:
         return len(self._siblings(path).paths)

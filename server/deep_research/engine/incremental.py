@@ -89,7 +89,9 @@ class DocumentAnalysis:
         self.resumed_at = None
         with research.cache.recording() as reads:
             state = research.state()
-            run = Run(parsed, Draft(research.tree, state, pending=research.pending_attachments, roots=self.roots))
+            draft = Draft(research.tree, state, pending=research.pending_attachments, roots=self.roots,
+                          rules=research.rules())
+            run = Run(parsed, draft)
             checkpoints: list[_Checkpoint] = []
             self._steps(run, 0, checkpoints)
             analysis = run.finish(state)

@@ -39,6 +39,9 @@ class Warning_:
 class Result:
     summary: str  # one line for the Execution Status Report
     warnings: list[Warning_] = field(default_factory=list)
+    # It replaced something that existed (a report written again): the command counts as an
+    # `update` whatever its kind says, for approval, the journal and the accounting.
+    replaced: bool = False
 
 
 class CommandError(Exception):
@@ -207,6 +210,7 @@ def _subproblem(draft: Draft, arg: Arg):
 def write_report(draft: Draft, args: Args) -> Result:
     arg = args["content"]
     problem = draft.focus
+    _within_limit(draft, arg, "report")
     warnings = [Warning_(finding.message, _line_span(arg, finding.line)) for finding in report_checks.check(arg.value)]
     open_criteria = [n for n, c in enumerate(problem.criteria, 1) if not c.done]
     if open_criteria:
@@ -221,8 +225,22 @@ def write_report(draft: Draft, args: Args) -> Result:
     draft.mark(problem.path, REPORT_ASPECT)
     words = report_checks.word_count(arg.value)
     return Result(
-        f"{'Replaced' if replaced else 'Wrote'} the report of {_quote(problem.title)} ({words} words).", warnings
+        f"{'Replaced' if replaced else 'Wrote'} the report of {_quote(problem.title)} ({words:,} words).", warnings,
+        replaced=replaced,
     )
+
+
+def _within_limit(draft: Draft, arg: Arg, what: str) -> None:
+    """Refuse a report (or a failure's reason, which becomes one) over the word limit."""
+    words = report_checks.word_count(arg.value)
+    limit = draft.rules.report_max_words
+    if words > limit:
+        raise CommandError(
+            f"The {what} has {words:,} words, over the limit of {limit:,} words (about three pages): cut at "
+            f"least {words - limit:,} words and send it again. Keep what the parent problem needs: the "
+            "answers, the evidence behind them and the conclusion.",
+            arg.span,
+        )
 
 
 def _line_span(arg: Arg, line: int | None) -> Span | None:
@@ -254,12 +272,35 @@ def focus_up(draft: Draft, args: Args) -> Result:
 
 
 def fail_task_and_focus_up(draft: Draft, args: Args) -> Result:
-    return _leave(draft, Status.FAILED)
+    reason = args.get("reason")
+    if reason is not None:
+        _within_limit(draft, reason, "reason")
+    return _leave(draft, Status.FAILED, reason.value.strip() if reason is not None else None)
 
 
-def _leave(draft: Draft, status: Status) -> Result:
+FAILED_HEADING = "Failed: this problem could not be solved."
+NO_REASON = "No reason was given."
+
+
+def failure_report(reason: str, previous: str | None) -> str:
+    """The report of a problem that failed with a reason: what its parent reads of it."""
+    text = f"{FAILED_HEADING}\n\nReason: {reason}"
+    if previous:
+        text += f"\n\nThe report written before it failed:\n\n{previous}"
+    return text
+
+
+def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
     problem = draft.focus
     warnings = []
+    if status is Status.FAILED:
+        if reason:
+            problem.report = failure_report(reason, problem.report)
+            draft.mark(problem.path, REPORT_ASPECT)
+        else:
+            warnings.append(Warning_(
+                f"No reason was given: the parent of {_quote(problem.title)} will only see that it failed. "
+                "Next time write the reason after the command: `///fail_task_and_focus_up <reason>`."))
     if status is Status.DONE:
         if problem.report is None:
             warnings.append(Warning_(

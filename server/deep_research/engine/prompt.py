@@ -25,6 +25,8 @@ from . import commands
 from .commands import ArgType, Form
 from .formats import status_label
 from .model import Attachment, Problem
+from .operations import FAILED_HEADING, NO_REASON
+from .rules import Rules
 from .state import ROOT, Phase, ProblemPath, State, Status
 
 RULE = "======================"
@@ -89,6 +91,7 @@ class Bookkeeping:
     context: list[Attachment]
     pending_attachments: list[Attachment]
     transcript: list[Entry]
+    rules: Rules = Rules()
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
     focus = chain[-1]
     return "\n\n".join([
         "# Deep Research Interface",
-        "## Introduction\n\n" + _INTRODUCTION,
+        "## Introduction\n\n" + _INTRODUCTION.format(report_max_words=book.rules.report_max_words),
         "## Block Commands\n\n" + _command_help(),
         _current_attachments(view, chain, fit.attachments_total),
         _context(book),
@@ -218,7 +221,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
         "## Problem Definition\n\n" + (focus.definition or "_(empty)_"),
         "## Criteria of Definition of Done\n\n" + _criteria(focus),
         "## Breakdown Structure\n\n" + _breakdown(view.children(focus.path), "###", fit.definition_chars),
-        "## Completed Reports\n\n" + _reports(view, focus, fit.report_chars),
+        "## Completed Reports\n\n" + _reports(view, focus, fit.report_chars, book.rules.report_max_words),
         "## Parent chain\n\n" + _parent_chain(view, chain[:-1], fit.definition_chars),
         "## Goal\n\n" + _goal(state, focus),
     ])
@@ -262,10 +265,14 @@ focus changes, the visible attachments change too. Save what a later step needs 
 small ones, and every subproblem costs a full session.
 - Before writing a report, resolve every criterion and mark it done with \
 `///mark_criteria_as_done`. The report is what the parent problem will rely on.
-- A report is at most about three pages (1,500 words) and works backwards from the problem: \
+- A report is at most {report_max_words:,} words (about three pages): a longer one is refused, so \
+keep to what the parent needs. It works backwards from the problem: \
 `Summarized problem definition:` first, then numbered questions and answers (`Q1:` … `A1:`), going \
 deeper with `Q1.1:` / `A1.1:` and wider with `Q2:`, and a final `Conclusion:`. Include every detail \
 the parent needs and why it matters; use lists, tables and code blocks freely.
+- Cite your sources: in a report or a problem definition, write `[[Attachment name]]` (the name \
+exactly as the attachment shows it) where a statement rests on an attachment of the current problem \
+or of a parent. A name that is not such an attachment is flagged in the reply.
 - Escape hatch: if the tool itself is broken and you cannot focus up, finish or navigate, write \
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 
@@ -379,13 +386,44 @@ def _breakdown(children: list[Problem], level: str, limit: int | None = None) ->
     return "\n\n".join(parts)
 
 
-def _reports(view: TreeView, focus: Problem, limit: int | None = None) -> str:
-    children = [c for c in view.children(focus.path) if c.report]
+def _reports(view: TreeView, focus: Problem, limit: int | None = None, max_words: int | None = None) -> str:
+    children = [c for c in view.children(focus.path) if c.report or c.status is Status.FAILED]
     child_text = "\n\n".join(
-        f"#### {c.title} ({status_label(c.status)})\n{_shortened(c.report or '', limit, 'report')}" for c in children
+        f"#### {c.title} ({status_label(c.status)})\n"
+        + (_shortened(_within_words(c.report, max_words), limit, "report") if c.report else
+           f"{FAILED_HEADING} {NO_REASON}")
+        for c in children
     ) or "No subproblem has a report yet."
-    current = focus.report or "No report yet for the current problem."
+    current = _within_words(focus.report, max_words) if focus.report else "No report yet for the current problem."
     return f"### Child Reports\n\n{child_text}\n\n### Current Report\n\n{current}"
+
+
+def _within_words(text: str, max_words: int | None) -> str:
+    """A report as the prompt shows it: one longer than the limit (only a hand edit can make
+    one) is cut there, visibly, so one report cannot crowd out the rest of the prompt."""
+    if max_words is None:
+        return text
+    words = text.split()
+    if len(words) <= max_words:
+        return text
+    kept = _first_words(text, max_words)
+    return f"{kept}\n[… cut at the limit of {max_words:,} words: {len(words) - max_words:,} more words are not shown …]"
+
+
+def _first_words(text: str, count: int) -> str:
+    """`text` up to the end of its `count`-th word, with its own spacing and line breaks."""
+    seen = 0
+    in_word = False
+    for index, char in enumerate(text):
+        if char.isspace():
+            if in_word:
+                seen += 1
+                if seen == count:
+                    return text[:index]
+            in_word = False
+        else:
+            in_word = True
+    return text
 
 
 def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None = None) -> str:
@@ -413,7 +451,8 @@ def _goal(state: State, focus: Problem) -> str:
         "refine the criteria, save findings as attachments, add subproblems and focus down into one "
         "when a part needs its own investigation, or use the child reports to answer. When every "
         "criterion is met and marked done, write the report and focus up. If the problem cannot be "
-        "solved, say why and use `///fail_task_and_focus_up`. Write your next message now."
+        "solved, use `///fail_task_and_focus_up` followed by the reason on the same line, so the parent "
+        "learns what was tried and what blocks it. Write your next message now."
     )
 
 

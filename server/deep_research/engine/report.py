@@ -6,8 +6,9 @@
     Q2: …            A2: …
     Conclusion: …
 
-and at most about three pages (1,500 words). Labels may be decorated as markdown
-(`**Q1:**`, `### A1.2.`). Findings are advice: the report is written anyway.
+Labels may be decorated as markdown (`**Q1:**`, `### A1.2.`). Findings are advice: the
+report is written anyway. Its length is a rule, not advice: `operations.write_report`
+refuses a report over the research's word limit (engine/rules.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-MAX_WORDS = 1500
 _DECORATION = r"[\s#>*_`\-]*"
 _LABEL = re.compile(rf"^{_DECORATION}([QA])\s*(\d+(?:\.\d+)*)\s*[*_`]*\s*[:.)\-]", re.I)
 _SUMMARY = re.compile(rf"^{_DECORATION}summari[sz]ed\s+problem\s+definition\b", re.I)
@@ -45,11 +45,6 @@ def check(text: str) -> list[Finding]:
     if conclusion is None:
         findings.append(Finding(
             "The report has no `Conclusion:`: end with the answer the parent problem can use.", len(lines) - 1))
-    words = word_count(text)
-    if words > MAX_WORDS:
-        findings.append(Finding(
-            f"The report has {words} words, more than about three pages ({MAX_WORDS} words): "
-            "cut it down to what the parent problem needs.", None))
     return findings
 
 

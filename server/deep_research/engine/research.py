@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -30,6 +30,7 @@ from .names import name_key, unique_component
 from .parser import ParsedMessage, parse
 from .prompt import Bookkeeping, Entry, render_prompt
 from .reply import render_reply
+from .rules import Rules, read_rules
 from .state import ROOT, Phase, State, now
 from .state import Status as RootStatus
 from .store import (
@@ -123,6 +124,8 @@ class Research:
         self.cache = cache if cache is not None else FileCache()
         self.tree = Tree(self.root, self.cache)
         self.durable = True  # fsync at commit; benchmarks may turn it off to measure the rest
+        # Rules an editor's settings set over the research's deep-research.toml (engine/rules.py).
+        self.rule_overrides: dict[str, object] = {}
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -251,6 +254,11 @@ class Research:
         state = self.state()
         return self.tree.problem(state.focus) if state.phase is not Phase.NO_PROBLEM else None
 
+    def rules(self) -> Rules:
+        """The research's limits: its deep-research.toml, under `rule_overrides`."""
+        rules = read_rules(self.root, self.cache)
+        return replace(rules, **self.rule_overrides) if self.rule_overrides else rules
+
     def instruction(self) -> str:
         return read_text(bookkeeping(self.root) / INSTRUCTION) or ""
 
@@ -268,7 +276,7 @@ class Research:
     def bookkeeping(self, transcript: list[Entry] | None = None) -> Bookkeeping:
         return Bookkeeping(
             self.instruction(), self.context(), self.pending_attachments(),
-            self.transcript() if transcript is None else transcript,
+            self.transcript() if transcript is None else transcript, self.rules(),
         )
 
     def prompt(self, max_tokens: int | None = None) -> str:
@@ -299,7 +307,7 @@ class Research:
         `Analysis.needs` lists what the message needs from outside. With `evidence` the
         commands that need it use its results instead (what execution does)."""
         return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments,
-                       evidence=evidence, roots=roots)
+                       evidence=evidence, roots=roots, rules=self.rules())
 
     def execute(
         self,
@@ -451,7 +459,7 @@ def _journal_records(analysis: Analysis, before: State, after: State) -> list[st
             "index": index,
             "line": outcome.line,
             "command": outcome.command.name,
-            "kind": spec.kind.label if spec else None,
+            "kind": outcome.kind.label if outcome.kind else None,
             "arguments": {k: a.value for k, a in (outcome.args or {}).items()},
             "problem": list(before.focus),
             "started": outcome.started,

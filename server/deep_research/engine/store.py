@@ -45,6 +45,7 @@ INSTRUCTION = "instruction.md"
 CONTEXT = "context"
 PENDING_ATTACHMENTS = "pending-attachments"
 SESSIONS = "sessions"
+CONFIG_FILE = "deep-research.toml"  # the research's own settings (deep_research.config; engine.rules)
 _PENDING = "pending.json"
 _LOCK = "lock"
 _TMP_MARK = ".tmp-dr-"

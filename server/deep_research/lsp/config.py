@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.commands import ApprovalMode
 
+MIN_REPORT_MAX_WORDS = 100  # engine/rules.py's (checked by a test; not imported before `initialize`)
 SECTION = "deepResearch"
 MODES = ("none", "read", "create", "update", "delete")  # checked against ApprovalMode by a test
 DEFAULT_MODE = "update"
@@ -35,12 +36,19 @@ class Settings:
     max_tokens: int | None = None
     max_prompt_tokens: int | None = None
     grammar: str | None = None  # auto | on | off
+    # The research's rules (engine/rules.py); None leaves deep-research.toml's.
+    report_max_words: int | None = None  # reportMaxWords
+
+    def rule_overrides(self) -> dict:
+        """For `Research.rule_overrides`: the rules these settings set."""
+        return {} if self.report_max_words is None else {"report_max_words": self.report_max_words}
 
     def overrides(self) -> dict:
         """For `Config.merged`: the editor's settings beat the research's file."""
         return {
             "model": self.model, "base_url": self.base_url, "max_rounds": self.max_rounds,
             "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens, "grammar": self.grammar,
+            "report_max_words": self.report_max_words,
             "fetch": {"allow_private_networks": self.allow_private_networks},
             "search": {"provider": self.search_provider, "url": self.search_url},
         }
@@ -57,7 +65,8 @@ class Settings:
                 f"showPromptAfterExecute={self.show_prompt}, fetch.allowPrivateNetworks={self.allow_private_networks}, "
                 f"search.provider={self.search_provider}, search.url={self.search_url}, model={self.model}, "
                 f"baseUrl={self.base_url}, maxRounds={self.max_rounds}, maxTokens={self.max_tokens}, "
-                f"maxPromptTokens={self.max_prompt_tokens}, grammar={self.grammar}")
+                f"maxPromptTokens={self.max_prompt_tokens}, grammar={self.grammar}, "
+                f"reportMaxWords={self.report_max_words}")
 
     @classmethod
     def from_client(cls, raw: object) -> "Settings":
@@ -92,6 +101,7 @@ class Settings:
             max_tokens=_count(raw, "maxTokens", 1),
             max_prompt_tokens=_count(raw, "maxPromptTokens", 500),
             grammar=_choice(raw, "grammar", GRAMMARS),
+            report_max_words=_count(raw, "reportMaxWords", MIN_REPORT_MAX_WORDS),
         )
 
 

@@ -91,13 +91,13 @@ class _Protocol(LanguageServerProtocol):
 class DeepResearchServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("deep-research", __version__, protocol_cls=_Protocol)
-        self.settings = Settings()
         self._researches: dict[Path, Research] = {}
+        self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
+        self.settings = Settings()
         self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
         self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
         self._places: dict[str, tuple[Place, str, tuple]] = {}  # a document's research, its state file, the workspace
-        self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
         self._snapshots: dict[Path, Memo[tuple]] = {}  # the focus and its subproblems, by research root
         # Text each document held when it was executed: that text never runs again,
@@ -114,6 +114,23 @@ class DeepResearchServer(LanguageServer):
         self.shown_prompt_lines: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._ledgers: dict[Path, Ledger] = {}
+
+    # -- settings ---------------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: Settings) -> None:
+        """The editor's `deepResearch` settings; the research rules among them (reportMaxWords)
+        apply to every research the server holds, and kept analyses are redone under them."""
+        self._settings = value
+        overrides = value.rule_overrides()
+        for research in self._researches.values():
+            if research.rule_overrides != overrides:
+                research.rule_overrides = overrides
+                self._analyses.clear()
 
     # -- errors go to the log, never to popups ------------------------------------------------
 
@@ -246,7 +263,8 @@ class DeepResearchServer(LanguageServer):
 
         root = root.resolve()
         if root not in self._researches:
-            self._researches[root] = Research.open(root, FileCache())
+            research = self._researches[root] = Research.open(root, FileCache())
+            research.rule_overrides = self.settings.rule_overrides()
         return self._researches[root]
 
     def config(self, root: Path) -> "Config":

@@ -105,7 +105,7 @@ def _execution_actions(ls: DeepResearchServer, doc: Document, analysis: "Analysi
     )
     if not needing:
         return [execute]
-    kinds = ", ".join(sorted({o.spec.kind.label for o in needing if o.spec}))
+    kinds = ", ".join(sorted({o.kind.label for o in needing if o.kind}))
     approve_title = (
         f"Deep Research: approve and execute ({_plural(len(needing), 'command')} of kind {kinds} "
         f"exceed the approval mode “{mode.label}”)"

@@ -213,7 +213,7 @@ def _result(
 def _tell_needs_approval(ls: DeepResearchServer, result: Execution, mode: ApprovalMode) -> None:
     assert result.analysis is not None
     needing = result.analysis.needing_approval(mode)
-    names = ", ".join(f"{o.command.name} ({o.spec.kind.label})" for o in needing if o.spec)
+    names = ", ".join(f"{o.command.name} ({o.kind.label})" for o in needing if o.kind)
     ls.window_show_message(types.ShowMessageParams(
         type=types.MessageType.Warning,
         message=(f"Deep Research: the message was not executed: {names} exceed the approval mode "
