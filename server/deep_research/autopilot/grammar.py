@@ -108,11 +108,14 @@ class _Builder:
         if spec.form is Form.NONE:
             body = _literal(f"///{spec.name}\n")
         elif spec.form is Form.LINE:
-            value = self._value(spec, spec.arguments[0])
+            argument = spec.arguments[0]
+            # a text written on the command's line is one line (the block form holds more)
+            value = (self._line_except(set(), self.examples) if argument.type is ArgType.TEXT
+                     else self._value(spec, argument))
             if value is None:
                 return None
-            if spec.arguments[0].optional:  # the line alone, or with its argument
-                body = f'{_literal(f"///{spec.name}")} (" " {value})? "\\n"'
+            if argument.optional:  # the line alone, or with its argument
+                body = f'({_literal(f"///{spec.name}" + chr(10))} | {_literal(f"///{spec.name} ")} {value} "\\n")'
             else:
                 body = f'{_literal(f"///{spec.name} ")} {value} "\\n"'
         else:
