@@ -26,7 +26,7 @@ from .checks import Binding, bind
 from .commands import ApprovalMode, CommandSpec, Kind
 from .draft import Draft
 from .model import Attachment
-from .operations import Args, CommandError
+from .operations import Args, CommandError, citation_warnings
 from .parser import Command, ParsedMessage
 from .rules import Rules
 from .state import Phase, State
@@ -235,6 +235,7 @@ def _run(
         _skip(outcome, why)
         return
     outcome.started = _timestamp()
+    place = draft.state.focus  # where the command runs: what its citations may name
     try:
         result = spec.run(draft, binding.args)
     except CommandError as error:
@@ -245,9 +246,14 @@ def _run(
     outcome.ended = _timestamp()
     outcome.status, outcome.summary = Status.OK, result.summary
     outcome.replaced = result.replaced
-    outcome.warnings = [w.message for w in result.warnings]
-    for warning in result.warnings:
-        out.append(Diagnostic(warning.span or command.name_span, Severity.WARNING, "command-warning", warning.message))
+    warnings = list(result.warnings)
+    for argument in spec.arguments:
+        if argument.cites and argument.name in binding.args:
+            warnings += citation_warnings(draft, place, binding.args[argument.name])
+    outcome.warnings = [w.message for w in warnings]
+    for warning in warnings:
+        out.append(Diagnostic(warning.span or command.name_span, Severity.WARNING, warning.code, warning.message,
+                              warning.fixes))
 
 
 def _after_focus_change(outcome: Outcome, focus_change: Outcome, lines: list[str]) -> Diagnostic:

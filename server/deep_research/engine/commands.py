@@ -86,6 +86,7 @@ class Argument:
     doc: str
     placeholder: str
     optional: bool = False  # may be left out (the command runs without it)
+    cites: bool = False  # may cite attachments as [[Name]] (engine/citations.py): checked, completed
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def _build() -> dict[str, CommandSpec]:
             "define_problem", Form.BLOCK, Kind.CREATE, _phases(Phase.NO_PROBLEM), False,
             (
                 Argument("title", ArgType.LINE, "the root problem's title, one line", "Title of the research problem"),
-                Argument("content", ArgType.TEXT, "the problem definition: scope, context, what a good answer looks like", "What exactly must be found out, and why."),
+                Argument("content", ArgType.TEXT, "the problem definition: scope, context, what a good answer looks like", "What exactly must be found out, and why.", cites=True),
             ),
             "Define the research problem (once, before anything else).",
             "Defines the root problem of the research. Only one problem can ever be defined; "
@@ -215,7 +216,7 @@ def _build() -> dict[str, CommandSpec]:
             "add_subproblem", Form.BLOCK, Kind.CREATE, in_focus, False,
             (
                 Argument("title", ArgType.LINE, "one line, unique among the current problem's subproblems", "Title of the subproblem"),
-                Argument("content", ArgType.TEXT, "the subproblem's definition", "What this subproblem must answer."),
+                Argument("content", ArgType.TEXT, "the subproblem's definition", "What this subproblem must answer.", cites=True),
             ),
             "Add a subproblem to the current problem.",
             "Adds a subproblem (title and definition) to the current problem's breakdown. Prefer a "
@@ -276,7 +277,8 @@ def _build() -> dict[str, CommandSpec]:
         ),
         CommandSpec(
             "append_to_problem_definition", Form.BLOCK, Kind.UPDATE, in_focus, False,
-            (Argument("content", ArgType.TEXT, "text added at the end of the definition", "Clarification of the problem."),),
+            (Argument("content", ArgType.TEXT, "text added at the end of the definition", "Clarification of the problem.",
+                      cites=True),),
             "Append text to the current problem's definition.",
             "Adds a paragraph at the end of the current problem's definition, for instance to record "
             "a clarified scope.",
@@ -285,7 +287,7 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "write_report", Form.BLOCK, Kind.CREATE, in_focus, False,
             (Argument("content", ArgType.TEXT, "the 3-page report in the Q/A structure, within the word limit",
-                      "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …"),),
+                      "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …", cites=True),),
             "Write (or replace) the 3-page report of the current problem.",
             "Writes the current problem's report, which its parent will read. Mark every criterion "
             "done first. Structure: `Summarized problem definition:`, then numbered questions and "
@@ -315,7 +317,7 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "fail_task_and_focus_up", Form.LINE, Kind.UPDATE, in_focus, True,
             (Argument("reason", ArgType.TEXT, "why the problem cannot be solved: what was tried and what blocks it",
-                      "The data needed is not public", optional=True),),
+                      "The data needed is not public", optional=True, cites=True),),
             "Mark the current problem as failed, say why, and focus on its parent.",
             "Use it when the current problem cannot be solved at all: it is marked failed and the "
             "parent becomes the current problem in a new session. Give the reason on the same line, "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Callable
 
+from . import citations
 from . import report as report_checks
 from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
 from .model import Criterion
@@ -33,6 +34,8 @@ Args = dict[str, Arg]
 class Warning_:
     message: str
     span: Span | None = None
+    code: str = "command-warning"  # the diagnostic's code
+    fixes: tuple[Fix, ...] = ()
 
 
 @dataclass
@@ -241,6 +244,42 @@ def _within_limit(draft: Draft, arg: Arg, what: str) -> None:
             "answers, the evidence behind them and the conclusion.",
             arg.span,
         )
+
+
+def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[Warning_]:
+    """A warning for each `[[Name]]` in `arg` that names no attachment of the problem at
+    `path` or of its parents (what `analysis` checks for every argument that `cites`)."""
+    found = citations.find(arg.value)
+    if not found:
+        return []
+    scope = [(a.name, a) for depth in range(len(path), -1, -1) for a in draft.attachments(path[:depth])]
+    names = list(dict.fromkeys(name for name, _ in scope))
+    problem = draft.problem(path)
+    title = _quote(problem.title) if problem is not None else "the problem"
+    warnings = []
+    for citation in found:
+        if citations.resolve(citation.name, scope) is not None:
+            continue
+        near = citations.suggestion(citation.name, names)
+        span = _offset_span(arg, citation.name_start, citation.name_end)
+        listing = ("Its attachments and its parents' are: " + "; ".join(_quote(n, 60) for n in names[:12])
+                   + ("; …" if len(names) > 12 else "") + ".") if names else (
+                  "Neither it nor its parents have attachments yet: save the source first, e.g. with `///attach_url`.")
+        fixes = (Fix(f"Change to [[{near}]]", (Edit(span, near),)),) if near and span is not None else ()
+        warnings.append(Warning_(
+            f"[[{citation.name}]] cites no attachment of {title} or of its parents"
+            + (f"; did you mean [[{near}]]? " if near else ". ") + listing,
+            span, "unknown-citation", fixes))
+    return warnings
+
+
+def _offset_span(arg: Arg, start: int, end: int) -> Span | None:
+    """The span of `arg.value[start:end]` (on one line) in the message."""
+    if arg.span is None:
+        return None
+    line, col = citations.position(arg.value, start)
+    first_col = (arg.span.start.col if line == 0 else 0) + col
+    return Span.on_line(arg.span.start.line + line, first_col, first_col + end - start)
 
 
 def _line_span(arg: Arg, line: int | None) -> Span | None:
