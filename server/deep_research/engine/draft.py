@@ -235,7 +235,7 @@ class Draft:
             if BREAKDOWN_ASPECT in aspects:
                 out[folder / BREAKDOWN] = formats.render_breakdown(self.children(path))
             if REPORT_ASPECT in aspects and problem.report is not None:
-                out[folder / REPORT] = formats.render_report(problem.report)
+                out[folder / REPORT] = formats.render_report(problem.report, problem.report_basis, now())
         for item in self.new_attachments:
             out[self.tree.folder(item.path) / ATTACHMENTS / item.file_name] = formats.render_attachment(item.attachment)
         return out

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from .model import Attachment, Criterion, Problem
 from .state import ProblemPath, Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .staleness import Basis
 
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:\d+\s*[.):]\s*)?(.*?)\s*$")
@@ -146,5 +150,25 @@ def parse_attachment(text: str, fallback_name: str) -> Attachment:
 # -- Report 3 Pager.md -------------------------------------------------------------------------
 
 
-def render_report(content: str) -> str:
-    return content.rstrip() + "\n"
+REPORT_KEYS = ("written", "rests_on")  # a report's own front matter has one of these
+
+
+def render_report(content: str, basis: Basis | None = None, written: str = "") -> str:
+    """The report, after a front matter saying when it was written and what it rested on
+    (engine/staleness.py); a person reads the markdown below it."""
+    body = content.strip("\n").rstrip() + "\n"
+    if basis is None:
+        return body
+    return f"---\nwritten: {written}\nrests_on: {basis.to_json()}\n---\n\n{body}"
+
+
+def parse_report(text: str) -> tuple[str, Basis | None]:
+    """The report's text and its basis. A report written by hand has no front matter; one
+    that starts with `---` lines of its own keeps them (they are not ours)."""
+    from .staleness import Basis
+
+    meta, body = split_front_matter(text)
+    if not meta or not any(key in meta for key in REPORT_KEYS):
+        return text.strip(), None
+    basis = Basis.from_json(meta["rests_on"]) if "rests_on" in meta else None
+    return body.strip(), basis

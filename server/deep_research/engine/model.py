@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .state import ProblemPath, Status
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .staleness import Basis
 
 
 @dataclass
@@ -25,6 +29,7 @@ class Problem:
     report: str | None = None
     order: int = 0  # position among its siblings when it was created
     created: str = ""
+    report_basis: Basis | None = None  # what the report rested on when written (engine/staleness.py)
 
     @property
     def criteria_met(self) -> int:
@@ -38,6 +43,7 @@ class Problem:
         return Problem(
             self.path, self.title, self.definition, self.status,
             [Criterion(c.text, c.done) for c in self.criteria], self.report, self.order, self.created,
+            self.report_basis,
         )
 
 

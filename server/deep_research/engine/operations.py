@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Callable
 
-from . import citations
+from . import citations, staleness
 from . import report as report_checks
 from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
 from .model import Criterion
@@ -225,6 +225,7 @@ def write_report(draft: Draft, args: Args) -> Result:
         ))
     replaced = problem.report is not None
     problem.report = arg.value
+    problem.report_basis = staleness.basis_of(draft, problem)
     draft.mark(problem.path, REPORT_ASPECT)
     words = report_checks.word_count(arg.value)
     return Result(
@@ -335,6 +336,7 @@ def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
     if status is Status.FAILED:
         if reason:
             problem.report = failure_report(reason, problem.report)
+            problem.report_basis = staleness.basis_of(draft, problem)
             draft.mark(problem.path, REPORT_ASPECT)
         else:
             warnings.append(Warning_(

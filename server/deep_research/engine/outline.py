@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from . import staleness
 from .accounting import IDLE, Ledger, duration, summary
 from .model import Problem
 from .research import Research
@@ -39,6 +40,7 @@ class Node:
     focused: bool
     definition_file: Path
     has_children: bool
+    stale: bool = False  # its report is out of date (engine/staleness.py)
     children: list[Node] | None = None  # None: not listed (ask with `page`); [] when it has none
     offset: int = 0  # of the first listed child among all of them
     total: int = 0  # children in all, when they are listed
@@ -73,7 +75,7 @@ def view(research: Research) -> View:
     # The root and every problem on the way to the focus are expanded.
     expanded = [focus_path[:depth] for depth in range(len(focus_path) + 1)] if focus_path is not None else [ROOT]
     size = max(1, min(PAGE, VIEW_BUDGET // len(expanded)))
-    top = _node(research, root, focus_path)
+    top = _node(research, tree.problem(ROOT) or root, focus_path)
     node = top
     for depth, path in enumerate(expanded):
         names = tree.ordered_child_names(path)
@@ -103,7 +105,7 @@ def page(research: Research, path: ProblemPath, offset: int = 0, limit: int = PA
 
 
 def _nodes(research: Research, parent: ProblemPath, names: list[str], focus: ProblemPath | None) -> list[Node]:
-    found = (research.tree.problem(parent + (name,), report=False) for name in names)
+    found = (research.tree.problem(parent + (name,)) for name in names)
     return [_node(research, p, focus) for p in found if p is not None]
 
 
@@ -112,8 +114,15 @@ def _node(research: Research, problem: Problem, focus: ProblemPath | None) -> No
     has_children = research.tree.has_children(path)
     return Node(
         path, problem.title, problem.status, problem.criteria_met, len(problem.criteria), path == focus,
-        research.tree.folder(path) / DEFINITION, has_children, None if has_children else [],
+        research.tree.folder(path) / DEFINITION, has_children, is_stale(research, problem),
+        None if has_children else [],
     )
+
+
+def is_stale(research: Research, problem: Problem) -> bool:
+    """Whether `problem`'s report is out of date (read with its report; its children's
+    reports are read only if it has one)."""
+    return problem.report is not None and bool(staleness.changes(research.tree, problem))
 
 
 # -- the whole tree, for the command line -----------------------------------------------------------
@@ -124,12 +133,13 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
     `stats`, each problem's effort (its own and its subproblems')."""
     state = research.state()
     tree = research.tree
-    root = tree.problem(ROOT, report=False) if state.phase is not Phase.NO_PROBLEM else None
+    root = tree.problem(ROOT) if state.phase is not Phase.NO_PROBLEM else None
     if root is None:
         yield "No problem is defined yet."
         return
     focus = state.focus if state.phase is Phase.IN_FOCUS else None
-    yield _label(root, focus, stats)
+    stale_seen = is_stale(research, root)
+    yield _label(root, focus, stats, stale_seen)
     # One frame per level: the children still to print and the prefix of their lines.
     stack: list[tuple[ProblemPath, list[str], int, str]] = [(ROOT, tree.ordered_child_names(ROOT), 0, "")]
     while stack:
@@ -137,11 +147,13 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
         if index >= len(names):
             continue
         stack.append((parent, names, index + 1, prefix))
-        problem = tree.problem(parent + (names[index],), report=False)
+        problem = tree.problem(parent + (names[index],))
         if problem is None:  # removed while we were printing
             continue
         last = index == len(names) - 1
-        yield f"{prefix}{'└── ' if last else '├── '}{_label(problem, focus, stats)}"
+        stale = is_stale(research, problem)
+        stale_seen = stale_seen or stale
+        yield f"{prefix}{'└── ' if last else '├── '}{_label(problem, focus, stats, stale)}"
         children = tree.ordered_child_names(problem.path)
         if children:
             stack.append((problem.path, children, 0, prefix + ("    " if last else "│   ")))
@@ -151,6 +163,9 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
         Phase.FINISHED: "The research is finished.",
         Phase.SHUT_DOWN: "The research was shut down.",
     }[state.phase]
+    if stale_seen:
+        footer += (" “stale”: the report was written before its problem's definition or criteria, or a "
+                   "subproblem's report, changed.")
     if stats is not None:
         footer += (" Figures after “·” count each problem with its subproblems; time in focus counts "
                    f"at most {duration(IDLE)} between two events.")
@@ -162,7 +177,9 @@ def render_outline(research: Research, stats: Ledger | None = None) -> str:
     return "\n".join(outline_lines(research, stats))
 
 
-def _label(problem: Problem, focus: ProblemPath | None, stats: Ledger | None = None) -> str:
+def _label(problem: Problem, focus: ProblemPath | None, stats: Ledger | None = None, stale: bool = False) -> str:
     mark = "  ◀ focus" if problem.path == focus else ""
+    stale_mark = " stale" if stale else ""
     figures = f"  · {summary(stats.total(problem.path))}" if stats is not None else ""
-    return f"{problem.title} [{problem.criteria_met}/{len(problem.criteria)}] ({_MARKS[problem.status]}){mark}{figures}"
+    return (f"{problem.title} [{problem.criteria_met}/{len(problem.criteria)}] ({_MARKS[problem.status]}){stale_mark}"
+            f"{mark}{figures}")

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from . import commands
+from . import commands, staleness
 from .commands import ArgType, Form
 from .formats import status_label
 from .model import Attachment, Problem
@@ -387,7 +387,8 @@ def _breakdown(children: list[Problem], level: str, limit: int | None = None) ->
 
 
 def _reports(view: TreeView, focus: Problem, limit: int | None = None, max_words: int | None = None) -> str:
-    children = [c for c in view.children(focus.path) if c.report or c.status is Status.FAILED]
+    every = view.children(focus.path)
+    children = [c for c in every if c.report or c.status is Status.FAILED]
     child_text = "\n\n".join(
         f"#### {c.title} ({status_label(c.status)})\n"
         + (_shortened(_within_words(c.report, max_words), limit, "report") if c.report else
@@ -395,6 +396,10 @@ def _reports(view: TreeView, focus: Problem, limit: int | None = None, max_words
         for c in children
     ) or "No subproblem has a report yet."
     current = _within_words(focus.report, max_words) if focus.report else "No report yet for the current problem."
+    changed = staleness.changes(view, focus, every)
+    if changed:
+        current = (f"**This report is out of date.** {staleness.sentence(changed)} Write it again with "
+                   "`<<< write_report` so that the parent reads what is true now.\n\n" + current)
     return f"### Child Reports\n\n{child_text}\n\n### Current Report\n\n{current}"
 
 

@@ -56,7 +56,9 @@ class Tree:
         criteria = self.cache.read(folder / CRITERIA, formats.parse_criteria)
         problem.criteria = [Criterion(c.text, c.done) for c in criteria or []]
         if report:
-            problem.report = self.cache.read(folder / REPORT, str.strip) or None
+            found = self.cache.read(folder / REPORT, formats.parse_report)
+            if found is not None and found[0]:
+                problem.report, problem.report_basis = found
         return problem
 
     def _definition(self, path: ProblemPath, keep: bool = True) -> Problem | None:

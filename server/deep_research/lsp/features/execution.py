@@ -378,6 +378,7 @@ def _node_json(node: Node) -> dict[str, Any]:
         "definitionUri": from_fs_path(str(node.definition_file)),
         "path": list(node.path),
         "hasChildren": node.has_children,
+        "stale": node.stale,
         "children": None if node.children is None else [_node_json(c) for c in node.children],
         **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
     }
