@@ -532,7 +532,7 @@ def server_side(root: Path, n: int) -> dict[str, list[float]]:
 
     try:
         from deep_research.lsp.features.diagnostics import diagnostics_for
-        from deep_research.lsp.server import create_server
+        from deep_research.lsp.wiring import create_server
 
         server = create_server()
         _initialize_in_process(server, root)

@@ -162,7 +162,7 @@ def _serve(args: argparse.Namespace) -> int:
     # 20-50 ms tail of request latencies.
     threshold = gc.get_threshold()
     gc.set_threshold(20_000, *threshold[1:])
-    from .lsp.server import run_server
+    from .lsp.wiring import run_server
 
     gc.set_threshold(*threshold)
     gc.collect()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from deep_research.lsp.server import create_server
+from deep_research.lsp.wiring import create_server
 
 
 async def test_finished_handlers_are_forgotten() -> None:

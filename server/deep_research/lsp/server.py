@@ -1,9 +1,9 @@
-"""The language server: a pygls server holding per-document state, and its wiring.
+"""The language server: a pygls server holding per-document state.
 
-Features live in `features/*.py`, each with a `register(server)` function; this module
-builds a fresh server and registers them in order (no module-level server, so tests
-can make as many as they like). Handlers are thin: they convert LSP values, call the
-engine, and convert back.
+Features live in `features/*.py`, each with a `register(server)` function, and import
+this module (pygls resolves their handlers' type hints, so the class must be importable
+at run time); `wiring.py` builds a server and registers them. Handlers are thin: they
+convert LSP values, call the engine, and convert back.
 """
 
 from __future__ import annotations
@@ -341,18 +341,6 @@ def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:
     return folders
 
 
-def create_server() -> DeepResearchServer:
-    """A new server with every feature registered. Order matters only for readability."""
-    from .features import (
-        actions, autopilot, completion, diagnostics, dossier, execution, history, navigation, workspace,
-    )
-
-    server = DeepResearchServer()
-    for feature in (workspace, diagnostics, completion, navigation, actions, execution, history, dossier, autopilot):
-        feature.register(server)
-    return server
-
-
 def warm_up() -> None:
     """Import the rest of the engine while the client gets ready (call it once `initialize`
     is answered), then keep it out of the cyclic collector's way (see cli._serve); what
@@ -361,18 +349,3 @@ def warm_up() -> None:
         importlib.import_module(f"deep_research.engine.{module}")
     gc.collect()
     gc.freeze()
-
-
-def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
-    from .logs import setup_logging
-
-    server = create_server()
-    setup_logging(server, log_file)
-    if tcp:
-        host, _, port = tcp.rpartition(":")
-        if not port.isdigit():
-            raise SystemExit(f"--tcp wants HOST:PORT, got {tcp!r}")
-        server.start_tcp(host or "127.0.0.1", int(port))
-    else:
-        server.start_io()
-    return 0

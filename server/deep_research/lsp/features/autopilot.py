@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from ...engine.text import Pos
+from ..arguments import message_document
+from ..progress import Progress
 from ..server import DeepResearchServer, Place
-from .execution import _Progress, execute_message, message_document
+from .execution import execute_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...autopilot.loop import Autopilot, RoundReport, RunResult
@@ -310,7 +312,7 @@ class EditorRun:
     pilot: "Autopilot | None" = None
     stop_reason: str | None = None
     carried: tuple[int, int] = (0, 0)  # rounds and tokens of the run before a pause
-    progress: _Progress | None = None
+    progress: Progress | None = None
     document: EditorDocument = field(init=False)
 
     def __post_init__(self) -> None:
@@ -337,7 +339,7 @@ class EditorRun:
         )
         self.pilot.count.rounds, self.pilot.count.tokens = self.carried
         self.state, self.message, self.error, self.stop_reason = "running", None, None, None
-        self.progress = await _Progress.start(self.ls, "Deep Research autopilot")
+        self.progress = await Progress.start(self.ls, "Deep Research autopilot")
         self._stop_on_cancelled_progress()
         self.notify()
         self.task = asyncio.ensure_future(self._drive(client))

@@ -1,4 +1,5 @@
-"""Document sync and diagnostics: pull for clients that pull, push for the others.
+"""Document sync and diagnostics: pull for clients that pull, push for the others (a save
+is execution's: features/execution.py).
 
 Pull diagnostics carry a `resultId`; a client that sends it back gets the `unchanged`
 report while the diagnostics are what it has (see `report`)."""
@@ -45,18 +46,6 @@ def register(server: DeepResearchServer) -> None:
         ls.forget(uri)
         if not ls.pulls_diagnostics:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
-    async def did_save(ls: DeepResearchServer, params: types.DidSaveTextDocumentParams) -> None:
-        if ls.settings.execute_on_save:
-            from pygls.exceptions import JsonRpcInvalidParams
-
-            from .execution import run_execution
-
-            try:
-                await run_execution(ls, params.text_document.uri, approve_all=False)
-            except JsonRpcInvalidParams as error:  # not a .dr document, or outside the workspace
-                log.info("not executed on save: %s", error)
 
     @server.feature(
         types.TEXT_DOCUMENT_DIAGNOSTIC,

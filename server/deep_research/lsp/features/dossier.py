@@ -15,8 +15,10 @@ from typing import Any
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
+from ..arguments import fs_path, research_of
+from ..progress import Progress
 from ..server import DeepResearchServer
-from .execution import _fs_path, _Progress, _research_or_error, relax_collector
+from .execution import relax_collector
 
 
 def register(server: DeepResearchServer) -> None:
@@ -25,11 +27,11 @@ def register(server: DeepResearchServer) -> None:
         from ...dossier import DEFAULT_NAME
         from ...dossier import export as write_dossier
 
-        research = _research_or_error(ls, uri)
+        research = research_of(ls, uri)
         if len(target) > 1:
             raise JsonRpcInvalidParams("deepResearch.export takes the document URI and, optionally, the target file URI")
         out = _target(ls, target[0]) if target and target[0] is not None else research.root / DEFAULT_NAME
-        progress = await _Progress.start(ls, "Deep Research: exporting the dossier")
+        progress = await Progress.start(ls, "Deep Research: exporting the dossier")
         started = time.perf_counter()
         try:
             result = await asyncio.to_thread(write_dossier, research.root, out)  # never over someone's file
@@ -45,7 +47,7 @@ def register(server: DeepResearchServer) -> None:
 def _target(ls: DeepResearchServer, target: object) -> Path:
     if not isinstance(target, str):
         raise JsonRpcInvalidParams(f"the dossier's target must be a file URI, got {target!r}")
-    path = _fs_path(target)
+    path = fs_path(target)
     if path.suffix.lower() not in (".html", ".htm"):
         raise JsonRpcInvalidParams(f"the dossier is an HTML file: {target} does not end in .html")
     if not path.parent.is_dir() or path.is_dir():

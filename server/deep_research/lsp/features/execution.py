@@ -10,18 +10,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import os
-import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
-from pygls.uris import from_fs_path, to_fs_path
+from pygls.uris import from_fs_path
 
 from ...engine.state import Phase
 from ...engine.store import read_text
+from ..arguments import disk_text, fs_path, message_document, research_of
+from ..progress import Progress
 from ..server import DeepResearchServer, Place
+from ..show import show_prompt
 from .diagnostics import refresh_diagnostics
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,18 +47,26 @@ def register(server: DeepResearchServer) -> None:
     async def execute_on_save(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
         return await execute(ls, uri, False)
 
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    async def did_save(ls: DeepResearchServer, params: types.DidSaveTextDocumentParams) -> None:
+        if ls.settings.execute_on_save:
+            try:
+                await run_execution(ls, params.text_document.uri, approve_all=False)
+            except JsonRpcInvalidParams as error:  # not a .dr document, or outside the workspace
+                log.info("not executed on save: %s", error)
+
     @server.command("deepResearch.showPrompt")
-    async def show_prompt(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
-        research = _research_or_error(ls, uri)
+    async def show_prompt_command(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+        research = research_of(ls, uri)
         path = research.prompt_path
         if not path.is_file():
             await asyncio.to_thread(research.write_prompt)
-        shown = await _show(ls, path, read_text(path) or "", take_focus=True)
+        shown = await show_prompt(ls, path, read_text(path) or "", take_focus=True)
         return {"uri": from_fs_path(str(path)), "shown": shown}
 
     @server.command("deepResearch.tree")
     async def tree(ls: DeepResearchServer, uri: str, *more: Any) -> dict[str, Any]:
-        research = _research_or_error(ls, uri)
+        research = research_of(ls, uri)
         # In a worker thread: a problem with very many subproblems takes a while to sort,
         # and completion and diagnostics must not wait for it.
         if not more:
@@ -70,7 +78,7 @@ def register(server: DeepResearchServer) -> None:
     def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
         from ...engine.research import Research, is_message_document, refuse_as_research
 
-        path = _fs_path(uri)
+        path = fs_path(uri)
         if path.is_dir() or (not path.exists() and not path.suffix):
             folder = path  # a folder, made if missing
         elif is_message_document(path):
@@ -102,7 +110,7 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     doc = ls.document(uri)
     place = ls.place(uri)
     if doc is None:
-        text = _disk_text(uri)  # a document the client has not opened: run the file itself
+        text = disk_text(uri)  # a document the client has not opened: run the file itself
     else:
         text = doc.text
     if place.research is None:
@@ -112,7 +120,7 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     if ls.executed.get(uri) == text:
         return _result(False, "already-executed")
     mode = ApprovalMode.DELETE if approve_all else ls.settings.approval_mode
-    progress = await _Progress.start(ls, "Deep Research: executing the message")
+    progress = await Progress.start(ls, "Deep Research: executing the message")
     try:
         try:
             result, shown = await execute_message(
@@ -139,7 +147,7 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
 
 async def execute_message(
     ls: DeepResearchServer, uri: str, place: Place, text: str, *, mode: ApprovalMode,
-    cancelled: Callable[[], bool] | None = None, progress: _Progress | None = None, journal: list[dict] = (),
+    cancelled: Callable[[], bool] | None = None, progress: Progress | None = None, journal: list[dict] = (),
 ) -> tuple[Execution, bool]:
     """Run `text` as the message of `uri`, as a save does: gather its sources, execute it in
     one transaction (with `journal`'s extra records), clear it from the editor, refresh the
@@ -153,7 +161,7 @@ async def execute_message(
     # message runs in a worker thread, in one transaction.
     result: Execution = await gather_and_execute(
         place.research, text, ls.config(place.research.root), mode=mode,
-        consume=None if doc is not None else _fs_path(uri), cancelled=cancelled,
+        consume=None if doc is not None else fs_path(uri), cancelled=cancelled,
         progress=progress.sources if progress is not None else None, journal=list(journal),
     )
     if not result.executed:
@@ -170,7 +178,7 @@ async def execute_message(
     })
     shown = False
     if ls.settings.show_prompt:
-        shown = await _show(ls, place.research.prompt_path, result.prompt, take_focus=False)
+        shown = await show_prompt(ls, place.research.prompt_path, result.prompt, take_focus=False)
     return result, shown
 
 
@@ -258,70 +266,6 @@ def _end_of(text: str):
     return Pos(len(lines) - 1, len(lines[-1]))
 
 
-async def _show(ls: DeepResearchServer, path: Path, prompt: str, *, take_focus: bool) -> bool:
-    """Ask the client to show the prompt, scrolled to what is new in it."""
-    from ...engine.prompt import reading_point
-
-    if not ls.supports("window.show_document.support"):
-        return False
-    line = reading_point(prompt)
-    key = str(path)
-    if not ls.reloads_changed_files:
-        # A client that keeps the buffer it loaded first (plain Neovim) may still show that
-        # version: never select past its end ("Cursor position outside buffer").
-        lines = prompt.count("\n") + (0 if prompt.endswith("\n") else 1)  # as an editor counts them
-        first_shown = ls.shown_prompt_lines.setdefault(key, lines)
-        line = max(0, min(line, first_shown - 1))
-    at = types.Position(line=line, character=0)
-    try:
-        shown = await ls.window_show_document_async(types.ShowDocumentParams(
-            uri=from_fs_path(str(path)), take_focus=take_focus, selection=types.Range(start=at, end=at)))
-        return bool(shown.success)
-    except Exception as error:
-        log.warning("could not show the prompt: %s", error)
-        return False
-
-
-class _Progress:
-    """Work-done progress when the client supports it; cancellable before the commit."""
-
-    def __init__(self, ls: DeepResearchServer, token: str | None) -> None:
-        self.ls, self.token = ls, token
-
-    @classmethod
-    async def start(cls, ls: DeepResearchServer, title: str) -> _Progress:
-        if not ls.supports("window.work_done_progress"):
-            return cls(ls, None)
-        token = str(uuid.uuid4())
-        try:
-            await ls.work_done_progress.create_async(token)
-        except Exception as error:
-            log.warning("no progress: %s", error)
-            return cls(ls, None)
-        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True, percentage=0))
-        return cls(ls, token)
-
-    def cancelled(self) -> bool:
-        if self.token is None:
-            return False
-        future = self.ls.work_done_progress.tokens.get(self.token)
-        return bool(future is not None and future.cancelled())
-
-    def report(self, message: str, percentage: int = 80) -> None:
-        if self.token is not None:
-            self.ls.work_done_progress.report(
-                self.token, types.WorkDoneProgressReport(message=message, percentage=percentage))
-
-    def sources(self, done: int, total: int, what: str) -> None:
-        """Gathering sources takes most of the time when a message has some: 0-70 %."""
-        self.report(f"Sources {done}/{total}: {what}", 70 * done // max(total, 1))
-
-    def end(self) -> None:
-        if self.token is not None:
-            self.ls.work_done_progress.end(self.token, types.WorkDoneProgressEnd(message="Done"))
-            self.token = None
-
-
 def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
     from ...engine.outline import PAGE, view
 
@@ -382,39 +326,3 @@ def _node_json(node: Node) -> dict[str, Any]:
         "children": None if node.children is None else [_node_json(c) for c in node.children],
         **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
     }
-
-
-def message_document(ls: DeepResearchServer, uri: str) -> Path:
-    """The path of the `.dr` document `uri` names, if the server may execute it: anything
-    else (another file, a folder, a file outside the workspace) is refused untouched."""
-    from ...engine.research import is_message_document
-
-    path = _fs_path(uri)
-    if not (is_message_document(path) and is_message_document(Path(os.path.realpath(path)))):
-        raise JsonRpcInvalidParams(f"{uri} is not a .dr message document: only .dr documents are executed")
-    if not ls.in_workspace(path.parent):
-        raise JsonRpcInvalidParams(f"{uri} is outside the workspace folders: the server executes only inside them")
-    return path
-
-
-def _fs_path(uri: str) -> Path:
-    path = to_fs_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
-    if path is None:
-        raise JsonRpcInvalidParams(f"expected a file URI, got {uri!r}")
-    return Path(path)
-
-
-def _disk_text(uri: str) -> str:
-    path = _fs_path(uri)
-    text = read_text(path) if path.is_file() else None
-    if text is None:
-        raise JsonRpcInvalidParams(f"no open document and no readable file for {uri}")
-    return text
-
-
-def _research_or_error(ls: DeepResearchServer, uri: str) -> Research:
-    message_document(ls, uri)
-    place = ls.place(uri)
-    if place.research is None:
-        raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
-    return place.research

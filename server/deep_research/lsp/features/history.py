@@ -16,9 +16,11 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
+from ..arguments import message_document
 from ..server import DeepResearchServer
+from ..show import show_prompt
 from .diagnostics import refresh_diagnostics
-from .execution import DID_EXECUTE, _show, message_document, relax_collector
+from .execution import DID_EXECUTE, relax_collector
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -64,7 +66,7 @@ def register(server: DeepResearchServer) -> None:
         })
         shown = False
         if ls.settings.show_prompt:
-            shown = await _show(ls, research.prompt_path, research.prompt_path.read_text(encoding="utf-8")
+            shown = await show_prompt(ls, research.prompt_path, research.prompt_path.read_text(encoding="utf-8")
                                 if research.prompt_path.is_file() else "", take_focus=False)
         return {
             "undone": True, "reason": None, "message": undone.message, "text": undone.text,

@@ -1,0 +1,54 @@
+"""The URIs clients pass to workspace commands, checked before anything touches the disk:
+a file URI's path, a `.dr` message document inside the workspace, its research."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.uris import to_fs_path
+
+from ..engine.store import read_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.research import Research
+    from .server import DeepResearchServer
+
+
+def fs_path(uri: str) -> Path:
+    path = to_fs_path(uri) if isinstance(uri, str) and uri.startswith("file:") else None
+    if path is None:
+        raise JsonRpcInvalidParams(f"expected a file URI, got {uri!r}")
+    return Path(path)
+
+
+def message_document(ls: DeepResearchServer, uri: str) -> Path:
+    """The path of the `.dr` document `uri` names, if the server may execute it: anything
+    else (another file, a folder, a file outside the workspace) is refused untouched."""
+    from ..engine.research import is_message_document
+
+    path = fs_path(uri)
+    if not (is_message_document(path) and is_message_document(Path(os.path.realpath(path)))):
+        raise JsonRpcInvalidParams(f"{uri} is not a .dr message document: only .dr documents are executed")
+    if not ls.in_workspace(path.parent):
+        raise JsonRpcInvalidParams(f"{uri} is outside the workspace folders: the server executes only inside them")
+    return path
+
+
+def disk_text(uri: str) -> str:
+    path = fs_path(uri)
+    text = read_text(path) if path.is_file() else None
+    if text is None:
+        raise JsonRpcInvalidParams(f"no open document and no readable file for {uri}")
+    return text
+
+
+def research_of(ls: DeepResearchServer, uri: str) -> Research:
+    """The research of the message document `uri`, or an error saying why it has none."""
+    message_document(ls, uri)
+    place = ls.place(uri)
+    if place.research is None:
+        raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
+    return place.research
