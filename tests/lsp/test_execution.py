@@ -52,7 +52,7 @@ async def test_a_whole_research_through_lsp(client, research: Path):
                            f"<<< add_attachment\n///name\nnotes\n///content\nL1 is 32 KiB.\n>>>\n"
                            f"<<< write_report\n///content\n{report}\n>>>\n///focus_up\n")
     child = research / SUB / "Cache sizes"
-    assert (child / "Report 3 Pager.md").read_text().strip() == report
+    assert (child / "Report 3 Pager.md").read_text().endswith("\n---\n\n" + report + "\n")
     assert (child / "Attachments" / "notes.md").is_file()
     assert "status: done" in (child / "Problem Definition.md").read_text()
     prompt = prompt_of(research)
