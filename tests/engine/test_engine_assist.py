@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from deep_research.engine import assist, commands
 from deep_research.engine.assist import Snapshot
-from deep_research.engine.model import Criterion, Problem
+from pathlib import Path
+
+from deep_research.engine.model import Attachment, Criterion, Problem
 from deep_research.engine.parser import parse
 from deep_research.engine.state import Phase
 from deep_research.engine.text import Pos, split_lines
@@ -156,3 +158,47 @@ def test_assistance_never_raises_and_stays_in_range(text: str, data) -> None:
         assert span_is_valid(lines, symbol.span) and span_is_valid(lines, symbol.selection)
     for first, last in assist.folding(parsed):
         assert 0 <= first < last < len(lines)
+
+
+CITABLE = (
+    (Attachment("Intel manual", "L1 is 48 KiB.", source="https://example.org/intel"), Path("/r/Attachments/Intel manual.md")),
+    (Attachment("Notes", "mine"), Path("/r/Attachments/Notes.md")),
+    (Attachment("notes", "a parent's, hidden by the nearer one"), Path("/Attachments/notes.md")),
+)
+CITING = Snapshot(Phase.IN_FOCUS, FOCUS, CHILDREN, {}, citable=CITABLE)
+
+CITATION_COMPLETION = {
+    "in a report": ("<<< write_report\n///content\nAs [[$0\n>>>", "As [[Intel manual]]"),
+    "typed part of a name": ("<<< write_report\n///content\nAs [[Int$0\n>>>", "As [[Intel manual]]"),
+    "before a closing": ("<<< write_report\n///content\nAs [[Int$0]] says\n>>>", "As [[Intel manual]] says"),
+    "in a definition": ("<<< add_subproblem\n///title\nT\n///content\n[[$0\n>>>", "[[Intel manual]]"),
+    "in a failure's reason": ("///fail_task_and_focus_up see [[$0", "///fail_task_and_focus_up see [[Intel manual]]"),
+}
+
+
+@pytest.mark.parametrize("marked, line_after", CITATION_COMPLETION.values(), ids=CITATION_COMPLETION.keys())
+def test_citation_completion_offers_the_attachments_in_scope(marked: str, line_after: str) -> None:
+    text, pos = cursor(marked)
+    items = assist.complete(parse(text), pos, CITING)
+    assert [i.label for i in items] == ["Intel manual", "Notes"]
+    first = items[0]
+    line = split_lines(text)[pos.line]
+    assert line[:first.replace.start.col] + first.text + line[first.replace.end.col:] == line_after
+    assert "https://example.org/intel" in first.documentation
+
+
+def test_no_citation_completion_where_nothing_cites() -> None:
+    text, pos = cursor("<<< add_attachment\n///name\nN\n///content\n[[$0\n>>>")
+    assert assist.complete(parse(text), pos, CITING) == []
+    text, pos = cursor("<<< write_report\n///content\n[[Done]] and $0\n>>>")
+    assert assist.complete(parse(text), pos, CITING) == []
+
+
+def test_a_citation_leads_to_its_attachment() -> None:
+    text, pos = cursor("<<< write_report\n///content\nSee [[intel MAN$0UAL|the manual]].\n>>>")
+    assert assist.definition_target(parse(text), pos, CITING) == Path("/r/Attachments/Intel manual.md")
+    info = assist.hover(parse(text), pos, CITING)
+    assert info is not None and "**Intel manual** (attachment)" in info.markdown and "48 KiB" in info.markdown
+    text, pos = cursor("<<< write_report\n///content\nSee [[Miss$0ing]].\n>>>")
+    assert assist.definition_target(parse(text), pos, CITING) is None
+    assert "No attachment" in assist.hover(parse(text), pos, CITING).markdown

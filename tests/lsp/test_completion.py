@@ -121,7 +121,7 @@ async def test_only_undone_criteria_numbers(client, research: Path):
 
 async def test_trigger_characters(client):
     triggers = client.init_result.capabilities.completion_provider.trigger_characters
-    assert list(triggers) == ["/", "<", " "]
+    assert list(triggers) == ["/", "<", " ", "["]  # "[" for citations: [[
 
 
 async def test_plain_text_for_a_client_without_snippets(research: Path):

@@ -67,3 +67,21 @@ async def test_go_to_definition_of_a_subproblem(client, research: Path):
         text_document=doc_id(uri), position=types.Position(line=0, character=16)))
     target = research / "Subproblems" / "Cache sizes" / "Problem Definition.md"
     assert location.uri == target.as_uri()
+
+
+async def test_citations_complete_and_lead_to_their_attachment(client, research: Path):
+    from .test_completion import complete
+
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    change_doc(client, uri, "<<< add_attachment\n///name\nIntel manual\n///content\nL1 is 48 KiB.\n>>>\n")
+    assert (await execute(client, uri))["executed"]
+    change_doc(client, uri, "<<< write_report\n///content\nAs [[Int\n>>>\n")
+    items = await complete(client, uri, 2, 8)
+    assert [i.label for i in items] == ["Intel manual"]
+    assert items[0].text_edit.new_text == "Intel manual]]"
+    assert items[0].kind == types.CompletionItemKind.Reference
+    change_doc(client, uri, "<<< write_report\n///content\nAs [[Intel manual]] says.\n>>>\n")
+    location = await client.text_document_definition_async(types.DefinitionParams(
+        text_document=doc_id(uri), position=types.Position(line=2, character=10)))
+    assert location.uri == (research / "Attachments" / "Intel manual.md").as_uri()

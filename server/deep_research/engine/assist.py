@@ -19,14 +19,17 @@ from . import accounting, commands
 from .accounting import Figures
 from .commands import ArgType, CommandSpec, Form
 from .formats import status_label
-from .model import Problem
+from .model import Attachment, Problem
+from . import citations
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
 from .state import Phase, ProblemPath
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .text import Pos, Span
 
 
-Problems = tuple["Problem | None", tuple[Problem, ...], dict[str, Path]]
+# The focus, its subproblems, their folders by title; optionally the attachments a citation
+# may name (the focus's and its parents', nearest first) with their files.
+Problems = tuple
 
 
 class Snapshot:
@@ -37,11 +40,12 @@ class Snapshot:
     def __init__(
         self, phase: Phase, focus: Problem | None = None, children: tuple[Problem, ...] = (),
         folder_of: dict[str, Path] | None = None, *, load: Callable[[], Problems] | None = None,
+        citable: tuple[tuple[Attachment, Path], ...] = (),
         root: Path | None = None, roots: tuple[Path, ...] = (), search_provider: str | None = None,
         figures: Callable[[ProblemPath], Figures | None] | None = None,
     ) -> None:
         self.phase = phase
-        self._problems: Problems | None = None if load else (focus, tuple(children), folder_of or {})
+        self._problems: Problems | None = None if load else (focus, tuple(children), folder_of or {}, citable)
         self._load = load
         self.root = root  # the research folder: attach_file's paths start there
         self.roots = roots  # other folders attach_file may read (fetch.allowed_roots)
@@ -68,6 +72,12 @@ class Snapshot:
     def folder_of(self) -> dict[str, Path]:  # subproblem title -> its folder
         return self._part()[2]
 
+    @property
+    def citable(self) -> tuple[tuple[Attachment, Path], ...]:
+        """The attachments a citation may name now, nearest first, with their files."""
+        part = self._part()
+        return part[3] if len(part) > 3 else ()
+
     def child(self, title: str) -> Problem | None:
         return next((c for c in self.children if c.title == title), None)
 
@@ -86,6 +96,7 @@ class ItemKind(Enum):
     CRITERION = "criterion"
     FILE = "file"
     FOLDER = "folder"
+    ATTACHMENT = "attachment"
 
 
 @dataclass(frozen=True)
@@ -111,9 +122,11 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
     prefix = line[: min(pos.col, len(line))]
     block = _block_around(parsed, pos.line)
     if block is not None:
-        return _complete_in_block(block, pos, prefix, snap)
+        return _complete_in_block(block, pos, prefix, line, snap)
     argument = _line_argument(prefix)
     if argument is not None:
+        if argument.cites and _open_citation(prefix) is not None:
+            return _citable(snap, prefix, line, pos)
         return _complete_argument(argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
@@ -238,7 +251,7 @@ def _commands(phase: Phase, replace: Span, *, blocks_only: bool) -> tuple[Candid
     return tuple(items)
 
 
-def _complete_in_block(block: Command, pos: Pos, prefix: str, snap: Snapshot) -> list[Candidate]:
+def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: Snapshot) -> list[Candidate]:
     spec = commands.get(block.name)
     if spec is None or not spec.accepts_block:
         return []
@@ -256,11 +269,48 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, snap: Snapshot) ->
             if argument.name not in present
         ]
     section = _section_at(block, pos.line)
-    if section is not None and pos.line > section.header.start.line:
+    if section is not None and (pos.line > section.header.start.line or prefix.startswith(LINE_PREFIX)):
         argument = spec.section(section.name)
-        if argument is not None and argument.type is ArgType.SUBPROBLEM:
+        if argument is not None and argument.cites and _open_citation(prefix) is not None:
+            return _citable(snap, prefix, line, pos)
+        if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
             return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))))
     return []
+
+
+def _open_citation(prefix: str) -> int | None:
+    """Where the name of a citation being typed starts (after the last `[[` that is not
+    closed before the cursor), or None."""
+    start = prefix.rfind("[[")
+    if start < 0 or "]]" in prefix[start:] or "\n" in prefix[start:]:
+        return None
+    return start + 2
+
+
+def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate]:
+    """The attachments in scope, to complete the citation being typed."""
+    start = _open_citation(prefix)
+    assert start is not None
+    rest = line[len(prefix):]
+    close = rest.find("]]")
+    closed = close >= 0 and "[[" not in rest[:close]
+    end = len(prefix) + close if closed else len(prefix)
+    replace = Span(Pos(pos.line, start), Pos(pos.line, end))
+    seen: set[str] = set()
+    items = []
+    for attachment, _file in snap.citable:
+        key = citations.key(attachment.name)
+        if key in seen:  # a nearer one of the same name hides it
+            continue
+        seen.add(key)
+        source = f"\n\nSource: <{attachment.source}>" if attachment.source.startswith(("http://", "https://")) else ""
+        items.append(Candidate(
+            label=attachment.name, kind=ItemKind.ATTACHMENT, detail="attachment",
+            documentation=f"Cites the attachment **{attachment.name}**.{source}\n\n{attachment.content[:400]}",
+            replace=replace, text=attachment.name + ("" if closed else "]]"),
+            filter_text=attachment.name, sort_text=f"{len(items):04d}",
+        ))
+    return items
 
 
 def _subproblems(snap: Snapshot, replace: Span) -> list[Candidate]:
@@ -360,6 +410,27 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
         return HoverInfo(f"The current problem has {len(snap.focus.criteria)} criteria.", span)
     if argument.type in (ArgType.URL, ArgType.PATH, ArgType.QUERY):
         return HoverInfo(_source_markdown(argument.type, value, span, snap), span)
+    cited = _citation_at(target, pos)
+    if cited is not None:
+        found = citations.resolve(cited[0], ((a.name, a) for a, _ in snap.citable))
+        if found is None:
+            return HoverInfo(f"No attachment of the current problem or of its parents is named “{cited[0]}”.", cited[1])
+        source = f"Source: <{found.source}>\n\n" if found.source else ""
+        return HoverInfo(f"**{found.name}** (attachment)\n\n{source}{found.content[:600]}", cited[1])
+    return None
+
+
+def _citation_at(target, pos: Pos) -> tuple[str, Span] | None:
+    """The name and span of the citation at `pos` in an argument that `cites`, if any."""
+    if target is None or not target[0].cites:
+        return None
+    _argument, value, span = target
+    for cited in citations.find(value):
+        line, col = citations.position(value, cited.start)
+        first = (span.start.col if line == 0 else 0) + col
+        where = Span.on_line(span.start.line + line, first, first + cited.end - cited.start)
+        if where.contains(pos):
+            return cited.name, where
     return None
 
 
@@ -420,12 +491,17 @@ def _problem_markdown(problem: Problem) -> str:
 
 
 def definition_target(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Path | None:
-    """The definition document of the subproblem named at `pos`, for go-to-definition."""
+    """The definition document of the subproblem named at `pos`, or the file of the
+    attachment a citation at `pos` names, for go-to-definition."""
     command = parsed.command_at(pos)
     spec = commands.get(command.name) if command else None
     if command is None or spec is None:
         return None
     target = _argument_at(command, spec, pos)
+    cited = _citation_at(target, pos)
+    if cited is not None:
+        found = citations.resolve(cited[0], ((a.name, (a, f)) for a, f in snap.citable))
+        return found[1] if found is not None else None
     if target is None or target[0].type is not ArgType.SUBPROBLEM:
         return None
     folder = snap.folder_of.get(" ".join(target[1].split()))

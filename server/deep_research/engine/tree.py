@@ -100,8 +100,11 @@ class Tree:
         return [name for *_, name in sorted(keyed)]
 
     def attachments(self, path: ProblemPath) -> list[Attachment]:
-        folder = self.folder(path) / ATTACHMENTS
-        return read_attachments(folder, self.cache)
+        return read_attachments(self.folder(path) / ATTACHMENTS, self.cache)
+
+    def attachment_files(self, path: ProblemPath) -> list[tuple[Attachment, Path]]:
+        """The problem's attachments with their files, oldest first."""
+        return attachment_files(self.folder(path) / ATTACHMENTS, self.cache)
 
 
 def _order(problem: Problem) -> tuple[int, str, str]:
@@ -110,12 +113,18 @@ def _order(problem: Problem) -> tuple[int, str, str]:
 
 def read_attachments(folder: Path, cache: FileCache) -> list[Attachment]:
     """Every `*.md` in `folder` as an attachment, oldest first."""
+    return [item for item, _ in attachment_files(folder, cache)]
+
+
+def attachment_files(folder: Path, cache: FileCache) -> list[tuple[Attachment, Path]]:
+    """Every `*.md` in `folder` as an attachment with its file, oldest first."""
     found = []
     for entry in cache.list_dir(folder):
         if entry.is_file() and entry.name.endswith(".md"):
             stem = entry.name[:-3]
-            item = cache.read(Path(entry.path), partial(formats.parse_attachment, fallback_name=stem))
+            path = Path(entry.path)
+            item = cache.read(path, partial(formats.parse_attachment, fallback_name=stem))
             if item is not None:
-                found.append((item.added, name_key(entry.name), item))
-    return [item for _, _, item in sorted(found, key=lambda t: (t[0], t[1]))]
+                found.append((item.added, name_key(entry.name), item, path))
+    return [(item, path) for _, _, item, path in sorted(found, key=lambda t: (t[0], t[1]))]
 

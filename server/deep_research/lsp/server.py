@@ -325,11 +325,16 @@ class DeepResearchServer(LanguageServer):
 
 
 def _problems(research: "Research") -> tuple:
-    """The focus, its subproblems and their folders, for completion and hover."""
+    """The focus, its subproblems and their folders, and the attachments a citation may name
+    (the focus's and its parents', nearest first, with their files), for completion and hover."""
     state = research.state()
-    focus = research.tree.problem(state.focus)
-    children = tuple(research.tree.children(state.focus))
-    return focus, children, {c.title: research.tree.folder(c.path) for c in children}
+    tree = research.tree
+    focus = tree.problem(state.focus)
+    children = tuple(tree.children(state.focus))
+    cited = tuple(
+        (attachment, file) for depth in range(len(state.focus), -1, -1)
+        for attachment, file in tree.attachment_files(state.focus[:depth]))
+    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:

@@ -29,6 +29,7 @@ _KINDS = {  # by assist.ItemKind name
     "CRITERION": types.CompletionItemKind.Value,
     "FILE": types.CompletionItemKind.File,
     "FOLDER": types.CompletionItemKind.Folder,
+    "ATTACHMENT": types.CompletionItemKind.Reference,
 }
 _DOCS_KEPT = 512
 
@@ -36,7 +37,7 @@ _DOCS_KEPT = 512
 def register(server: DeepResearchServer) -> None:
     @server.feature(
         types.TEXT_DOCUMENT_COMPLETION,
-        types.CompletionOptions(trigger_characters=["/", "<", " "], resolve_provider=True),
+        types.CompletionOptions(trigger_characters=["/", "<", " ", "["], resolve_provider=True),
     )
     def completion(ls: DeepResearchServer, params: types.CompletionParams) -> types.CompletionList | None:
         from ...engine import assist
