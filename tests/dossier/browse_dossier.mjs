@@ -56,6 +56,18 @@ try {
   out.afterClick = { hash: await page.evaluate(() => location.hash), visible: await visiblePages(),
     heading: await page.locator('main .page.current h2').first().textContent() };
 
+  // A citation on that page of an attachment of the parent: the parent's page shows, the attachment unfolded.
+  const cite = page.locator('main .page.current a.cite').first();
+  const citeHref = await cite.getAttribute('href');
+  await cite.click();
+  const target = page.locator(citeHref);
+  out.citation = { href: citeHref, hash: await page.evaluate(() => location.hash), visible: await visiblePages(),
+    open: await target.evaluate((d) => d.open), shown: await target.isVisible(),
+    name: (await target.locator('summary').textContent()).trim(),
+    sources: await page.$$eval('main .page.current .sources li', (l) => l.map((x) => x.textContent)) };
+  await page.screenshot({ path: screenshot.replace(/\.png$/, '-citation.png') });
+  await page.locator('#nav a', { hasText: clickTitle }).first().click();
+
   // A nested entry: found with the filter box, then clicked.
   await page.fill('#filter', filterTitle);
   const nested = page.locator('#nav a', { hasText: filterTitle }).first();

@@ -18,7 +18,7 @@ NESTED = "Measuring with perf counters"
 REPORT = """Summarized problem definition: which tile sizes are fastest.
 
 Q1: What limits speed?
-A1: Cache misses. A table:
+A1: Cache misses, as [[Cache paper|the paper on caches]] shows and [[notes]] say; [[Nowhere]] is no source. A table:
 
 | tile | GFLOP/s |
 |-----:|--------:|
@@ -64,7 +64,7 @@ def sample_research(root: Path) -> Research:
         + "".join(block("add_subproblem", title=t, content=f"About {t}.") for t in CHILDREN),
         "///focus_down L1 cache sizes\n",
         block("add_subproblem", title=NESTED, content="Which counters matter?") + "///add_criteria Names the counters\n",
-        "///mark_criteria_as_done 1\n" + block("write_report", content="Summarized problem definition: L1.\nQ1: Size?\nA1: 32 KiB.\nConclusion: 32 KiB.") + "///focus_up\n",
+        "///mark_criteria_as_done 1\n" + block("write_report", content="Summarized problem definition: L1.\nQ1: Size?\nA1: 32 KiB [[Cache paper]].\nConclusion: 32 KiB.") + "///focus_up\n",
         block("add_attachment", name="Notes", content="Plain notes, <b>not bold</b>."),
         "///mark_criteria_as_done 1\n///mark_criteria_as_done 9\n",  # one fails
         block("write_report", content=REPORT),

@@ -56,6 +56,10 @@ def test_the_dossier_in_chromium(browser_env: dict, tmp_path: Path) -> None:
     assert seen["errors"] == [], seen["errors"]
     assert not [m for m in seen["console"] if "Content Security Policy" in m], seen["console"]
     assert seen["scriptCount"] == 1
+    # A citation on a child's page of its parent's attachment: the parent's page, the attachment unfolded.
+    cited = seen["citation"]
+    assert cited["hash"] == cited["href"] and cited["href"].startswith("#p0-a")
+    assert cited["visible"] == ["p0"] and cited["open"] and cited["shown"] and cited["name"].startswith("Cache paper")
     # Every problem title is there, as text (the hostile one literally), in the tree and as a page.
     assert sorted(seen["navTitles"]) == sorted(all_titles())
     assert sorted(seen["sectionTitles"]) == sorted(all_titles())
@@ -70,3 +74,4 @@ def test_the_dossier_in_chromium(browser_env: dict, tmp_path: Path) -> None:
     assert len(seen["noScript"]["visible"]) == len(all_titles()) + 1
     assert seen["noScript"]["pwned"] in (None, "no-js")
     assert screenshot.stat().st_size > 10_000
+

@@ -120,8 +120,9 @@ def test_markdown_reports(dossier: tuple[Path, str]) -> None:
 
 def test_attachments_are_folded_with_their_sources(dossier: tuple[Path, str]) -> None:
     _, html = dossier
-    assert html.count('<details class="attachment">') == 3 + 0  # root: Notes, Cache paper, Evil source
-    assert html.count('<a href="https://example.org/cache?a=1&amp;b=2" rel="noopener noreferrer">') == 1  # once
+    assert html.count('<details class="attachment" id="p0-a') == 3 + 0  # root: Notes, Cache paper, Evil source
+    # once in the attachment (source and final URL are the same), once in each of the two Sources lists citing it
+    assert html.count('<a href="https://example.org/cache?a=1&amp;b=2" rel="noopener noreferrer">') == 3
     assert "content_type: text/html" in html and "fetched: 2026-01-01T00:00:01+00:00" in html
     assert 'href="javascript' not in html and "url: javascript:alert(1)" in html  # shown, not linked
 
@@ -268,3 +269,27 @@ def test_a_message_run_while_the_dossier_is_written_makes_it_write_again(tmp_pat
     assert (busy.attempts, busy.settled) == (3, False)  # kept, and said: it was written as messages ran
     assert busy.path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_citations_link_to_their_attachments_and_sources(dossier: tuple[Path, str]) -> None:
+    _, html = dossier
+    page = html[html.index('<section class="page problem" id="p0"'):html.index('<section class="page problem" id="p1"')]
+    anchors = dict(re.findall(r'<details class="attachment" id="(p0-a\d)"><summary>([^<]+?)(?: <span|</summary>)', page))
+    paper = next(a for a, name in anchors.items() if name == "Cache paper")
+    notes = next(a for a, name in anchors.items() if name == "Notes")
+    assert (f'<a class="cite" href="#{paper}">the paper on caches</a> <a class="cite-source" '
+            'href="https://example.org/cache?a=1&amp;b=2"') in page
+    assert f'<a class="cite" href="#{notes}">notes</a>' in page
+    assert '<span class="cite missing" title="not an attachment of this problem or its parents">[[Nowhere]]</span>' in page
+    sources = page[page.index('<div class="sources">'):]
+    assert sources.index("Cache paper") < sources.index("Notes")  # in the order they are cited
+    child = html[html.index('<section class="page problem" id="p1"'):]
+    assert f'<a class="cite" href="#{paper}">Cache paper</a>' in child  # a parent's attachment
+
+
+def test_a_stale_report_says_so(tmp_path: Path) -> None:
+    research = sample_research(tmp_path / "research")
+    research.execute("<<< append_to_problem_definition\n///content\nAlso GPUs.\n>>>\n")
+    html = export(research.root, tmp_path / "dossier.html").path.read_text(encoding="utf-8")
+    assert html.count('<p class="stale">') == 1
+    assert "<strong>Out of date.</strong> Since this report was written, the problem&#x27;s definition changed." in html

@@ -8,15 +8,34 @@ text. On top of its defaults:
 - images are never loaded: an image becomes a link to it (or its alt text);
 - table alignment becomes a class, not a `style` attribute (the page's Content Security
   Policy allows only its own style sheet);
-- headings move down two levels, below the problem's own headings.
+- headings move down two levels, below the problem's own headings;
+- a citation `[[Attachment name]]` (`[[Name|text]]`) becomes a link to the attachment on the
+  page and, for a fetched one, to its source; the caller says what each name cites (`Cited`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
+from typing import Callable
 from urllib.parse import urlsplit
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
+
+from ..engine import citations
+
+
+@dataclass(frozen=True)
+class Cited:
+    """What a citation links to: the attachment's place on the page and its source URL."""
+
+    name: str
+    anchor: str
+    source: str = ""  # a safe http(s) URL, or ""
+
+
+Resolve = Callable[[str], "Cited | None"]
 
 SAFE_SCHEMES = {"http", "https", "mailto"}
 _ALIGN = {"text-align:left": "al-left", "text-align:right": "al-right", "text-align:center": "al-center"}
@@ -72,7 +91,23 @@ def _renderer() -> MarkdownIt:
         token.tag = f"h{min(6, int(token.tag[1]) + 2)}"
         return self.renderToken(tokens, idx, options, env)
 
+    def citation(self, tokens, idx, options, env):  # noqa: ANN001
+        token = tokens[idx]
+        name, shown = token.meta["name"], token.meta["shown"]
+        resolve = env.get("cite") if isinstance(env, dict) else None
+        cited = resolve(name) if resolve is not None else None
+        if cited is None:
+            return f'<span class="cite missing" title="not an attachment of this problem or its parents">[[{escape(name)}]]</span>'
+        env.setdefault("cited", {}).setdefault(cited.anchor, cited)
+        out = f'<a class="cite" href="#{escape(cited.anchor)}">{escape(shown)}</a>'
+        if cited.source:
+            out += (f' <a class="cite-source" href="{escape(cited.source)}" rel="noopener noreferrer" '
+                    f'title="{escape(cited.source)}">↗</a>')
+        return out
+
     rules["image"] = image
+    md.add_render_rule("citation", citation)
+    md.inline.ruler.before("link", "citation", _citation_rule)
     md.add_render_rule("link_open", link_open)
     md.add_render_rule("th_open", cell_open)
     md.add_render_rule("td_open", cell_open)
@@ -81,16 +116,33 @@ def _renderer() -> MarkdownIt:
     return md
 
 
+def _citation_rule(state: StateInline, silent: bool) -> bool:
+    """`[[name]]` or `[[name|text]]` at the current position (engine/citations.py's syntax)."""
+    if not state.src.startswith("[[", state.pos):
+        return False
+    cited = citations.match_at(state.src, state.pos)
+    if cited is None or cited.end > state.posMax:
+        return False
+    if not silent:
+        token = state.push("citation", "", 0)
+        token.meta = {"name": cited.name, "shown": cited.shown}
+    state.pos = cited.end
+    return True
+
+
 class Markdown:
     """One renderer, reused for every text of a dossier (building it costs ~1 ms)."""
 
     def __init__(self) -> None:
         self._md = _renderer()
 
-    def render(self, text: str) -> str:
+    def render(self, text: str, cite: Resolve | None = None, cited: dict[str, Cited] | None = None) -> str:
+        """`cite` says what a citation's name links to (None: not an attachment in scope);
+        the citations that resolved are added to `cited`, by anchor, in order."""
         if not text.strip():
             return ""
+        env: dict = {"cite": cite, "cited": cited if cited is not None else {}}
         try:
-            return self._md.render(text)
+            return self._md.render(text, env)
         except Exception:  # markdown-it never should; a dossier must still be written
             return f"<pre>{escape(text)}</pre>"

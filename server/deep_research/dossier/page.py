@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import TextIO
 
 from .. import __version__
-from ..engine import formats
+from ..engine import citations, formats, staleness
 from ..engine.accounting import Ledger, summary
 from ..engine.model import Attachment, Problem
 from ..engine.state import ProblemPath, Status
 from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping, list_dir, read_text
 from ..engine.tree import Tree, read_attachments
 from .journal import Event, Message, timeline, undone_messages
-from .markdown import Markdown, safe_url
+from .markdown import Cited, Markdown, safe_url
 
 # Front-matter keys that may hold an attachment's source: the evidence commands write
 # `source` (the URL, path or query as asked) and `final_url` (after redirects); people and
@@ -52,6 +52,11 @@ class Node:
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _anchor(node: Node, index: int) -> str:
+    """The id of a problem's attachment on the page (what citations link to)."""
+    return f"{node.id}-a{index}"
 
 
 def _hash(text: str) -> str:
@@ -170,8 +175,9 @@ class Page:
         self._effort(node)
         if not node.path:
             self._instruction()
+        cite = self._citations(node, parents) if "[[" in problem.definition + (problem.report or "") else None
         w("<h3>Problem definition</h3>\n")
-        w(self.md.render(problem.definition) or '<p class="none">No definition.</p>\n')
+        w(self.md.render(problem.definition, cite) or '<p class="none">No definition.</p>\n')
         w("<h3>Criteria of definition of done</h3>\n")
         if problem.criteria:
             w('<ul class="criteria">\n')
@@ -183,7 +189,18 @@ class Page:
         else:
             w('<p class="none">No criteria yet.</p>\n')
         w("<h3>Report</h3>\n")
-        w(self.md.render(problem.report or "") or '<p class="none">No report yet.</p>\n')
+        changed = staleness.changes(self.tree, problem)
+        if changed:
+            w(f'<p class="stale"><strong>Out of date.</strong> {escape(staleness.sentence(changed))}</p>\n')
+        cited: dict[str, Cited] = {}
+        w(self.md.render(problem.report or "", cite, cited) or '<p class="none">No report yet.</p>\n')
+        if cited:
+            w('<div class="sources"><h4>Sources</h4>\n<ol>\n')
+            for item in cited.values():
+                source = (f' · <a href="{escape(item.source)}" rel="noopener noreferrer">{escape(item.source)}</a>'
+                          if item.source else "")
+                w(f'<li><a href="#{escape(item.anchor)}">{escape(item.name)}</a>{source}</li>\n')
+            w("</ol></div>\n")
         if node.children:
             w(f"<h3>Subproblems ({len(node.children)})</h3>\n<ol>\n")
             for child in node.children:
@@ -194,8 +211,8 @@ class Page:
         attachments = self._attachments(self.tree.folder(node.path) / ATTACHMENTS)
         if attachments:
             w(f"<h3>Attachments ({len(attachments)})</h3>\n")
-            for attachment, meta in attachments:
-                self._attachment(attachment, meta)
+            for index, (attachment, meta) in enumerate(attachments):
+                self._attachment(attachment, meta, _anchor(node, index))
         w("</section>\n")
 
     def _effort(self, node: Node) -> None:
@@ -233,7 +250,18 @@ class Page:
         found.sort(key=lambda t: (t[0], t[1]))
         return [(a, m) for _, _, a, m in found]
 
-    def _attachment(self, attachment: Attachment, meta: dict[str, str]) -> None:
+    def _citations(self, node: Node, parents: tuple[Node, ...]):
+        """What a citation in `node`'s texts links to: the attachments of the problem and of
+        its parents (nearest first), each at its place on the page."""
+        scope: list[tuple[str, Cited]] = []
+        for owner in (node, *reversed(parents)):
+            for index, (attachment, meta) in enumerate(self._attachments(self.tree.folder(owner.path) / ATTACHMENTS)):
+                source = next((meta[k].strip() for k in ("final_url", "source") if meta.get(k, "").strip().startswith(
+                    ("http://", "https://")) and safe_url(meta[k])), "")
+                scope.append((attachment.name, Cited(attachment.name, _anchor(owner, index), source)))
+        return lambda name: citations.resolve(name, scope)
+
+    def _attachment(self, attachment: Attachment, meta: dict[str, str], anchor: str | None = None) -> None:
         details = []
         linked = set()
         for key in SOURCE_KEYS:
@@ -248,7 +276,8 @@ class Page:
         if attachment.added:
             details.append(f"added {escape(_when(attachment.added))}")
         extra = f' <span class="meta">· {" · ".join(details)}</span>' if details else ""
-        self.out.write(f'<details class="attachment"><summary>{escape(attachment.name)}{extra}</summary>\n')
+        where = f' id="{anchor}"' if anchor else ""
+        self.out.write(f'<details class="attachment"{where}><summary>{escape(attachment.name)}{extra}</summary>\n')
         self.out.write(self.md.render(attachment.content) or '<p class="none">Empty.</p>\n')
         self.out.write("</details>\n")
 

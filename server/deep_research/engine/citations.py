@@ -41,14 +41,24 @@ def find(text: str) -> list[Citation]:
     """Every citation in `text`, in order."""
     if "[[" not in text:
         return []
-    found = []
-    for match in _LINK.finditer(_without_code(text)):
-        raw = match.group(1)
-        name = raw.strip()
-        if name:
-            name_start = match.start(1) + len(raw) - len(raw.lstrip())
-            found.append(Citation(name, match.group(2), match.start(), match.end(), name_start, name_start + len(name)))
-    return found
+    found = (_citation(match) for match in _LINK.finditer(_without_code(text)))
+    return [c for c in found if c is not None]
+
+
+def match_at(text: str, pos: int) -> Citation | None:
+    """The citation that starts exactly at `pos`, if one does (for a renderer that has already
+    set code apart)."""
+    match = _LINK.match(text, pos)
+    return _citation(match) if match is not None else None
+
+
+def _citation(match: re.Match[str]) -> Citation | None:
+    raw = match.group(1)
+    name = raw.strip()
+    if not name:
+        return None
+    name_start = match.start(1) + len(raw) - len(raw.lstrip())
+    return Citation(name, match.group(2), match.start(), match.end(), name_start, name_start + len(name))
 
 
 def _without_code(text: str) -> str:
