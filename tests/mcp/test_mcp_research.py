@@ -30,7 +30,8 @@ IN_SUBPROBLEM = (
     "Conclusion: tiles must fit in 48 KiB.\n>>>\n"
     "///focus_up\n"
 )
-A_FAILED_COMMAND = "///mark_criteria_as_done 7\n"
+A_FAILED_COMMAND = ("///mark_criteria_as_done 7\n"
+                    "<<< append_to_problem_definition\n///content\nSee also [[No such sheet]].\n>>>\n")
 FINISH = (
     "///mark_criteria_as_done 1\n"
     "<<< write_report\n///content\nSummarized problem definition: the fastest tile size.\n"
@@ -73,6 +74,7 @@ async def test_a_scripted_agent_finishes_a_research_and_each_reply_is_the_comman
                 assert "Earlier runs peaked at 64x64 tiles." in prompt
             if message is A_FAILED_COMMAND:
                 assert "FAILED" in reply and "## Errors Report" in reply  # a reply, not a tool error
+                assert "Warning" in reply and "No such sheet" in reply  # a citation of no attachment
 
         assert "The research is finished" in reply
         tree = json.loads(await call(session, "research_tree", research="study"))

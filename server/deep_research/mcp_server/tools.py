@@ -55,10 +55,10 @@ def _command_reference() -> str:
     for spec in COMMANDS.values():
         if spec.form is Form.BLOCK:
             written = f"<<< {spec.name} " + " ".join(f"///{a.name}" for a in spec.arguments) + " >>>"
-        elif spec.form is Form.LINE:
-            written = f"///{spec.name} <{spec.arguments[0].name}>"
         else:
-            written = f"///{spec.name}"
+            written = spec.usage()
+            if spec.accepts_block:
+                written += " (or a block: <<< " + spec.name + " " + " ".join(f"///{a.name}" for a in spec.arguments) + " >>>)"
         lines.append(f"- {written} ({spec.kind.label}): {spec.summary}")
     return "\n".join(lines)
 
