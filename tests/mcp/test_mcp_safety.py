@@ -69,6 +69,7 @@ async def test_bad_arguments_missing_researches_and_oversized_messages(tmp_path:
             ("research_tree", {"research": "r", "offset": 5}, "give the problem's `path`"),
             ("new_research", {"research": "s", "instruction": "I", "context": [1]}, "only strings"),
             ("new_research", {"research": "r", "instruction": "Again"}, "already holds a research"),
+            ("new_research", {"research": "r/Subproblems/x", "instruction": "Nested"}, "inside the tree of the research"),
             ("no_such_tool", {"research": "r"}, "no tool"),
         ]
         for tool, arguments, expected in cases:

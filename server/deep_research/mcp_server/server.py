@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..config import load
-from ..engine.research import NotAResearch, Research, refuse_as_research
+from ..engine.research import Location, NotAResearch, Research, locate, refuse_as_research
 from ..engine.state import Phase
 from ..engine.undo import UndoRefused
 from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
@@ -103,9 +103,13 @@ class DeepResearchMCP:
         if folder.exists() and not folder.is_dir():
             raise Refusal(f"{args['research']!r} exists and is not a folder.")
         async with self.workspace.lock(folder):
-            if (folder / ".deep-research").exists():
+            where, found = locate(folder)  # checked before anything is made: a refused folder is never created
+            if where is Location.RESEARCH:
                 raise Refusal(f"{args['research']!r} already holds a research: continue it with get_prompt and "
                               "execute_message instead of creating it again.")
+            if where is Location.INSIDE:
+                raise Refusal(f"{args['research']!r} is inside the tree of the research at "
+                              f"{self.workspace.name(found)!r}; make a new research in a folder of its own.")
             context = [(f"Context {n}", text) for n, text in enumerate(args.get("context") or [], 1)]
             attachments = await gather_inputs(args.get("attachments") or [], self.workspace.root, folder)
             try:

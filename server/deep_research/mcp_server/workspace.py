@@ -98,6 +98,8 @@ class Workspace:
 
     def name(self, root: Path) -> str:
         """How tools and resource URIs name the research at `root`: relative to ROOT, "." for ROOT."""
+        if not self.inside(root):  # a research around ROOT (ROOT is in its tree): named by its path
+            return str(root)
         relative = root.relative_to(self.root).as_posix()
         return relative or "."
 
