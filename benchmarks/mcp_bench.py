@@ -60,11 +60,19 @@ def typical(n: int) -> str:
 
 
 def make_research(folder: Path) -> Research:
+    """A root and 49 subproblems, built without fsync (setup, not measured); measured runs fsync."""
     research = Research.create(folder, "How fast is it?")
+    research.durable = False
     research.execute(DEFINE)
     for n in range(49):
         research.execute(f"<<< add_subproblem\n///title\nSeed {n}\n///content\nSeed problem {n}.\n>>>\n")
+    research.durable = True
     return research
+
+
+def copy_research(source: Path, folder: Path) -> Research:
+    shutil.copytree(source, folder, symlinks=True)
+    return Research.open(folder)
 
 
 def figures(samples: list[float]) -> str:
@@ -76,8 +84,8 @@ def figures(samples: list[float]) -> str:
 async def latency(base: Path, messages: int) -> None:
     print(f"\n1. A typical message in a research of 50 problems ({messages} messages each, fsync on, interleaved)")
     engine = make_research(base / "engine")
-    make_research(base / "root" / "mcp")
-    cli = make_research(base / "cli")
+    copy_research(engine.root, base / "root" / "mcp")
+    cli = copy_research(engine.root, base / "cli")
     document = cli.root / "message.dr"
     in_process, through_mcp, as_process = [], [], []
     params = StdioServerParameters(command=sys.executable, args=["-m", "deep_research", "mcp", str(base / "root")],
