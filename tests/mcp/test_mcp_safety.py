@@ -88,3 +88,21 @@ async def test_bad_arguments_missing_researches_and_oversized_messages(tmp_path:
         reply = await call(session, "execute_message", research="r", message=DEFINE)  # still answering
         assert "done" in reply
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain", "r"]
+
+
+def test_without_the_mcp_package_the_command_says_what_to_install(tmp_path: Path):
+    import subprocess
+    import sys
+
+    from .mcp_client import server_env
+
+    fake = tmp_path / "fake" / "mcp"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named mcp (a stand-in)')\n", encoding="utf-8")
+    env = server_env()
+    env["PYTHONPATH"] = f"{fake.parent}{os.pathsep}{env['PYTHONPATH']}"
+    result = subprocess.run([sys.executable, "-m", "deep_research", "mcp", str(tmp_path)], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 2
+    assert "needs the Python package `mcp`" in result.stderr and "pip install" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
