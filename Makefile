@@ -47,6 +47,7 @@ bench: setup
 	$(PY) benchmarks/lsp_bench.py
 	$(PY) benchmarks/sources_bench.py
 	$(PY) benchmarks/deliverable_bench.py
+	$(PY) benchmarks/mcp_bench.py
 
 # The autopilot with the local model, with and without the grammar (a few minutes).
 bench-llm: setup llm-env

@@ -32,10 +32,11 @@ TARGET_PYTHON = "3.10"
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache", ".mypy_cache")
 
 
-# Libraries that pull compiled modules (openai: pydantic-core and jiter; trafilatura: lxml)
-# cannot be bundled once for every platform and Python. The server imports them only
-# where the autopilot or web pages need them, and says how to install them when missing.
-NOT_BUNDLED = {"openai", "trafilatura"}
+# Libraries that pull compiled modules (openai: pydantic-core and jiter; trafilatura: lxml;
+# mcp: pydantic-core, cryptography) cannot be bundled once for every platform and Python.
+# The server imports them only where the autopilot, web pages or `deep-research mcp` need
+# them, and says how to install them when missing.
+NOT_BUNDLED = {"openai", "trafilatura", "mcp"}
 
 
 def dependencies() -> list[str]:

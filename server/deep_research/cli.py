@@ -1,4 +1,4 @@
-"""The `deep-research` command line: serve, new, continue, execute, run, undo, prompt, tree, export, repl, demo."""
+"""The `deep-research` command line: serve, mcp, new, continue, execute, run, undo, prompt, tree, export, repl, demo."""
 
 from __future__ import annotations
 
@@ -141,6 +141,14 @@ def _parser() -> argparse.ArgumentParser:
     repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the next prompt.")
     repl.add_argument("dir", type=Path)
 
+    mcp = command(
+        "mcp", _mcp,
+        "Serve the Model Context Protocol on stdio, so that any agent (VS Code's agent mode, Claude Code, Cursor, "
+        "Zed …) can be the researcher of the researches inside ROOT (docs/mcp.md).",
+    )
+    mcp.add_argument("root", type=Path, nargs="?", default=Path("."),
+                     help="the folder whose researches agents may use (default: the current folder)")
+
     command("commands", _commands, "Print the reference of every command of the message language.")
 
     demo = command("demo", _demo, "Run a scripted research through the language server and show each step.")
@@ -211,6 +219,7 @@ def _continue(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace) -> int:
     from .engine.analysis import Status
     from .engine.research import MESSAGE_FILE, MESSAGE_SUFFIX, Research, is_message_document
+    from .printouts import execution_printout
     from .sources.gather import gather_and_execute_sync
 
     path: Path = args.file
@@ -231,10 +240,7 @@ def _execute(args: argparse.Namespace) -> int:
     if not result.executed:
         print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
-    print(result.reply if not args.quiet else _errors_only(result.reply))
-    if not result.consumed:
-        print(f"\n{path} changed while the message ran, so it was not emptied: check what it holds now.")
-    print(f"\nThe prompt for the next message is in {research.prompt_path}.")
+    sys.stdout.write(execution_printout(result, research, document=path, quiet=args.quiet))
     failed = result.analysis is not None and result.analysis.count(Status.FAILED) > 0
     return EXIT_COMMAND_FAILED if failed else EXIT_OK
 
@@ -259,13 +265,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace) -> int:
-    from .config import load
     from .engine.research import Research
+    from .printouts import prompt_printout
 
-    research = Research.open(_folder(args.dir))
-    research.write_prompt()
-    limit = args.max_prompt_tokens or load(research.root)[0].max_prompt_tokens
-    sys.stdout.write(research.prompt(limit))
+    sys.stdout.write(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
     return EXIT_OK
 
 
@@ -291,6 +294,7 @@ def _tree(args: argparse.Namespace) -> int:
 def _undo(args: argparse.Namespace) -> int:
     from .engine.research import Research
     from .engine.undo import UndoRefused
+    from .printouts import undo_printout
 
     research = Research.open(_folder(args.dir))
     try:
@@ -298,16 +302,7 @@ def _undo(args: argparse.Namespace) -> int:
     except UndoRefused as refusal:
         print(f"deep-research: {refusal}", file=sys.stderr)
         return EXIT_COMMAND_FAILED
-    focus = research.focus()
-    where = f"the focus is on “{focus.title}”" if focus is not None else "no problem is defined"
-    print(f"Undid message {undone.message}: {len(undone.files)} file(s) of the tree restored; {where}.")
-    if undone.document is not None:
-        print(f"The message is back in {undone.document}: edit it and execute it again, or empty it.")
-    elif undone.text.strip():
-        print("Its document is not empty, so the message was not put back; here it is:\n")
-        print(undone.text.rstrip())
-    more = f"{undone.left} more message(s) can be undone." if undone.left else "Nothing more can be undone."
-    print(f"\n{more} The prompt is back as it was: {research.prompt_path}.")
+    sys.stdout.write(undo_printout(research, undone))
     return EXIT_OK
 
 
@@ -316,6 +311,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from .dossier import export
     from .engine.research import Research
+    from .printouts import export_printout, unsettled_export_warning
 
     research = Research.open(_folder(args.dir))
     target: Path = args.output if args.output is not None else research.root / "dossier.html"
@@ -328,12 +324,10 @@ def _export(args: argparse.Namespace) -> int:
         result = export(research.root, target, replace_any=args.output is not None)  # -o: the user's choice
     except FileExistsError as error:
         raise UserError(f"{error} (give it explicitly with -o to replace it)") from None
-    seconds = time.perf_counter() - started
-    size = f"{result.bytes / 1e6:.1f} MB" if result.bytes >= 1e6 else f"{max(1, round(result.bytes / 1e3))} kB"
-    print(f"Wrote {target} ({result.problems:,} problems, {size}, {seconds:.1f} s).")
-    if not result.settled:
-        print(f"deep-research: messages kept running while the dossier was written ({result.attempts} times); "
-              "it may mix two moments of the research. Export again when they stop.", file=sys.stderr)
+    sys.stdout.write(export_printout(target, result, time.perf_counter() - started))
+    warning = unsettled_export_warning(result)
+    if warning:
+        print(f"deep-research: {warning}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -342,6 +336,16 @@ def _repl(args: argparse.Namespace) -> int:
     from .repl import run_repl
 
     return run_repl(Research.open(_folder(args.dir)))
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    root = _folder(args.root)
+    try:
+        from .mcp_server.server import run
+    except ImportError as error:  # the `mcp` package is a dependency, but an editor's Python may lack it
+        raise UserError(f"the MCP server needs the Python package `mcp` ({error}); install it with "
+                        "`python -m pip install 'mcp>=2.3,<3'`") from None
+    return run(root)
 
 
 def _commands(args: argparse.Namespace) -> int:
@@ -409,9 +413,4 @@ def _config(root: Path):
 def _progress(done: int, total: int, what: str) -> None:
     """Gathering sources can take seconds: say what is happening, on standard error."""
     print(f"deep-research: [{done}/{total}] {what}", file=sys.stderr, flush=True)
-
-
-def _errors_only(reply: str) -> str:
-    start = reply.find("## Errors Report")
-    return reply[start:] if start >= 0 else reply
 

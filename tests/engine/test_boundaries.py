@@ -1,5 +1,5 @@
-"""The engine is plain Python: nothing in `deep_research.engine` imports pygls or
-lsprotocol, directly or through another module, at import time or lazily. Nor does it
+"""The engine is plain Python: nothing in `deep_research.engine` imports pygls,
+lsprotocol or the MCP SDK, directly or through another module, at import time or lazily. Nor does it
 reach the network: no HTTP client, no extractor, nothing of `deep_research.sources`."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import deep_research.engine
 
 ENGINE = Path(deep_research.engine.__file__).parent
 SERVER = ENGINE.parent.parent
-FORBIDDEN = ("pygls", "lsprotocol")
+FORBIDDEN = ("pygls", "lsprotocol", "mcp", "mcp_types")
 OFFLINE = ("httpx", "httpcore", "trafilatura", "pypdf", "openai", "socket", "urllib.request")
 
 PROBE = """
@@ -23,8 +23,8 @@ import deep_research.engine as engine
 names = [m.name for m in pkgutil.walk_packages(engine.__path__, engine.__name__ + ".")]
 for name in names:
     importlib.import_module(name)
-leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("pygls", "lsprotocol"))
-lsp = sorted(m for m in sys.modules if m.startswith("deep_research.lsp"))
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("pygls", "lsprotocol", "mcp", "mcp_types"))
+lsp = sorted(m for m in sys.modules if m.startswith(("deep_research.lsp", "deep_research.mcp_server")))
 online = sorted(m for m in sys.modules if m.split(".")[0] in ("httpx", "httpcore", "trafilatura", "pypdf", "openai")
                 or m.startswith("deep_research.sources"))
 print(len(names))

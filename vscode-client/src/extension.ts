@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { Autopilot, registerAutopilotCommands } from './autopilot';
 import { messageDocumentOf, registerCommands } from './commands';
+import { registerMcpServers } from './mcp';
 import { ResearchModel } from './model';
 import { AutopilotParams, ResearchView } from './protocol';
 import { onPythonExtensionInterpreterChange, PythonDiscovery } from './python';
@@ -51,6 +52,10 @@ export function activate(context: vscode.ExtensionContext): DeepResearchApi {
   );
   registerCommands(context, server, model, output);
   registerAutopilotCommands(context, server, model, autopilot, messageDocumentOf(model));
+  const mcpServers = registerMcpServers(context, server, output); // agents as the researcher (docs/mcp.md)
+  if (mcpServers) {
+    context.subscriptions.push(mcpServers);
+  }
 
   const srv = server;
   // refresh after every execution: the server's notification, and (in case an execution

@@ -367,6 +367,25 @@ test('no suitable Python: clear state, then recovery when the setting is fixed',
   await waitFor('the server to run again', () => api().serverState() === 'running', 20000);
 });
 
+// -- agents: the MCP server the extension registers -------------------------------------
+
+test('the MCP server definition is registered and VS Code starts it: its tools answer', async () => {
+  // Headless, VS Code's own command starts the servers of every registered definition ('*') and
+  // waits for their tools; MCP tools then show up in vscode.lm.tools as mcp_<server>_<tool>.
+  assert.equal(typeof vscode.lm.registerMcpServerDefinitionProvider, 'function', 'this VS Code has no MCP API');
+  assert.ok(await api().ready(), 'the language server (and with it the Python) is not ready');
+  await vscode.commands.executeCommand('workbench.mcp.startServer', '*', { waitForLiveTools: true, autoTrustChanges: true });
+  const names = ['new_research', 'get_prompt', 'execute_message', 'research_tree', 'undo_message', 'export_dossier'];
+  const tools = await waitFor('the MCP server tools in vscode.lm.tools', () => {
+    const found = names.map((n) => vscode.lm.tools.find((t) => t.name.endsWith(`_${n}`) && (t.tags || []).includes('mcp')));
+    return found.every(Boolean) && found;
+  }, 60000);
+  const prompt = tools[1];
+  const result = await vscode.lm.invokeTool(prompt.name, { input: { research: 'research' }, toolInvocationToken: undefined });
+  const text = result.content.map((part) => part.value || '').join('');
+  assert.equal(text, fs.readFileSync(PROMPT, 'utf8'), 'get_prompt through VS Code is not the research\'s prompt');
+}, 120000);
+
 // ---------------------------------------------------------------------------- runner
 
 async function run() {

@@ -1,0 +1,106 @@
+"""Commands above the research's approval mode run only with the user's approval.
+
+The research's mode is `approval_mode` in its deep-research.toml (default: update, as for
+the autopilot). When a message holds commands of a higher kind, the server asks the user
+through MCP elicitation (run / skip) if the client declared that it can; otherwise nothing
+runs and the reply says what needs approval and how the user can give it. Neither way
+writes anything for a message that does not run.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from ..config import CONFIG_FILE, Config
+from ..engine.analysis import Outcome
+from ..engine.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
+from ..engine.research import MESSAGE_FILE
+
+log = logging.getLogger("deep_research.mcp")
+
+SHOWN_MESSAGE = 4_000  # characters of the message shown in the question
+
+QUESTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {
+            "type": "string",
+            "title": "Run this message?",
+            "description": "run: execute the whole message now; skip: execute nothing (the agent is told).",
+            "enum": ["run", "skip"],
+            "default": "run",
+        },
+    },
+    "required": ["decision"],
+}
+
+
+class Answer(Enum):
+    RUN = "run"
+    SKIP = "skip"  # the user said no (skip, decline or cancel)
+    CANNOT_ASK = "cannot-ask"  # no elicitation: the reply explains how to approve
+
+
+def mode_of(config: Config) -> ApprovalMode:
+    return ApprovalMode.parse(config.approval_mode or DEFAULT_APPROVAL_MODE.label, DEFAULT_APPROVAL_MODE)
+
+
+def can_ask(session: Any) -> bool:
+    """Whether the client declared form elicitation (an empty elicitation capability means form)."""
+    capabilities = getattr(session, "client_capabilities", None)
+    elicitation = getattr(capabilities, "elicitation", None)
+    if elicitation is None:
+        return False
+    return elicitation.form is not None or elicitation.url is None
+
+
+async def ask(session: Any, request_id: Any, research: str, text: str, waiting: list[Outcome],
+              mode: ApprovalMode) -> Answer:
+    """Ask the user whether the message may run."""
+    if not can_ask(session):
+        return Answer.CANNOT_ASK
+    shown = text if len(text) <= SHOWN_MESSAGE else text[:SHOWN_MESSAGE] + f"\n… ({len(text) - SHOWN_MESSAGE:,} more characters)"
+    question = (
+        f"An agent wants to execute a message in the research “{research}”. These commands are above its "
+        f"approval mode `{mode.label}`:\n{_listed(waiting)}\n\nThe whole message:\n\n{shown}"
+    )
+    try:
+        result = await session.elicit_form(question, QUESTION_SCHEMA, related_request_id=request_id)
+    except Exception as error:  # a client that declared elicitation but cannot answer: say how to approve
+        log.warning("the approval question failed: %s", error)
+        return Answer.CANNOT_ASK
+    decision = (result.content or {}).get("decision") if result.action == "accept" else None
+    return Answer.RUN if decision == "run" else Answer.SKIP
+
+
+def declined_reply(waiting: list[Outcome], mode: ApprovalMode) -> str:
+    return (
+        "## Execution Status Report\n\n"
+        f"Nothing in your message was executed: the user did not approve it. These commands are above the "
+        f"research's approval mode `{mode.label}`:\n{_listed(waiting)}\n\n"
+        "Write another message; leave out what the user did not approve, or ask the user about it."
+    )
+
+
+def needs_approval_reply(root: Path, waiting: list[Outcome], mode: ApprovalMode) -> str:
+    kinds = sorted({o.spec.kind for o in waiting if o.spec is not None})
+    wanted = kinds[-1].label if kinds else "update"
+    return (
+        "## Execution Status Report\n\n"
+        "Nothing in your message was executed: it needs the user's approval, and this client cannot ask the user "
+        f"(it does not support MCP elicitation). These commands are above the research's approval mode "
+        f"`{mode.label}`:\n{_listed(waiting)}\n\n"
+        "How the user can approve it, either:\n"
+        f"- run the message themselves: put it into {root / MESSAGE_FILE} and run "
+        f"`deep-research execute {root / MESSAGE_FILE}` (or execute it in the editor); or\n"
+        f"- let agents run such commands: set `approval_mode = \"{wanted}\"` in {root / CONFIG_FILE}.\n\n"
+        "Tell the user this. If they ran the message, read the prompt (get_prompt) before writing the next one; "
+        "if they changed the approval mode, send the message again."
+    )
+
+
+def _listed(waiting: list[Outcome]) -> str:
+    return "\n".join(f"- line {o.line}: `{o.label}` ({o.spec.kind.label if o.spec else '?'})" for o in waiting)

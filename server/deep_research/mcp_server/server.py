@@ -1,0 +1,312 @@
+"""`deep-research mcp [ROOT]`: the Model Context Protocol server on stdio.
+
+Built on the official SDK's low-level `Server` (mcp 2.x): the tool list, the schemas and
+the resource list are ours to write, and `resources/subscribe` is served. Every tool is
+glue over the engine's facade, as the language server and the command line are: messages
+run through `sources.gather.gather_and_execute`, replies are the command line's text
+(`printouts`). A tool that cannot do what it was asked answers with `isError` and one
+sentence; a failed command inside a message is part of the reply instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+
+from .. import __version__
+from ..config import load
+from ..engine.research import Location, NotAResearch, Research, locate, refuse_as_research
+from ..engine.state import Phase
+from ..engine.undo import UndoRefused
+from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
+from . import approval, resources
+from .tools import TOOLS, BadArguments, ToolFailure, ToolSpec, check_arguments
+from .workspace import Refusal, Workspace
+
+log = logging.getLogger("deep_research.mcp")
+
+MAX_SUBSCRIPTIONS = 200
+
+INSTRUCTIONS = """\
+Deep Research: you are the researcher of a research kept on disk as a tree of problems. \
+Work in turns: call get_prompt and read it (it explains the message language and shows the problem in focus), \
+write a message of commands, send it with execute_message, read the reply, and call get_prompt again. \
+Define the problem and its criteria of done, break it into subproblems, focus down into each, collect evidence \
+(attachments), write a report and focus up, until focus_up at the root finishes the research. \
+Start with new_research, or continue an existing research folder with get_prompt. \
+Researches are folders inside this server's root; name them relative to it."""
+
+
+class DeepResearchMCP:
+    """One server process: its root folder, its researches and its client's subscriptions."""
+
+    def __init__(self, root: Path) -> None:
+        self.workspace = Workspace(root)
+        self.subscribed: dict[str, str] = {}  # resource URI -> digest of what the client last heard of
+        self.bus = InMemorySubscriptionBus()  # the 2026-07-28 protocol's subscriptions/listen
+        self.server: Server[Any] = Server(
+            "deep-research", version=__version__, title="Deep Research", instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources, on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource, on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe, on_subscriptions_listen=ListenHandler(self.bus),
+        )
+
+    async def run_stdio(self) -> None:
+        options = self.server.create_initialization_options(NotificationOptions(resources_changed=True))
+        async with stdio_server() as (read, write):
+            await self.server.run(read, write, options)
+
+    # -- tools -------------------------------------------------------------------------------
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_tool(spec) for spec in TOOLS.values()])
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        spec = TOOLS.get(params.name)
+        if spec is None:
+            return _error(f"There is no tool {params.name[:100]!r}; the tools are {', '.join(TOOLS)}.")
+        try:
+            arguments = check_arguments(spec, params.arguments)
+            text, structured = await getattr(self, f"_tool_{spec.name}")(ctx, arguments)
+        except (BadArguments, Refusal, ToolFailure, UndoRefused) as failure:
+            return _error(str(failure))
+        except NotAResearch as error:
+            return _error(str(error))
+        except OSError as error:  # the file system refused: every change is one transaction
+            where = f": {error.filename}" if getattr(error, "filename", None) else ""
+            return _error(f"The file system refused: {error.strerror or error}{where}. Nothing was half-written.")
+        except Exception as error:  # never a crash: the agent gets a sentence, the log the traceback
+            log.exception("%s failed", spec.name)
+            return _error(f"Internal error in {spec.name}: {type(error).__name__}: {str(error)[:300]}. Nothing was "
+                          "half-written (every change is one transaction); please report it.")
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+
+    async def _tool_new_research(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
+        from .inputs import gather_inputs
+
+        folder = self.workspace.folder(args["research"])
+        refusal = refuse_as_research(folder)
+        if refusal is not None:
+            raise Refusal(refusal + ".")
+        if folder.exists() and not folder.is_dir():
+            raise Refusal(f"{args['research']!r} exists and is not a folder.")
+        async with self.workspace.lock(folder):
+            where, found = locate(folder)  # checked before anything is made: a refused folder is never created
+            if where is Location.RESEARCH:
+                raise Refusal(f"{args['research']!r} already holds a research: continue it with get_prompt and "
+                              "execute_message instead of creating it again.")
+            if where is Location.INSIDE:
+                raise Refusal(f"{args['research']!r} is inside the tree of the research at "
+                              f"{self.workspace.name(found)!r}; make a new research in a folder of its own.")
+            context = [(f"Context {n}", text) for n, text in enumerate(args.get("context") or [], 1)]
+            attachments = await gather_inputs(args.get("attachments") or [], self.workspace.root, folder)
+            try:
+                research = await asyncio.to_thread(
+                    Research.create, folder, args["instruction"], context, attachments)
+            except FileExistsError:
+                raise Refusal(f"{args['research']!r} already holds a research: continue it with get_prompt.") from None
+        name = self.workspace.name(research.root)
+        self.workspace.forget(research.root)
+        self.workspace.used(research.root)
+        await self._changed(ctx)
+        return (f"Created a research in {research.root} (research {name!r}). Next: call get_prompt with research "
+                f"{name!r} and define the problem as it says.\n"), None
+
+    async def _tool_get_prompt(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
+        research = self.workspace.open(args["research"])
+        async with self.workspace.lock(research.root):
+            return await asyncio.to_thread(prompt_printout, research), None
+
+    async def _tool_execute_message(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        from ..engine.analysis import Status
+        from ..engine.commands import ApprovalMode
+        from ..sources.gather import gather_and_execute
+
+        research = self.workspace.open(args["research"])
+        text: str = args["message"]
+        async with self.workspace.lock(research.root):
+            config, problems = load(research.root)
+            for problem in problems:
+                log.warning("%s", problem)
+            mode = approval.mode_of(config)
+            result = await gather_and_execute(research, text, config, mode=mode)
+            if result.reason == "needs-approval" and result.analysis is not None:
+                waiting = result.analysis.needing_approval(mode)
+                name = self.workspace.name(research.root)
+                answer = await approval.ask(ctx.session, ctx.request_id, name, text, waiting, mode)
+                if answer is approval.Answer.CANNOT_ASK:
+                    return approval.needs_approval_reply(research.root, waiting, mode), _summary(None, "needs-approval")
+                if answer is approval.Answer.SKIP:
+                    return approval.declined_reply(waiting, mode), _summary(None, "declined")
+                result = await gather_and_execute(research, text, config, mode=ApprovalMode.DELETE)
+            if not result.executed:
+                raise ToolFailure({
+                    "empty": "The message is empty: write commands (see get_prompt).",
+                    "cancelled": "The message was cancelled before it ran; nothing was changed.",
+                }.get(result.reason or "", f"The message did not run ({result.reason}); nothing was changed."))
+            reply = execution_printout(result, research)
+        await self._changed(ctx)
+        analysis = result.analysis
+        summary = _summary(analysis, "executed")
+        if analysis is not None:
+            summary.update(ok=analysis.count(Status.OK), failed=analysis.count(Status.FAILED),
+                           skipped=analysis.count(Status.SKIPPED))
+        return reply, summary
+
+    async def _tool_research_tree(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        from ..engine.outline import page, view
+
+        research = self.workspace.open(args["research"])
+        name = self.workspace.name(research.root)
+        path = args.get("path")
+        if path is None:
+            if "offset" in args:
+                raise BadArguments("`offset` pages a problem's children: give the problem's `path` too.")
+            shown = await asyncio.to_thread(view, research)
+            state = shown.state
+            answer: dict[str, Any] = {
+                "research": name, "phase": state.phase.value,
+                "focusPath": list(state.focus) if shown.tree is not None and state.phase is Phase.IN_FOCUS else None,
+                "pageSize": 200, "tree": _node_json(name, shown.tree) if shown.tree is not None else None,
+            }
+        else:
+            if not all(resources.is_folder_name(n) for n in path):
+                raise BadArguments("`path` holds a problem's folder names from the root, as research_tree gives them "
+                                   "(no empty names, no / or \\, none starting with a dot).")
+            found = await asyncio.to_thread(page, research, tuple(path), args.get("offset", 0))
+            if found is None:
+                raise ToolFailure(f"There is no problem at {path!r} in the research {name!r}.")
+            answer = {"research": name, "path": list(found.path), "offset": found.offset, "total": found.total,
+                      "children": [_node_json(name, c) for c in found.children]}
+        return json.dumps(answer, ensure_ascii=False, indent=1), answer
+
+    async def _tool_undo_message(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
+        research = self.workspace.open(args["research"])
+        async with self.workspace.lock(research.root):
+            undone = await asyncio.to_thread(research.undo, document=None)
+            text = undo_printout(research, undone, put_back=False)
+        await self._changed(ctx)
+        return text, None
+
+    async def _tool_export_dossier(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        from ..dossier import export
+
+        research = self.workspace.open(args["research"])
+        target = research.root / "dossier.html"
+        async with self.workspace.lock(research.root):
+            if target.is_symlink() or (target.exists() and not target.is_file()):
+                raise ToolFailure(f"{target} is not a file this server may replace; nothing was written.")
+            started = time.perf_counter()
+            try:
+                result = await asyncio.to_thread(export, research.root, target)
+            except FileExistsError as error:
+                raise ToolFailure(f"{error}; nothing was written.") from None
+        text = export_printout(target, result, time.perf_counter() - started)
+        warning = unsettled_export_warning(result)
+        if warning:
+            text += f"Note: {warning}\n"
+        return text, {"path": str(target), "problems": result.problems, "bytes": result.bytes}
+
+    # -- resources ---------------------------------------------------------------------------
+
+    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=await asyncio.to_thread(resources.listing, self.workspace))
+
+    async def _list_templates(self, ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=resources.TEMPLATES)
+
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            text = await asyncio.to_thread(resources.read, self.workspace, resources.parse(uri))
+        except resources.ResourceMissing as missing:
+            raise MCPError(types.INVALID_PARAMS, str(missing), {"uri": uri[:1000]}) from None
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text, mime_type=resources.MARKDOWN)])
+
+    async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        uri = str(params.uri)
+        try:
+            resources.parse(uri)
+        except resources.ResourceMissing as missing:
+            raise MCPError(types.INVALID_PARAMS, str(missing)) from None
+        if uri not in self.subscribed and len(self.subscribed) >= MAX_SUBSCRIPTIONS:
+            raise MCPError(types.INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resources can be subscribed at once; "
+                                                 "unsubscribe from some first.")
+        self.subscribed[uri] = await asyncio.to_thread(resources.digest, self.workspace, uri)
+        return types.EmptyResult()
+
+    async def _unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        self.subscribed.pop(str(params.uri), None)
+        return types.EmptyResult()
+
+    async def _changed(self, ctx: Any) -> None:
+        """After a message (or an undo, a new research): the list changed; subscribed resources
+        whose content changed are announced."""
+        changed = []
+        for uri, before in list(self.subscribed.items()):
+            now = await asyncio.to_thread(resources.digest, self.workspace, uri)
+            if now != before and uri in self.subscribed:
+                self.subscribed[uri] = now
+                changed.append(uri)
+        try:
+            await ctx.session.send_resource_list_changed()
+            for uri in changed:
+                await ctx.session.send_resource_updated(uri)
+        except Exception as error:  # a client gone or a protocol without these notifications
+            log.info("could not notify the client of changed resources: %s", error)
+        await self.bus.publish(ResourcesListChanged())
+        for uri in changed:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name, title=spec.title, description=spec.description, input_schema=spec.schema,
+        annotations=types.ToolAnnotations(
+            title=spec.title, read_only_hint=spec.read_only, destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent, open_world_hint=spec.open_world,
+        ),
+    )
+
+
+def _error(sentence: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=sentence)], is_error=True)
+
+
+def _summary(analysis: Any, outcome: str) -> dict[str, Any]:
+    return {"outcome": outcome, "ok": 0, "failed": 0, "skipped": 0,
+            "phase": analysis.after.phase.value if analysis is not None else None,
+            "focusChanged": bool(analysis is not None and analysis.focus_changed)}
+
+
+def _node_json(research: str, node: Any) -> dict[str, Any]:
+    return {
+        "title": node.title, "status": node.status.value, "criteriaMet": node.criteria_met,
+        "criteriaTotal": node.criteria_total, "focused": node.focused, "path": list(node.path),
+        "definition": resources.problem_uri(research, node.path, "definition"),
+        "hasChildren": node.has_children,
+        "children": None if node.children is None else [_node_json(research, c) for c in node.children],
+        **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
+    }
+
+
+def run(root: Path) -> int:
+    """Serve on stdio until the client closes it."""
+    import anyio
+
+    logging.basicConfig(level=os.environ.get("DEEP_RESEARCH_MCP_LOG", "WARNING").upper(),
+                        format="deep-research mcp: %(levelname)s %(message)s")
+    anyio.run(DeepResearchMCP(root).run_stdio)
+    return 0
