@@ -129,6 +129,10 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("--stats", action="store_true",
                       help="add each problem's effort: messages, commands, time in focus, model rounds and tokens")
 
+    check = command("check", _check, "Check a research on disk, hand edits included: one finding a line, "
+                    "`path:line: message`. Exit status: 0 nothing found, 1 findings, 2 not a research. Writes nothing.")
+    check.add_argument("dir", type=Path)
+
     undo = command("undo", _undo, "Take back the last executed message: the tree, focus, session and prompt "
                    "return to what they were before it (run again to take back the one before).")
     undo.add_argument("dir", type=Path)
@@ -289,6 +293,48 @@ def _tree(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # `deep-research tree DIR | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .engine.lint import check_research
+    from .engine.research import Location, Research, locate
+    from .engine.store import bookkeeping
+
+    folder = _folder(args.dir)
+    where, root = locate(folder)
+    if where is Location.NONE or (where is Location.INSIDE and root != folder.resolve()):
+        raise UserError(f"{folder} is not a research" + (
+            f": it is inside the research in {root}; check that one" if where is Location.INSIDE else
+            " (no .deep-research/ folder and no Problem Definition.md)"))
+    research = Research(root)  # not `open`: it would finish an interrupted message, and check writes nothing
+    count = 0
+    files: set[Path] = set()
+    try:
+        if (bookkeeping(root) / "pending.json").exists():
+            count += 1
+            print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
+                  "was written: it is finished the next time the research is opened (any command but check)")
+        for finding in check_research(research):
+            count += 1
+            files.add(finding.path)
+            print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
+        sys.stdout.flush()
+    except BrokenPipeError:  # `deep-research check DIR | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_COMMAND_FAILED
+    if count:
+        print(f"deep-research: {count:,} finding(s) in {len(files) or 1:,} file(s).", file=sys.stderr)
+        return EXIT_COMMAND_FAILED
+    print(f"deep-research: nothing found in {args.dir}.", file=sys.stderr)
+    return EXIT_OK
+
+
+def _shown(given: Path, root: Path, path: Path) -> str:
+    """`path` as the user named the research: `DIR/Subproblems/…` (clickable in terminals and editors)."""
+    try:
+        return str(given / Path(os.path.realpath(path)).relative_to(os.path.realpath(root)))
+    except ValueError:
+        return str(path)
 
 
 def _undo(args: argparse.Namespace) -> int:

@@ -1,0 +1,97 @@
+"""The lint behind `deep-research check` and the editor's diagnostics on the tree's files: its
+safe fixes clear their findings, and no file content makes it (or tree, or the prompt) fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from deep_research.engine.lint import check_file, check_research, tree_place
+from deep_research.engine.outline import render_outline, view
+from deep_research.engine.research import Research
+from deep_research.engine.text import Edit, split_lines
+
+from dr_engine_support import CRITERIA, DEFINITION, REPORT, attachment, ok, report
+
+
+def apply(text: str, edits: tuple[Edit, ...]) -> str:
+    lines = split_lines(text)
+    for edit in sorted(edits, key=lambda e: e.span.start, reverse=True):
+        start = sum(len(line) + 1 for line in lines[:edit.span.start.line]) + edit.span.start.col
+        end = sum(len(line) + 1 for line in lines[:edit.span.end.line]) + edit.span.end.col
+        text = text[:start] + edit.new_text + text[end:]
+        lines = split_lines(text)
+    return text
+
+
+def fixed(research: Research, path: Path, text: str, words: str) -> str:
+    """`text` after the first fix of the finding that says `words`, checked to clear it."""
+    [finding] = [f for f in check_file(research, path, text) if words in f.message]
+    after = apply(text, finding.fixes[0].edits)
+    assert not [f for f in check_file(research, path, after) if words in f.message], after
+    return after
+
+
+def test_the_safe_fixes_clear_their_findings(research: Research, root: Path) -> None:
+    definition = root / "Subproblems" / "Sub A" / DEFINITION
+    text = definition.read_text(encoding="utf-8").replace("status: open", "status: Finished")
+    assert "status: done" in fixed(research, definition, text, "unknown status")
+    criteria = root / CRITERIA
+    text = criteria.read_text(encoding="utf-8").replace("2. Second", "5. Second")
+    assert "- [ ] 2. Second criterion" in fixed(research, criteria, text, "numbered 5")
+    breakdown = root / "Breakdown Structure.md"
+    text = breakdown.read_text(encoding="utf-8").replace("Sub B", "Sub Z")
+    assert "Sub B" in fixed(research, breakdown, text, "no subproblem folder has that title")
+    ok(research, attachment("Paper", "x") + report())
+    report_file = root / REPORT
+    text = report_file.read_text(encoding="utf-8").replace("A1: Cache misses.", "A1: Cache misses [[papr]].")
+    assert "[[Paper]]" in fixed(research, report_file, text, "[[papr]] names no attachment")
+
+
+def test_an_open_buffer_is_checked_as_it_reads(research: Research, root: Path) -> None:
+    """The editor's unsaved text, not the file, is what is checked."""
+    definition = root / DEFINITION
+    assert check_file(research, definition, definition.read_text(encoding="utf-8")) == []
+    unsaved = definition.read_text(encoding="utf-8").replace("status: open", "status: maybe")
+    assert [f.line for f in check_file(research, definition, unsaved)] == [2]
+
+
+def test_which_files_are_the_trees(root: Path) -> None:
+    assert tree_place(root, root / DEFINITION) == ((), DEFINITION)
+    assert tree_place(root, root / "Subproblems" / "A" / "Subproblems" / "B" / REPORT) == (("A", "B"), REPORT)
+    assert tree_place(root, root / "Subproblems" / "A" / "Attachments" / "n.md") == (("A",), "Attachments")
+    for other in (root / "notes.md", root / "Subproblems" / REPORT, root / ".deep-research" / "prompt.md",
+                  root.parent / DEFINITION, root / "Attachments" / "x.txt"):
+        assert tree_place(root, other) is None, other
+
+
+HOSTILE = st.one_of(
+    st.text(max_size=300),
+    st.sampled_from([
+        "---\n", "---\nstatus: ???\norder: x\n---\n# \n", "---\nrests_on: {\"definition\": 3}\n---\n[[",
+        "- [ ] 99999999999999999999. x\n- [\n* [xx] y", "## 1. X [1/2 criteria met] (open)\n## 1. X [1/2 criteria met] (open)",
+        "\x00\ufeff[[a|b]] ```\n[[c]]", "\r\n---\r\nname: \"\\ud800\"\r\n---\r\n",
+    ]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(definition=HOSTILE, criteria=HOSTILE, breakdown=HOSTILE, report_text=HOSTILE, state=HOSTILE, journal=HOSTILE)
+def test_no_file_content_crashes_check_tree_or_the_prompt(
+    research: Research, root: Path, definition: str, criteria: str, breakdown: str, report_text: str, state: str,
+    journal: str,
+) -> None:
+    sub = root / "Subproblems" / "Sub A"
+    contents = {sub / DEFINITION: definition, root / CRITERIA: criteria, root / "Breakdown Structure.md": breakdown,
+                sub / REPORT: report_text, root / REPORT: report_text, root / ".deep-research" / "state.json": state,
+                root / ".deep-research" / "journal.jsonl": journal}
+    for path, text in contents.items():
+        path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    fresh = Research(root)
+    for finding in check_research(fresh):
+        assert finding.message and finding.line >= 1
+    render_outline(fresh)
+    view(fresh)
+    assert fresh.prompt().startswith("# Deep Research Interface")
