@@ -85,7 +85,8 @@ def _server_env() -> dict[str, str]:
     return {**PYTHON_ENV, "DR_SERVER_CMD": json.dumps([sys.executable, "-m", "deep_research", "serve"])}
 
 
-def run_scenario(nvim: str, tmp_path: Path, script: str, document: Path, *, steps: bool = False) -> dict:
+def run_scenario(nvim: str, tmp_path: Path, script: str, document: Path, *, steps: bool = False,
+                 extra_env: dict[str, str] | None = None) -> dict:
     """Run tests/nvim/<script> in a headless Neovim with isolated XDG folders; return its observations.
 
     steps=False runs it with `-l` (blocking waits); steps=True sources it with `-S`, for
@@ -100,6 +101,7 @@ def run_scenario(nvim: str, tmp_path: Path, script: str, document: Path, *, step
         "DR_RUNTIME": str(RUNTIME), "DR_HARNESS": str(HERE / "harness.lua"),
         "DR_FILE": str(document), "DR_OUT": str(out),
         **_server_env(),
+        **(extra_env or {}),
     })
     command = [nvim, "--headless", "-u", "NONE", "-i", "NONE", "-n", "-S" if steps else "-l", str(HERE / script)]
     try:
@@ -360,3 +362,22 @@ def test_the_autopilot_runs_a_whole_research(nvim: str, tmp_path: Path, research
     assert "The research is finished" in prompt
     rounds = [json.loads(line) for line in (research / ".deep-research" / "journal.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds if r.get("record") == "round"] == [1, 2, 3, 4, 5]
+
+
+def test_a_tree_file_shows_check_findings(nvim: str, tmp_path: Path, defined: Path) -> None:
+    message = defined / "message.dr"
+    message.write_text("<<< add_subproblem\n///title\nCache sizes\n///content\nWhich?\n>>>\n", encoding="utf-8")
+    cli("execute", str(message))
+    definition = defined / "Subproblems" / "Cache sizes" / "Problem Definition.md"
+    definition.write_text(definition.read_text(encoding="utf-8").replace("status: open", "status: finished"),
+                          encoding="utf-8")
+    other = tmp_path / "notes.md"
+    other.write_text("---\nstatus: finished\n---\n", encoding="utf-8")
+    seen = run_scenario(nvim, tmp_path, "scenario_tree_file.lua", definition, extra_env={
+        "DR_OTHER_MD": str(other), "DR_PROMPT_MD": str(defined / ".deep-research" / "prompt.md")})
+    assert seen["filetype"] == "markdown"
+    [found] = seen["found"]
+    assert "unknown status “finished”" in found["message"] and found["range"][0] == 1
+    assert seen["tree_decision"] == {"started": True, "root": str(defined)}
+    assert seen["other_filetype"] == "markdown" and seen["other_decision"] == {"started": False}
+    assert seen["prompt_decision"] == {"started": False}

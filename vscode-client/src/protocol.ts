@@ -89,6 +89,8 @@ export interface ProblemNode {
   title: string;
   status: 'open' | 'done' | 'failed';
   criteriaMet: number;
+  /** Its report is out of date: written before its definition, criteria or a subproblem's report changed. */
+  stale?: boolean;
   criteriaTotal: number;
   focused: boolean;
   definitionUri?: string;

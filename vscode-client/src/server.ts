@@ -20,6 +20,10 @@ import { describeRejections, discoverPython, PythonDiscovery } from './python';
 
 export type ServerState = 'stopped' | 'starting' | 'running' | 'no-python' | 'failed';
 
+/** The markdown files of a research tree (engine/store.py's names), which the server checks. */
+export const TREE_FILES =
+  '**/{Problem Definition,Criteria of Definition of Done,Breakdown Structure,Report 3 Pager,Attachments/*}.md';
+
 /** The model endpoint's API key, in VS Code's secret storage (never in settings.json). */
 export const API_KEY_SECRET = 'deepResearch.apiKey';
 
@@ -170,7 +174,11 @@ export class ServerManager implements vscode.Disposable {
       options: { env },
     };
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: 'file', language: LANGUAGE_ID }],
+      documentSelector: [
+        { scheme: 'file', language: LANGUAGE_ID },
+        // The research tree's own markdown files: the server shows `deep-research check`'s findings on them.
+        { scheme: 'file', language: 'markdown', pattern: TREE_FILES },
+      ],
       synchronize: { configurationSection: 'deepResearch' },
       outputChannel: this.output,
       traceOutputChannel: this.traceChannel,

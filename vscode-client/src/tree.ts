@@ -186,12 +186,16 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
     // the id changes with the focus, and when a problem gets its first subproblem, so that
     // VS Code applies the new expansion state (it keeps the old one for a known id)
     item.id = `${keyOf(node.path)}:${onPath ? 'f' : ''}${node.hasChildren ? 'c' : ''}`;
-    item.description = criteriaText(node.criteriaMet, node.criteriaTotal) + (node.focused ? ' · focus' : '');
+    item.description = criteriaText(node.criteriaMet, node.criteriaTotal) + (node.stale ? ' · stale report' : '')
+      + (node.focused ? ' · focus' : '');
     item.iconPath = statusIcon(node);
     item.contextValue = `problem.${node.status}${node.focused ? '.focused' : ''}`;
     const tooltip = new vscode.MarkdownString();
     tooltip.appendMarkdown(`**${escapeMd(node.title)}**\n\n`);
     tooltip.appendMarkdown(`${node.status}${node.focused ? ', in focus' : ''}; criteria done ${node.criteriaMet} of ${node.criteriaTotal}`);
+    if (node.stale) {
+      tooltip.appendMarkdown('\n\nThe report is out of date: its problem or a subproblem\'s report changed since it was written (`deep-research check` says what).');
+    }
     item.tooltip = tooltip;
     if (node.definitionUri) {
       const uri = vscode.Uri.parse(node.definitionUri);

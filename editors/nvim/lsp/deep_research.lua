@@ -7,11 +7,16 @@
 -- cmd = { '/path/to/.venv/bin/deep-research', 'serve' } or another approvalMode.
 return {
   cmd = { 'deep-research', 'serve' },
-  filetypes = { 'deep-research' },
+  -- Markdown too, but only the research tree's own files (see root_dir): the server shows
+  -- `deep-research check`'s findings on them.
+  filetypes = { 'deep-research', 'markdown' },
   -- The research root is the folder holding `.deep-research/`. A .dr file outside any
   -- research still gets a client (single-file mode, no root): the server then offers
-  -- the quick fix "Make this folder a research".
-  root_markers = { '.deep-research' },
+  -- the quick fix "Make this folder a research". A markdown buffer gets one only if it is
+  -- a file of a research tree; any other is left alone.
+  root_dir = function(bufnr, on_dir)
+    return require('deep_research').root_dir(bufnr, on_dir)
+  end,
   -- The showDocument handler below re-reads a prompt changed on disk (:checktime), so the
   -- server may point at the prompt's newest lines.
   init_options = { reloadsChangedFiles = true },

@@ -32,6 +32,7 @@ from ..engine.store import STATE, FileCache, bookkeeping
 from ..engine.text import split_lines
 from .config import Settings
 from .convert import Positions
+from .tree_files import is_tree_markdown
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
@@ -158,8 +159,9 @@ class DeepResearchServer(LanguageServer):
     # -- documents ----------------------------------------------------------------------------
 
     def document(self, uri: str) -> Document | None:
-        """The open document, parsed (cached per version); None for unknown URIs."""
-        if unquote(uri) not in self.workspace.text_documents:
+        """The open message document, parsed (cached per version); None for unknown URIs and
+        for the research tree's markdown files (lsp/tree_files.py serves those)."""
+        if unquote(uri) not in self.workspace.text_documents or is_tree_markdown(uri):
             return None
         doc: TextDocument = self.workspace.get_text_document(uri)
         text = doc.source

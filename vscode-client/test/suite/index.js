@@ -273,6 +273,23 @@ test('mark_criteria_as_done updates [x/y]', async () => {
   assert.ok(api().statusBar().text.includes('[1/2]'), api().statusBar().text);
 });
 
+test('a stale report: marked in the tree view, and the report file shows what changed', async () => {
+  const editor = await writeAndSave(
+    '<<< write_report\n///content\nSummarized problem definition: tiles.\nQ1: Which?\nA1: 32.\nConclusion: 32.\n>>>\n'
+    + '<<< append_to_problem_definition\n///content\nAlso GPUs.\n>>>\n',
+  );
+  await waitFor('the message to be cleared', () => editor.document.getText().trim() === '');
+  await waitFor('“stale report” on the root in the tree view', () => /stale report/.test(api().treeItems()[0].description));
+  const report = await vscode.workspace.openTextDocument(path.join(RESEARCH, 'Report 3 Pager.md'));
+  await vscode.window.showTextDocument(report);
+  const found = await waitFor('the check finding on the report file', () => {
+    const d = vscode.languages.getDiagnostics(report.uri);
+    return d.length ? d : undefined;
+  });
+  assert.match(found[0].message, /the report is out of date\. Since this report was written, the problem's definition changed\./);
+  await vscode.commands.executeCommand('workbench.action.closeActiveEditor');
+});
+
 test('Undo Last Message takes the message back into its document and the tree back', async () => {
   const message = '///add_criteria Taken back\n';
   const editor = await writeAndSave(message);

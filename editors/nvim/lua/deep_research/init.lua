@@ -390,6 +390,35 @@ function M.show_document(err, params, ctx)
   return { success = true }
 end
 
+-- The markdown files of a problem folder (the server's engine/store.py names).
+local TREE_FILES = {
+  ['Problem Definition.md'] = true,
+  ['Criteria of Definition of Done.md'] = true,
+  ['Breakdown Structure.md'] = true,
+  ['Report 3 Pager.md'] = true,
+}
+
+--- root_dir for vim.lsp.config (lsp/deep_research.lua): a message document's research (or
+--- none: single-file mode), and for a markdown buffer the research it belongs to, only
+--- when it is one of the tree's own files; any other markdown buffer gets no client.
+--- @param bufnr integer
+--- @param on_dir fun(root: string?)
+function M.root_dir(bufnr, on_dir)
+  local root = vim.fs.root(bufnr, '.deep-research')
+  if vim.bo[bufnr].filetype ~= 'markdown' then
+    on_dir(root)
+    return
+  end
+  local name = vim.api.nvim_buf_get_name(bufnr)
+  if not root or name == '' or name:find('/.deep-research/', 1, true) then
+    return
+  end
+  local base = vim.fs.basename(name)
+  if TREE_FILES[base] or (vim.fs.basename(vim.fs.dirname(name)) == 'Attachments' and base:match('%.md$')) then
+    on_dir(root)
+  end
+end
+
 --- Called by ftplugin/deep-research.lua for every deep-research buffer.
 --- @param bufnr integer
 function M.attach_buffer(bufnr)
@@ -419,7 +448,8 @@ function M.attach_buffer(bufnr)
   end, { desc = 'Deep Research: take back the last executed message' })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
     M.export(bufnr)
-  end, { desc = 'Deep Research: write the research as one HTML file and open it' })  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function()
+  end, { desc = 'Deep Research: write the research as one HTML file and open it' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function()
     M.run(bufnr)
   end, { desc = 'Deep Research: let the model write and run the next messages (the autopilot)' })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchStop', function()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ...engine.text import Diagnostic, Span
 from .. import convert
 from ..server import DeepResearchServer, Document
+from ..tree_files import is_tree_markdown, tree_file
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...engine.analysis import Analysis
@@ -32,7 +33,10 @@ def register(server: DeepResearchServer) -> None:
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, EXECUTE_KIND, APPROVE_KIND]),
     )
     def code_actions(ls: DeepResearchServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        doc = ls.document(params.text_document.uri)
+        uri = params.text_document.uri
+        if is_tree_markdown(uri):
+            return _tree_file_fixes(ls, uri, params)
+        doc = ls.document(uri)
         if doc is None:
             return None
         try:
@@ -71,6 +75,26 @@ def _actions(ls: DeepResearchServer, doc: Document, params: types.CodeActionPara
     ]
     actions += _execution_actions(ls, doc, analysis)
     return actions
+
+
+def _tree_file_fixes(ls: DeepResearchServer, uri: str, params: types.CodeActionParams) -> list[types.CodeAction]:
+    """The safe fixes of `deep-research check`'s findings in a markdown file of the tree."""
+    found = tree_file(ls, uri)
+    if found is None:
+        return []
+    positions = found.positions
+    wanted = Span(positions.from_client(params.range.start), positions.from_client(params.range.end))
+    actions = [
+        types.CodeAction(
+            title=fix.title, kind=types.CodeActionKind.QuickFix,
+            diagnostics=[convert.diagnostic(diagnostic, positions)],
+            edit=types.WorkspaceEdit(changes={uri: [convert.text_edit(e, positions) for e in fix.edits]}),
+            is_preferred=len(diagnostic.fixes) == 1,
+        )
+        for diagnostic in found.found if diagnostic.fixes and _overlaps(diagnostic.span, wanted)
+        for fix in diagnostic.fixes
+    ]
+    return [a for a in actions if _wanted(a.kind, params.context.only)]
 
 
 def _overlaps(span: Span, other: Span) -> bool:

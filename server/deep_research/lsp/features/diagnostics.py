@@ -17,6 +17,7 @@ from ...engine.parser import ParsedMessage, common_suffix, first_difference
 from ...engine.text import Diagnostic, Pos, Severity, Span
 from .. import convert
 from ..server import DeepResearchServer, Document
+from ..tree_files import is_tree_markdown, tree_file
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -70,7 +71,7 @@ class Report:
     result_id: str
     found: list[Diagnostic]  # the engine's diagnostics, notes included
     items: list[types.Diagnostic]  # the same for the client
-    parsed: ParsedMessage  # the text they were last found for
+    parsed: ParsedMessage | None  # the text they were last found for (None: a tree file's)
 
 
 _ids = itertools.count(1)
@@ -79,14 +80,18 @@ _ids = itertools.count(1)
 def report(ls: DeepResearchServer, uri: str) -> Report | None:
     """The document's diagnostics now. Nothing is analysed again while the text, the
     research's state and the files the analysis read are unchanged (the document's
-    `DocumentAnalysis` checks them), and after an edit only from the first changed command."""
+    `DocumentAnalysis` checks them), and after an edit only from the first changed command.
+    A markdown file of the research tree gets `deep-research check`'s findings."""
+    if is_tree_markdown(uri):
+        return _tree_file_report(ls, uri)
     doc = ls.document(uri)
     if doc is None:
         return None
     try:
         found = _diagnostics(ls, doc)
         last = ls.reports.get(uri)
-        if last is not None and last.found == found and _untouched(last.parsed, doc.parsed, found):
+        if last is not None and last.parsed is not None and last.found == found and _untouched(
+                last.parsed, doc.parsed, found):
             last.parsed = doc.parsed
             return last
         items = [convert.diagnostic(d, doc.positions) for d in found]
@@ -96,6 +101,18 @@ def report(ls: DeepResearchServer, uri: str) -> Report | None:
         log.exception("diagnostics failed for %s: %s", uri, error)
         ls.reports.pop(uri, None)
         return None
+
+
+def _tree_file_report(ls: DeepResearchServer, uri: str) -> Report | None:
+    found = tree_file(ls, uri)
+    if found is None:
+        return None
+    last = ls.reports.get(uri)
+    if last is not None and last.parsed is None and last.found == found.found:
+        return last
+    items = [convert.diagnostic(d, found.positions) for d in found.found]
+    ls.reports[uri] = fresh = Report(str(next(_ids)), found.found, items, None)
+    return fresh
 
 
 def diagnostics_for(ls: DeepResearchServer, uri: str) -> list[types.Diagnostic]:
@@ -141,10 +158,14 @@ def publish(ls: DeepResearchServer, uri: str) -> None:
     if ls.pulls_diagnostics:
         return
     doc = ls.document(uri)
+    version = doc.version if doc is not None else None
     if doc is None:
-        return
+        tree = tree_file(ls, uri) if is_tree_markdown(uri) else None
+        if tree is None:
+            return
+        version = tree.version
     ls.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=uri, version=doc.version, diagnostics=diagnostics_for(ls, uri))
+        types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics_for(ls, uri))
     )
 
 

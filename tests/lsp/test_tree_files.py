@@ -1,0 +1,87 @@
+"""The research tree's markdown files open in the editor (issue 16): `deep-research check`'s
+findings as diagnostics of the buffer, safe quick fixes, and nothing else of the message
+language (no completion, no execution)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types
+
+from deep_research.engine.research import Research
+
+from .helpers import DEFINE, change_doc, diagnostics, execute, open_doc
+
+
+def open_markdown(client, path: Path) -> str:
+    text = path.read_text(encoding="utf-8")
+    uri = path.as_uri()
+    client.documents[uri] = (1, text)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="markdown", version=1, text=text)))
+    return uri
+
+
+async def defined(client, research: Path) -> None:
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    assert (await execute(client, uri))["executed"]
+
+
+async def test_a_hand_edited_status_is_found_and_fixed(client, research: Path):
+    await defined(client, research)
+    definition = research / "Subproblems" / "Cache sizes" / "Problem Definition.md"
+    uri = open_markdown(client, definition)
+    assert await diagnostics(client, uri) == []
+    edited = client.documents[uri][1].replace("status: open", "status: finished")
+    change_doc(client, uri, edited)  # typed, not saved: the buffer is what is checked
+    [found] = await diagnostics(client, uri)
+    assert found.range.start.line == 1 and "unknown status “finished”" in found.message
+    assert found.code == "research-check" and found.severity == types.DiagnosticSeverity.Warning
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=found.range,
+        context=types.CodeActionContext(diagnostics=[found])))
+    assert [a.title for a in actions] == ["Change the status to “done”"]
+    [edit] = actions[0].edit.changes[uri]
+    lines = edited.split("\n")
+    line = lines[edit.range.start.line]
+    lines[edit.range.start.line] = line[:edit.range.start.character] + edit.new_text + line[edit.range.end.character:]
+    change_doc(client, uri, "\n".join(lines))
+    assert await diagnostics(client, uri) == []
+
+
+async def test_a_breakdown_out_of_date_is_written_again(client, research: Path):
+    await defined(client, research)
+    uri = open_markdown(client, research / "Breakdown Structure.md")
+    change_doc(client, uri, client.documents[uri][1].replace("Cache sizes", "Cache"))
+    found = await diagnostics(client, uri)
+    assert any("no subproblem folder has that title" in d.message for d in found)
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=found[0].range,
+        context=types.CodeActionContext(diagnostics=found)))
+    assert {a.title for a in actions} == {"Write the breakdown again from the subproblems"}
+    assert "## 1. Cache sizes" in actions[0].edit.changes[uri][0].new_text
+
+
+async def test_a_markdown_file_gets_nothing_of_the_message_language(client, research: Path):
+    await defined(client, research)
+    uri = open_markdown(client, research / "Criteria of Definition of Done.md")
+    change_doc(client, uri, "///\n")
+    completion = await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=0, character=3)))
+    assert completion is None or not (completion.items if hasattr(completion, "items") else completion)
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0)),
+        context=types.CodeActionContext(diagnostics=[])))
+    assert not actions
+
+
+async def test_a_markdown_file_outside_a_research_is_passed_by(client, tmp_path: Path):
+    Research.create(tmp_path / "r")
+    notes = tmp_path / "notes.md"
+    notes.write_text("---\nstatus: whatever\n", encoding="utf-8")
+    uri = open_markdown(client, notes)
+    # Asked directly (a push client is sent nothing for a file that is not the server's).
+    report = await client.text_document_diagnostic_async(
+        types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri)))
+    assert list(report.items) == []
