@@ -26,7 +26,7 @@ from typing import Iterator
 
 from . import citations, formats, staleness
 from .draft import title_key
-from .model import Attachment
+from .model import Attachment, Problem
 from .state import Phase, ProblemPath, State, Status
 from .store import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS, bookkeeping,
@@ -81,16 +81,20 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
     tree = research.tree
     if not tree.exists(()):
         return
-    stack: list[ProblemPath] = [()]
+    # Each problem with its family by title key (read once per family, for the title collisions).
+    stack: list[tuple[ProblemPath, Family]] = [((), {})]
     while stack:
-        path = stack.pop()
-        for file in (DEFINITION, CRITERIA, BREAKDOWN, REPORT):
-            target = tree.folder(path) / file
-            text = read_text(target) if os.path.isfile(target) else None
+        path, siblings = stack.pop()
+        children = tree.children(path)
+        folder = tree.folder(path)
+        for kind in (DEFINITION, CRITERIA, BREAKDOWN, REPORT):
+            target = folder / kind
+            text = read_text(target)
             if text is not None:
-                yield from check_file(research, target, text, path=path)
+                yield from _check(research, target, text, path, kind, siblings, children)
         yield from _folders(research, path)
-        stack.extend(reversed([path + (name,) for name in tree.ordered_child_names(path)]))
+        family = _family(children)
+        stack.extend(reversed([(child.path, family) for child in children]))
 
 
 def _bookkeeping(research) -> Iterator[Finding]:
@@ -209,24 +213,38 @@ def tree_place(root: Path, path: Path) -> tuple[ProblemPath, str] | None:
     return tuple(problem), kind
 
 
-def check_file(research, target: Path, text: str, *, path: ProblemPath | None = None) -> list[Finding]:
+def check_file(research, target: Path, text: str) -> list[Finding]:
     """The findings of one markdown file of the tree, read as `text` (an editor's unsaved
-    buffer, or the file). `path`: the problem it belongs to, if the caller knows it."""
+    buffer, or the file); [] for a file that is not one of the tree's."""
     place = tree_place(research.root, target)
     if place is None:
         return []
-    problem_path, kind = place
-    if path is not None:
-        problem_path = path
+    return _check(research, target, text, *place)
+
+
+Family = dict[str, list[Problem]]  # a problem's subproblems by title_key
+
+
+def _family(children: list[Problem]) -> Family:
+    family: Family = {}
+    for child in children:
+        family.setdefault(title_key(child.title), []).append(child)
+    return family
+
+
+def _check(research, target: Path, text: str, path: ProblemPath, kind: str, siblings: Family | None = None,
+           children: list[Problem] | None = None) -> list[Finding]:
+    """`check_file` for a file whose place the caller knows, with the problem's `siblings` and
+    `children` if it has them (a walk reads each family once)."""
     lines = split_lines(text)
     if kind == DEFINITION:
-        return _definition(research, target, problem_path, text, lines)
+        return _definition(research, target, path, text, lines, siblings)
     if kind == CRITERIA:
         return _criteria(target, lines)
     if kind == BREAKDOWN:
-        return _breakdown(research, target, problem_path, text, lines)
+        return _breakdown(research, target, path, text, lines, children)
     if kind == REPORT:
-        return _report(research, target, problem_path, text, lines)
+        return _report(research, target, path, text, lines, children)
     return list(_front_matter(target, lines))
 
 
@@ -244,7 +262,8 @@ def _front_matter(target: Path, lines: list[str]) -> Iterator[Finding]:
             yield _at(target, number, "this front matter line is not `key: value`; it is ignored", lines=lines)
 
 
-def _definition(research, target: Path, path: ProblemPath, text: str, lines: list[str]) -> list[Finding]:
+def _definition(research, target: Path, path: ProblemPath, text: str, lines: list[str],
+                siblings: Family | None) -> list[Finding]:
     found = list(_front_matter(target, lines))
     meta, body = formats.split_front_matter(text)
     line_of = {key: next((i for i, line in enumerate(lines[:30]) if line.startswith(f"{key}:")), 0) for key in meta}
@@ -273,8 +292,8 @@ def _definition(research, target: Path, path: ProblemPath, text: str, lines: lis
                                         f"folder name, “{fallback}”", lines=lines))
     problem = formats.parse_definition(text, path, path[-1] if path else research.root.name)
     if path:
-        clash = [c for c in research.tree.children(path[:-1])
-                 if c.path != path and title_key(c.title) == title_key(problem.title)]
+        family = _family(research.tree.children(path[:-1])) if siblings is None else siblings
+        clash = [c for c in family.get(title_key(problem.title), []) if c.path != path]
         if clash:
             title_line = next((i for i, line in enumerate(lines) if line.startswith("# ")), 0)
             found.append(_at(target, title_line, (
@@ -308,8 +327,9 @@ def _criteria(target: Path, lines: list[str]) -> list[Finding]:
     return found
 
 
-def _breakdown(research, target: Path, path: ProblemPath, text: str, lines: list[str]) -> list[Finding]:
-    children = research.tree.children(path)
+def _breakdown(research, target: Path, path: ProblemPath, text: str, lines: list[str],
+               children: list[Problem] | None) -> list[Finding]:
+    children = research.tree.children(path) if children is None else children
     expected = formats.render_breakdown(children)
     if text.replace("\r\n", "\n").rstrip("\n") == expected.rstrip("\n"):
         return []
@@ -336,7 +356,8 @@ def _breakdown(research, target: Path, path: ProblemPath, text: str, lines: list
     return found
 
 
-def _report(research, target: Path, path: ProblemPath, text: str, lines: list[str]) -> list[Finding]:
+def _report(research, target: Path, path: ProblemPath, text: str, lines: list[str],
+            children: list[Problem] | None) -> list[Finding]:
     found = list(_front_matter(target, lines))
     meta, body = formats.split_front_matter(text)
     content, basis = formats.parse_report(text)
@@ -352,7 +373,7 @@ def _report(research, target: Path, path: ProblemPath, text: str, lines: list[st
     problem = research.tree.problem(path)
     if problem is not None and content:
         problem.report, problem.report_basis = content, basis
-        changed = staleness.changes(research.tree, problem)
+        changed = staleness.changes(research.tree, problem, children)
         if changed:
             found.append(_at(target, 0, "the report is out of date. " + staleness.sentence(changed), lines=lines))
     offset = len(text) - len(body) if meta and any(k in meta for k in formats.REPORT_KEYS) else 0

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Issue 16's benchmark: `deep-research check` and stale reports on big researches, and what
+the research's rules cost execution.
+
+    PYTHONPATH=server python benchmarks/check_bench.py [--quick] [--reps N] [--dir DIR]
+
+For a research of 11,111 problems (10 x 10 x 10 x 10) and one of 101,111 (10 x 10 x 10 x 100),
+built with `engine_bench.build_tree`, with reports (and what they rest on) on every problem of
+the first three levels and on one leaf in ten, some of them made stale by hand edits:
+
+- `check` (engine/lint.py over the whole tree) and `tree` (the streamed outline, which marks
+  stale reports), each in a fresh process: wall time and peak memory (ru_maxrss), beside a
+  baseline that only reads every file of the tree once (the I/O floor of any whole-tree walk);
+- executing a typical message (engine_bench's) in the 101,111-problem research against the same
+  in a 111-problem one, interleaved message by message, durable: the ratio of the medians.
+
+It prints figures and asserts nothing about time. `--quick` uses small trees and few runs (CI
+runs it so that it cannot rot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "server"))
+sys.path.insert(0, str(HERE))
+
+from engine_bench import build_tree, typical_message  # noqa: E402
+
+from deep_research.engine import formats, staleness  # noqa: E402
+from deep_research.engine.research import Research  # noqa: E402
+from deep_research.engine.store import REPORT, SUBPROBLEMS  # noqa: E402
+
+REPORT_TEXT = ("Summarized problem definition: what this problem asked.\nQ1: What was found?\n"
+               "A1: The answer, with its evidence.\nConclusion: the answer.")
+
+
+def add_reports(root: Path, levels: int, every_leaf: int) -> tuple[int, int]:
+    """Reports on every problem down to `levels` and on one leaf in `every_leaf`, deepest
+    first (so a parent's report rests on its children's); every tenth of the leaf reports is
+    then edited by hand, which makes its parent's report stale. Returns (reports, edited)."""
+    research = Research(root)
+    tree = research.tree
+    paths: list[tuple[str, ...]] = []
+    stack: list[tuple[str, ...]] = [()]
+    while stack:
+        path = stack.pop()
+        paths.append(path)
+        stack.extend(path + (name,) for name in tree.child_names(path))
+    deepest = max(len(p) for p in paths)
+    chosen = [p for p in paths if len(p) <= levels or (len(p) == deepest and hash(p) % every_leaf == 0)]
+    edited = 0
+    for path in sorted(chosen, key=len, reverse=True):
+        problem = tree.problem(path)
+        assert problem is not None
+        problem.report = REPORT_TEXT
+        basis = staleness.basis_of(tree, problem)
+        (tree.folder(path) / REPORT).write_text(formats.render_report(REPORT_TEXT, basis, "2025-01-01"), encoding="utf-8")
+    for path in chosen:
+        if len(path) == deepest and hash(path) % (every_leaf * 10) == 0:
+            file = tree.folder(path) / REPORT
+            file.write_text(file.read_text(encoding="utf-8") + "\nAn addendum written by hand.\n", encoding="utf-8")
+            edited += 1
+    return len(chosen), edited
+
+
+def read_everything(root: Path) -> int:
+    """The baseline: every file of the tree read once, nothing parsed."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as handle:
+                total += len(handle.read())
+    return total
+
+
+def child(kind: str, root: Path) -> dict:
+    """One measurement in this (fresh) process."""
+    from deep_research.engine.lint import check_research
+    from deep_research.engine.outline import outline_lines
+
+    began = time.perf_counter()
+    if kind == "read":
+        count = read_everything(root)
+    elif kind == "check":
+        count = sum(1 for _ in check_research(Research(root)))
+    else:
+        count = sum(1 for line in outline_lines(Research(root)) if " stale" in line)
+    seconds = time.perf_counter() - began
+    return {"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "count": count}
+
+
+def measure(kind: str, root: Path) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--child", kind, str(root)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(HERE.parent / "server")})
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} failed:\n{proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def prepared(base: Path, name: str, branching: tuple[int, ...], levels: int, every_leaf: int) -> Path:
+    root = base / name
+    began = time.perf_counter()
+    count = build_tree(root, branching)
+    research = Research.open(root)  # adopts it
+    research.execute("///add_criteria Adopted\n")  # the bookkeeping exists from here on
+    reports, edited = add_reports(root, levels, every_leaf)
+    print(f"{name}: {count:,} problems, {reports:,} reports ({edited:,} edited by hand), built in "
+          f"{time.perf_counter() - began:.1f} s")
+    return root
+
+
+def depth_of(root: Path) -> int:
+    depth, folder = 0, root / SUBPROBLEMS
+    while folder.is_dir() and os.listdir(folder):
+        depth += 1
+        folder = folder / sorted(os.listdir(folder))[0] / SUBPROBLEMS
+    return depth
+
+
+def focus_deep(root: Path) -> Research:
+    research = Research.open(root)
+    names = []
+    for _ in range(min(3, depth_of(root))):
+        here = research.tree.folder(tuple(names)) / SUBPROBLEMS
+        names.append(sorted(os.listdir(here))[0])
+        text = f"///focus_down {research.tree.problem(tuple(names)).title}\n"
+        result = research.execute(text)
+        assert result.analysis and result.analysis.ran, result.reply
+    return research
+
+
+def executions(small: Path, big: Path, reps: int) -> None:
+    researches = {"111": focus_deep(small), "101,111": focus_deep(big)}
+    times: dict[str, list[float]] = {name: [] for name in researches}
+    for rep in range(reps):
+        for name, research in researches.items():
+            focus = research.focus()
+            assert focus is not None
+            text = typical_message(rep, len(focus.criteria))
+            began = time.perf_counter()
+            result = research.execute(text)
+            times[name].append(time.perf_counter() - began)
+            if not (result.analysis and not [o for o in result.analysis.outcomes if o.status.value != "ok"]):
+                raise SystemExit(f"the typical message failed:\n{result.reply}")
+    medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
+    print(f"\nexecute a typical message (durable, {reps} each, interleaved): "
+          + ", ".join(f"{name} problems {ms:.1f} ms" for name, ms in medians.items())
+          + f" → ×{medians['101,111'] / medians['111']:.2f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small trees, few runs (seconds)")
+    parser.add_argument("--reps", type=int, default=30, help="typical messages per research (default 30)")
+    parser.add_argument("--dir", type=Path, help="where to build the researches (default: a temporary folder)")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "DIR"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child[0], Path(args.child[1]))))
+        return 0
+    base = args.dir or Path(tempfile.mkdtemp(prefix="dr-check-bench-"))
+    sizes = {"10k": (10, 10, 10, 10), "100k": (10, 10, 10, 100)}
+    small_shape, reps = (10, 10), args.reps
+    if args.quick:
+        sizes, small_shape, reps = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, (3, 3), 3
+    try:
+        roots = {name: prepared(base, name, shape, 2, 10) for name, shape in sizes.items()}
+        print(f"\n{'research':>9} | {'what':<34} | {'time':>8} | {'peak RSS':>9} | found")
+        for name, root in roots.items():
+            for kind, label in (("read", "baseline: read every file once"), ("tree", "tree (marks stale reports)"),
+                                ("check", "check")):
+                got = measure(kind, root)
+                found = {"read": f"{got['count'] / 1e6:.1f} MB", "tree": f"{got['count']:,} stale",
+                         "check": f"{got['count']:,} findings"}[kind]
+                print(f"{name:>9} | {label:<34} | {got['seconds']:>6.2f} s | {got['rss_mb']:>6.1f} MB | {found}")
+        small = prepared(base, "small", small_shape, 1, 10)
+        executions(small, roots[list(roots)[-1]], reps)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
