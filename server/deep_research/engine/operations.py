@@ -17,6 +17,7 @@ from . import citations, staleness
 from . import report as report_checks
 from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
 from .model import Criterion
+from .rules import DEFAULT_REPORT_MAX_WORDS
 from .state import ROOT, Phase, Status
 from .text import Edit, Fix, Span
 
@@ -240,7 +241,8 @@ def _within_limit(draft: Draft, arg: Arg, what: str) -> None:
     limit = draft.rules.report_max_words
     if words > limit:
         raise CommandError(
-            f"The {what} has {words:,} words, over the limit of {limit:,} words (about three pages): cut at "
+            f"The {what} has {words:,} words, over the limit of {limit:,} words"
+            + (" (about three pages)" if limit == DEFAULT_REPORT_MAX_WORDS else "") + ": cut at "
             f"least {words - limit:,} words and send it again. Keep what the parent problem needs: the "
             "answers, the evidence behind them and the conclusion.",
             arg.span,
