@@ -5,8 +5,9 @@ the research's rules cost execution.
     PYTHONPATH=server python benchmarks/check_bench.py [--quick] [--reps N] [--dir DIR]
 
 For a research of 11,111 problems (10 x 10 x 10 x 10) and one of 101,111 (10 x 10 x 10 x 100),
-built with `engine_bench.build_tree`, with reports (and what they rest on) on every problem of
-the first three levels and on one leaf in ten, some of them made stale by hand edits:
+built with `engine_bench.build_tree`, with reports (and what they rest on) on every problem above the
+leaves and on one leaf in ten, one leaf report in a hundred then edited by hand (which makes
+its parent's report stale):
 
 - `check` (engine/lint.py over the whole tree) and `tree` (the streamed outline, which marks
   stale reports), each in a fresh process: wall time and peak memory (ru_maxrss), beside a
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -46,6 +48,11 @@ REPORT_TEXT = ("Summarized problem definition: what this problem asked.\nQ1: Wha
                "A1: The answer, with its evidence.\nConclusion: the answer.")
 
 
+def _pick(path: tuple[str, ...]) -> int:
+    """A number of the path, the same in every run (unlike hash())."""
+    return zlib.crc32("/".join(path).encode("utf-8"))
+
+
 def add_reports(root: Path, levels: int, every_leaf: int) -> tuple[int, int]:
     """Reports on every problem down to `levels` and on one leaf in `every_leaf`, deepest
     first (so a parent's report rests on its children's); every tenth of the leaf reports is
@@ -59,7 +66,7 @@ def add_reports(root: Path, levels: int, every_leaf: int) -> tuple[int, int]:
         paths.append(path)
         stack.extend(path + (name,) for name in tree.child_names(path))
     deepest = max(len(p) for p in paths)
-    chosen = [p for p in paths if len(p) <= levels or (len(p) == deepest and hash(p) % every_leaf == 0)]
+    chosen = [p for p in paths if len(p) <= levels or (len(p) == deepest and _pick(p) % every_leaf == 0)]
     edited = 0
     for path in sorted(chosen, key=len, reverse=True):
         problem = tree.problem(path)
@@ -68,7 +75,7 @@ def add_reports(root: Path, levels: int, every_leaf: int) -> tuple[int, int]:
         basis = staleness.basis_of(tree, problem)
         (tree.folder(path) / REPORT).write_text(formats.render_report(REPORT_TEXT, basis, "2025-01-01"), encoding="utf-8")
     for path in chosen:
-        if len(path) == deepest and hash(path) % (every_leaf * 10) == 0:
+        if len(path) == deepest and _pick(path) % (every_leaf * 10) == 0:
             file = tree.folder(path) / REPORT
             file.write_text(file.read_text(encoding="utf-8") + "\nAn addendum written by hand.\n", encoding="utf-8")
             edited += 1
@@ -176,7 +183,8 @@ def main() -> int:
     if args.quick:
         sizes, small_shape, reps = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, (3, 3), 3
     try:
-        roots = {name: prepared(base, name, shape, 2, 10) for name, shape in sizes.items()}
+        # reports on every level above the leaves, so that a leaf's edited report makes its parent's stale
+        roots = {name: prepared(base, name, shape, len(shape) - 1, 10) for name, shape in sizes.items()}
         print(f"\n{'research':>9} | {'what':<34} | {'time':>8} | {'peak RSS':>9} | found")
         for name, root in roots.items():
             for kind, label in (("read", "baseline: read every file once"), ("tree", "tree (marks stale reports)"),
