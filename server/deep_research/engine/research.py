@@ -452,7 +452,6 @@ def _title(problem: Problem | None) -> str:
 def _journal_records(analysis: Analysis, before: State, after: State) -> list[str]:
     records = []
     for index, outcome in enumerate(analysis.outcomes, 1):
-        spec = outcome.spec
         records.append({
             "message": after.messages,
             "session": before.session,
