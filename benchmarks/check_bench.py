@@ -42,7 +42,7 @@ from engine_bench import build_tree, typical_message  # noqa: E402
 
 from deep_research.engine import formats, staleness  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
-from deep_research.engine.store import REPORT, SUBPROBLEMS  # noqa: E402
+from deep_research.engine.store import DEFINITION, REPORT, SUBPROBLEMS  # noqa: E402
 
 REPORT_TEXT = ("Summarized problem definition: what this problem asked.\nQ1: What was found?\n"
                "A1: The answer, with its evidence.\nConclusion: the answer.")
@@ -82,6 +82,21 @@ def add_reports(root: Path, levels: int, every_leaf: int) -> tuple[int, int]:
     return len(chosen), edited
 
 
+def build_spine(root: Path, branching: tuple[int, ...]) -> int:
+    """`build_tree`'s shape, pruned: at each level only the first subproblem (in folder-name
+    order, as `focus_deep` goes down) keeps its own."""
+    build_tree(root, branching[:1])
+    count = 1 + branching[0]
+    here = root
+    for width in branching[1:]:
+        here = here / SUBPROBLEMS / sorted(os.listdir(here / SUBPROBLEMS))[0]
+        own = (here / DEFINITION).read_text(encoding="utf-8")
+        build_tree(here, (width,))
+        (here / DEFINITION).write_text(own, encoding="utf-8")  # build_tree wrote it as a root's
+        count += width
+    return count
+
+
 def read_everything(root: Path) -> int:
     """The baseline: every file of the tree read once, nothing parsed."""
     total = 0
@@ -116,10 +131,13 @@ def measure(kind: str, root: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def prepared(base: Path, name: str, branching: tuple[int, ...], levels: int, every_leaf: int) -> Path:
+def prepared(base: Path, name: str, branching: tuple[int, ...], levels: int, every_leaf: int,
+             *, spine: bool = False) -> Path:
+    """A research of that shape; with `spine`, only the problems on the way to the one
+    `focus_deep` focuses keep their subproblems (the same neighbourhood, a tiny tree)."""
     root = base / name
     began = time.perf_counter()
-    count = build_tree(root, branching)
+    count = build_tree(root, branching) if not spine else build_spine(root, branching)
     research = Research.open(root)  # adopts it
     research.execute("///add_criteria Adopted\n")  # the bookkeeping exists from here on
     reports, edited = add_reports(root, levels, every_leaf)
@@ -149,7 +167,8 @@ def focus_deep(root: Path) -> Research:
 
 
 def executions(small: Path, big: Path, reps: int) -> None:
-    researches = {"111": focus_deep(small), "101,111": focus_deep(big)}
+    small_count, big_count = (sum(1 for _ in root.rglob("Problem Definition.md")) for root in (small, big))
+    researches = {"small": focus_deep(small), "big": focus_deep(big)}
     times: dict[str, list[float]] = {name: [] for name in researches}
     for rep in range(reps):
         for name, research in researches.items():
@@ -163,8 +182,8 @@ def executions(small: Path, big: Path, reps: int) -> None:
                 raise SystemExit(f"the typical message failed:\n{result.reply}")
     medians = {name: statistics.median(t) * 1000 for name, t in times.items()}
     print(f"\nexecute a typical message (durable, {reps} each, interleaved): "
-          + ", ".join(f"{name} problems {ms:.1f} ms" for name, ms in medians.items())
-          + f" → ×{medians['101,111'] / medians['111']:.2f}")
+          + f"{small_count:,} problems {medians['small']:.1f} ms, {big_count:,} problems {medians['big']:.1f} ms"
+          + f" → ×{medians['big'] / medians['small']:.2f}")
 
 
 def main() -> int:
@@ -172,6 +191,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small trees, few runs (seconds)")
     parser.add_argument("--reps", type=int, default=30, help="typical messages per research (default 30)")
     parser.add_argument("--dir", type=Path, help="where to build the researches (default: a temporary folder)")
+    parser.add_argument("--execute-only", action="store_true", help="measure only execute, big against small")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -179,21 +199,26 @@ def main() -> int:
         return 0
     base = args.dir or Path(tempfile.mkdtemp(prefix="dr-check-bench-"))
     sizes = {"10k": (10, 10, 10, 10), "100k": (10, 10, 10, 100)}
-    small_shape, reps = (10, 10), args.reps
+    # The small research has the big one's neighbourhood of the focus (three levels down, as
+    # many subproblems there), so that only the size of the rest of the tree differs.
+    reps = args.reps
     if args.quick:
-        sizes, small_shape, reps = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, (3, 3), 3
+        sizes, reps = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, 3
     try:
         # reports on every level above the leaves, so that a leaf's edited report makes its parent's stale
+        if args.execute_only:
+            sizes = {name: shape for name, shape in sizes.items() if name == list(sizes)[-1]}
         roots = {name: prepared(base, name, shape, len(shape) - 1, 10) for name, shape in sizes.items()}
         print(f"\n{'research':>9} | {'what':<34} | {'time':>8} | {'peak RSS':>9} | found")
-        for name, root in roots.items():
+        for name, root in ({} if args.execute_only else roots).items():
             for kind, label in (("read", "baseline: read every file once"), ("tree", "tree (marks stale reports)"),
                                 ("check", "check")):
                 got = measure(kind, root)
                 found = {"read": f"{got['count'] / 1e6:.1f} MB", "tree": f"{got['count']:,} stale",
                          "check": f"{got['count']:,} findings"}[kind]
                 print(f"{name:>9} | {label:<34} | {got['seconds']:>6.2f} s | {got['rss_mb']:>6.1f} MB | {found}")
-        small = prepared(base, "small", small_shape, 1, 10)
+        big_shape = sizes[list(sizes)[-1]]
+        small = prepared(base, "small", big_shape, len(big_shape) - 1, 10, spine=True)
         executions(small, roots[list(roots)[-1]], reps)
     finally:
         if args.dir is None:
