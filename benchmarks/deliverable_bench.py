@@ -3,6 +3,7 @@
 
     PYTHONPATH=server python benchmarks/deliverable_bench.py [--problems 10000] [--messages 100000] [--browser]
                                                              [--only dossier|accounting|undo] [--dir DIR] [--keep]
+                                                             [--quick]
 
 1. The dossier of a research of N problems (a root, 10 x 10 x 10 x 10 below it by default)
    whose problems have a definition, criteria, reports on the leaves and an attachment on
@@ -15,7 +16,9 @@
 3. Undo: executing a typical message with the undo record (what every message now writes)
    and without it, interleaved, with fsync and without (the CPU's share); and undoing it.
 
-Figures only; nothing is asserted (speed is measured, not assumed).
+Figures only; nothing is asserted (speed is measured, not assumed). `--quick` (what CI runs,
+in seconds): 100 problems, 1,000 messages, 3 repetitions; it checks that the benchmark still
+runs, not how fast anything is.
 """
 
 from __future__ import annotations
@@ -273,7 +276,10 @@ def main() -> int:
     parser.add_argument("--only", choices=["dossier", "accounting", "undo"])
     parser.add_argument("--browser", action="store_true",
                         help="also time opening the dossier in headless Chromium (scripts/setup-vscode-test-env)")
+    parser.add_argument("--quick", action="store_true", help="100 problems, 1,000 messages, 3 repetitions (CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.problems, args.messages, args.reps = 100, 1_000, 3
     depth = max(1, round(len(str(max(1, args.problems))) - 1))
     branching = (10,) * depth
     base = Path(tempfile.mkdtemp(prefix="dr-deliverable-bench-", dir=args.dir))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Engine benchmark: a 10,000-problem research on disk, and the cost of working in it.
 
-    PYTHONPATH=server python benchmarks/engine_bench.py [--reps 30] [--dir DIR] [--keep]
+    PYTHONPATH=server python benchmarks/engine_bench.py [--reps 30] [--dir DIR] [--keep] [--quick]
 
 It builds a tree of 11,111 problems (a root, then 10 x 10 x 10 x 10: 10,000 leaves), writing
 the markdown files directly with the engine's `formats` module, adopts it with the engine,
@@ -16,6 +16,8 @@ focuses a problem three levels down, and measures:
 - `Research.open` + `prompt()` on the big tree, and a full outline walk.
 
 It prints figures and asserts nothing about time (the targets are in SPEC.md §7).
+`--quick` (what CI runs, in seconds) does the same on a 309-problem tree with 3 repetitions:
+it checks that the benchmark still runs, not how fast anything is.
 """
 
 from __future__ import annotations
@@ -210,7 +212,11 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=30, help="executions per configuration (default 30)")
     parser.add_argument("--dir", type=Path, help="where to build the tree (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the tree afterwards")
+    parser.add_argument("--quick", action="store_true", help="a small tree and 3 repetitions (CI: it still runs)")
     args = parser.parse_args()
+    global BRANCHING, FOCUS
+    if args.quick:
+        BRANCHING, FOCUS, args.reps = (4, 4, 6, 2), (3, 3, 0), 3
 
     base = args.dir or Path(tempfile.mkdtemp(prefix="dr-bench-"))
     root = base / "research"
@@ -220,7 +226,7 @@ def main() -> int:
     print(f"tree: {root}\n")
 
     began = time.perf_counter()
-    problems = build_tree(root)
+    problems = build_tree(root, BRANCHING)
     file_count = sum(len(f) for _, _, f in os.walk(root))
     print(f"built {problems:,} problems ({file_count:,} files) in {time.perf_counter() - began:.1f} s")
 
@@ -287,7 +293,7 @@ def main() -> int:
     for label, message in variants:
         analysis = research.analyze(message)
         samples = []
-        for _ in range(max(args.reps, 50)):
+        for _ in range(args.reps if args.quick else max(args.reps, 50)):
             began = time.perf_counter()
             research.analyze(message)
             samples.append(time.perf_counter() - began)
@@ -296,7 +302,7 @@ def main() -> int:
 
     # -- opening and the prompt ---------------------------------------------------------------------------------------
     open_samples, prompt_samples, sizes = [], [], []
-    for _ in range(max(10, args.reps // 2)):
+    for _ in range(args.reps if args.quick else max(10, args.reps // 2)):
         began = time.perf_counter()
         fresh = Research.open(root)
         opened = time.perf_counter()
@@ -306,7 +312,7 @@ def main() -> int:
         prompt_samples.append(done - began)
         sizes.append(len(prompt))
     warm = []
-    for _ in range(max(10, args.reps // 2)):
+    for _ in range(args.reps if args.quick else max(10, args.reps // 2)):
         began = time.perf_counter()
         fresh.prompt()
         warm.append(time.perf_counter() - began)
@@ -336,7 +342,7 @@ def _shape(name: str) -> str:
     """A rewritten file's role (focus, its parent, a new subproblem…), so sets compare."""
     parts = name.split("/")
     if name.startswith(".deep-research/"):
-        return "session" if parts[1] == "sessions" else name
+        return {"sessions": "session", "undo": "undo record"}.get(parts[1], name)
     if "Attachments" in parts:
         return "focus attachment"
     depth = parts.count("Subproblems")

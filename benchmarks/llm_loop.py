@@ -1,27 +1,37 @@
+#!/usr/bin/env python3
 """The autopilot with the local model (scripts/setup-local-llm), with and without the grammar,
-side by side. Not a test: it prints figures.
+side by side in the same run. Not a test: it prints figures.
 
-    .venv/bin/python benchmarks/llm_loop.py [--rounds 12] [--reply-tokens 200] [--seed 1]
+    .venv/bin/python benchmarks/llm_loop.py [--seeds 1,2,3] [--rounds 12] [--reply-tokens 200] [--quick]
 
-For each mode, N rounds (fresh researches as needed; a run stopped for lack of progress is
-started again) on one llama-server, and then:
-- replies with at least one command; commands that parsed (a known command, written
-  correctly); commands that validated and ran;
-- rounds per problem finished (done or failed);
-- the model's speed: generated tokens per second (after the first token), and the time to
-  the first token (mostly reading the prompt);
-- the loop's own overhead per round: everything but waiting for the model (prompt,
-  grammar, writing the document, analysis, the transaction, the journal).
+One llama-server; for each seed, two researches from the same instruction, one driven with
+the grammar and one without, whose rounds ALTERNATE (on, off, off, on, …: who goes first
+swaps every round), so that the load of a shared machine falls on both alike. A run that
+stops (no progress, finished) is followed by a fresh research until the seed has its rounds.
+Per seed and mode it prints:
+- the commands the model wrote (the journal's command records), how many ran (`ok`), and
+  why the others did not (the journal's error, first sentence, counted);
+- the model's speed: generated tokens per second (after the first token), and the median
+  time to the first token (mostly reading the prompt);
+- the prompt cache: the share of the prompt tokens the server reported as cached, over the
+  rounds that continue a session (a focus change starts a new conversation), and the
+  lowest such round;
+- the loop's own overhead per round (everything but waiting for the model).
+`--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens; it
+checks that the benchmark still runs, not what the figures are.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,125 +40,202 @@ sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
 from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.loop import Autopilot, Observer, RoundReport, RunStatus, Settings  # noqa: E402
-from deep_research.engine.checks import bind  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
-from deep_research.engine.outline import outline  # noqa: E402
-from deep_research.engine.parser import parse  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
-from deep_research.engine.state import Status  # noqa: E402
 from tests.local_llm import find_install, llama_server  # noqa: E402
 
 INSTRUCTION = "Find out which sorting algorithm is best for teaching beginners, and why."
+MODES = ("on", "off")
 
 
 @dataclass
 class Figures:
     rounds: int = 0
-    replies_with_command: int = 0
     commands: int = 0
-    parsed: int = 0
     ran: int = 0
-    finished_problems: int = 0
+    why: Counter = field(default_factory=Counter)  # why a command did not run
     completion_tokens: int = 0
     generation_seconds: float = 0.0  # from the first token to the end of the reply
-    first_token_ms: list[float] = field(default_factory=list)  # mostly reading the prompt
+    first_token_ms: list[float] = field(default_factory=list)
+    prompt_in_session: int = 0  # prompt tokens of rounds that continue a session
+    cached_in_session: int = 0
+    lowest_share: float | None = None
+    rounds_with_cache_figure: int = 0
     overheads: list[float] = field(default_factory=list)
-    wall: float = 0.0
+    researches: int = 0
 
 
 class Collect(Observer):
     def __init__(self, figures: Figures) -> None:
         self.f = figures
+        self.last_session: tuple[int, int] | None = None  # (research, session) of the previous round
 
     def round_ended(self, report: RoundReport) -> None:
         f = self.f
         f.rounds += 1
         f.overheads.append(report.overhead_ms)
-        if report.reply is None:
-            return
         reply = report.reply
+        if reply is None:
+            return
         f.completion_tokens += reply.completion_tokens
         if reply.first_token_ms is not None:
             f.first_token_ms.append(reply.first_token_ms)
             f.generation_seconds += (reply.latency_ms - reply.first_token_ms) / 1000
-        found = parse(report.reply.text).commands
-        f.replies_with_command += bool(found)
-        f.commands += len(found)
-        f.parsed += sum(1 for c in found if bind(c).args is not None)
-        f.ran += report.record["commands"]["ok"]
+        where = (f.researches, report.record["session"])
+        cached = getattr(reply, "cached_tokens", None)
+        if where == self.last_session and cached is not None and reply.prompt_tokens:
+            f.prompt_in_session += reply.prompt_tokens
+            f.cached_in_session += cached
+            share = cached / reply.prompt_tokens
+            f.lowest_share = share if f.lowest_share is None else min(f.lowest_share, share)
+            f.rounds_with_cache_figure += 1
+        self.last_session = where
 
 
-def finished(root: Path) -> int:
-    research = Research.open(root)
-    node, count = outline(research), 0
-    stack = [node] if node else []
-    while stack:
-        item = stack.pop()
-        count += item.status is not Status.OPEN
-        stack.extend(item.children)
-    return count
+def tally(root: Path, figures: Figures) -> None:
+    """The command records of a research's journal: how many ran, and why the others did not."""
+    journal = root / ".deep-research" / "journal.jsonl"
+    for line in journal.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "record" in record or "index" not in record:
+            continue
+        figures.commands += 1
+        if record.get("status") == "ok":
+            figures.ran += 1
+        else:
+            error = (record.get("error") or record.get("status") or "?").split(". ")[0]
+            figures.why[f"{record.get('command')}: {error[:110]}"] += 1
 
 
-async def measure(url: str, grammar: str, rounds: int, reply_tokens: int, seed: int, base: Path) -> Figures:
-    figures = Figures()
+class Driver:
+    """One mode of one seed: a research (fresh ones as needed) and its autopilot."""
+
+    def __init__(self, client: ModelClient, mode: str, seed: int, rounds: int, reply_tokens: int, base: Path) -> None:
+        self.client, self.mode, self.seed, self.rounds, self.reply_tokens, self.base = (
+            client, mode, seed, rounds, reply_tokens, base)
+        self.figures = Figures()
+        self.observer = Collect(self.figures)
+        self.pilot: Autopilot | None = None
+        self.roots: list[Path] = []
+        self.stopped: str | None = None
+
+    def _fresh(self) -> Autopilot:
+        self.figures.researches += 1
+        root = self.base / f"seed{self.seed}-{self.mode}-{self.figures.researches}"
+        self.roots.append(root)
+        settings = Settings(approval=ApprovalMode.DELETE, grammar=self.mode, max_rounds=0,
+                            max_reply_tokens=self.reply_tokens, seed=self.seed)
+        return Autopilot(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
+
+    async def one_round(self) -> None:
+        if self.pilot is None:
+            self.pilot = self._fresh()
+        pilot = self.pilot
+        pilot.settings.max_rounds = pilot.count.rounds + 1
+        pilot.settings.seed = self.seed * 1000 + self.figures.rounds
+        result = await pilot.run()
+        if result.status is RunStatus.ERROR:
+            self.stopped = result.message
+        elif result.status is not RunStatus.LIMIT:  # finished, shut down, no progress: start afresh
+            self.pilot = None
+
+    @property
+    def done(self) -> bool:
+        return self.figures.rounds >= self.rounds or self.stopped is not None
+
+
+async def measure(url: str, seed: int, rounds: int, reply_tokens: int, base: Path) -> dict[str, Figures]:
     client = ModelClient(url, None, None)
-    started = time.monotonic()
-    researches = 0
+    drivers = [Driver(client, mode, seed, rounds, reply_tokens, base) for mode in MODES]
     try:
-        while figures.rounds < rounds:
-            researches += 1
-            root = base / f"{grammar}-{researches}"
-            research = Research.create(root, INSTRUCTION)
-            while figures.rounds < rounds:
-                settings = Settings(approval=ApprovalMode.DELETE, grammar=grammar, max_rounds=rounds - figures.rounds,
-                                    max_reply_tokens=reply_tokens, seed=seed + figures.rounds)
-                result = await Autopilot(research, client, settings, observer=Collect(figures)).run()
-                if result.status is not RunStatus.NO_PROGRESS:
-                    break
-            figures.finished_problems += finished(root)
-            if result.status is RunStatus.ERROR:
-                print(f"  ({grammar}: {result.message})")
-                break
+        turn = 0
+        while not all(d.done for d in drivers):
+            order = drivers if turn % 2 == 0 else drivers[::-1]
+            for driver in order:
+                if not driver.done:
+                    await driver.one_round()
+            turn += 1
     finally:
         await client.close()
-    figures.wall = time.monotonic() - started
-    return figures
+    for driver in drivers:
+        for root in driver.roots:
+            tally(root, driver.figures)
+        if driver.stopped:
+            print(f"  (seed {seed}, grammar {driver.mode}: stopped: {driver.stopped})")
+    return {d.mode: d.figures for d in drivers}
 
 
 def share(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else "0/0"
 
 
+ROWS = [
+    ("rounds (researches)", lambda f: f"{f.rounds} ({f.researches})"),
+    ("commands that ran", lambda f: share(f.ran, f.commands)),
+    ("generated tokens/s", lambda f: f"{f.completion_tokens / f.generation_seconds:.1f}" if f.generation_seconds else "-"),
+    ("first token, median", lambda f: f"{statistics.median(f.first_token_ms) / 1000:.2f} s" if f.first_token_ms else "-"),
+    ("prompt cached, within a session", lambda f: (
+        f"{100 * f.cached_in_session / f.prompt_in_session:.0f}% (lowest {100 * (f.lowest_share or 0):.0f}%, "
+        f"{f.rounds_with_cache_figure} rnds)" if f.prompt_in_session else "-")),
+    ("loop overhead per round, median", lambda f: f"{statistics.median(f.overheads):.1f} ms" if f.overheads else "-"),
+]
+
+
+def print_table(title: str, results: dict[str, Figures]) -> None:
+    print(f"\n{title}")
+    print(f"  {'':34}{'grammar on':>26}{'grammar off':>26}")
+    for label, cell in ROWS:
+        print(f"  {label:34}{cell(results['on']):>26}{cell(results['off']):>26}")
+    for mode in MODES:
+        for why, count in results[mode].why.most_common(8):
+            print(f"    grammar {mode}, not run {count}x: {why}")
+
+
+def merged(parts: list[Figures]) -> Figures:
+    total = Figures()
+    for f in parts:
+        for name in ("rounds", "commands", "ran", "completion_tokens", "generation_seconds", "prompt_in_session",
+                     "cached_in_session", "rounds_with_cache_figure", "researches"):
+            setattr(total, name, getattr(total, name) + getattr(f, name))
+        total.why += f.why
+        total.first_token_ms += f.first_token_ms
+        total.overheads += f.overheads
+        if f.lowest_share is not None:
+            total.lowest_share = f.lowest_share if total.lowest_share is None else min(total.lowest_share, f.lowest_share)
+    return total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
+    parser.add_argument("--rounds", type=int, default=12, help="rounds per seed and mode (default 12)")
     parser.add_argument("--reply-tokens", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.rounds, args.reply_tokens = "1", 2, 48
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     install = find_install()
     if install is None:
         print("The local model is not installed: run scripts/setup-local-llm first.")
         return 1
-    results: dict[str, Figures] = {}
+    print(f"SmolLM2-135M on llama-server (2 threads), {args.rounds} rounds per seed and mode, replies <= "
+          f"{args.reply_tokens} tokens; grammar on and off alternate round by round. "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
+    per_seed: dict[int, dict[str, Figures]] = {}
+    started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, llama_server(install) as url:
-        for grammar in ("off", "on"):
-            results[grammar] = asyncio.run(measure(url, grammar, args.rounds, args.reply_tokens, args.seed, Path(tmp)))
-    rows = [
-        ("rounds", lambda f: str(f.rounds)),
-        ("replies with >= 1 command", lambda f: share(f.replies_with_command, f.rounds)),
-        ("commands that parsed", lambda f: share(f.parsed, f.commands)),
-        ("commands that validated and ran", lambda f: share(f.ran, f.commands)),
-        ("rounds per problem finished", lambda f: f"{f.rounds / f.finished_problems:.1f}" if f.finished_problems else "none finished"),
-        ("model: generated tokens/s", lambda f: f"{f.completion_tokens / f.generation_seconds:.1f}" if f.generation_seconds else "-"),
-        ("model: first token, median", lambda f: f"{statistics.median(f.first_token_ms) / 1000:.1f} s" if f.first_token_ms else "-"),
-        ("loop overhead per round, median", lambda f: f"{statistics.median(f.overheads):.1f} ms" if f.overheads else "-"),
-        ("loop overhead per round, max", lambda f: f"{max(f.overheads):.1f} ms" if f.overheads else "-"),
-        ("wall time", lambda f: f"{f.wall:.0f} s"),
-    ]
-    print(f"\nSmolLM2-135M on llama-server, {args.rounds} rounds per mode, replies <= {args.reply_tokens} tokens\n")
-    print(f"{'':34}{'grammar off':>22}{'grammar on':>22}")
-    for label, cell in rows:
-        print(f"{label:34}{cell(results['off']):>22}{cell(results['on']):>22}")
+        for seed in seeds:
+            per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
+            print_table(f"seed {seed}", per_seed[seed])
+    if len(seeds) > 1:
+        print_table(f"all {len(seeds)} seeds", {m: merged([per_seed[s][m] for s in seeds]) for m in MODES})
+    on, off = (merged([per_seed[s][m] for s in seeds]) for m in MODES)
+    if on.generation_seconds and off.generation_seconds and on.first_token_ms and off.first_token_ms:
+        speed = (on.completion_tokens / on.generation_seconds) / (off.completion_tokens / off.generation_seconds)
+        first = statistics.median(on.first_token_ms) / statistics.median(off.first_token_ms)
+        print(f"\ngrammar on / off: tokens/s x{speed:.2f} (goal >= 0.8), first token x{first:.2f} (goal <= 1.5)")
+    print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -2,7 +2,7 @@
 """Language-server benchmark: our server beside a bare pygls server, in the same run.
 
     python benchmarks/lsp_bench.py [-n 1500] [--starts 7] [--dir DIR] [--keep]
-                                   [--skip-big] [--only-big] [--walk 1000] [--exec-reps 40]
+                                   [--skip-big] [--only-big] [--walk 1000] [--exec-reps 40] [--quick]
 
 Part 1, a 10,000-problem research (benchmarks/engine_bench.py's `build_tree`: a root, then
 10 x 10 x 10 x 10), focused three levels down (10 subproblems), with a 500-line message
@@ -30,6 +30,8 @@ Then, as before: the server-side time of diagnostics for the 500-line message in
 cyclic collector as `deep-research serve` does), and the time to `initialize`.
 
 The targets of SPEC.md §7 and issue 11 are printed beside the figures. It asserts nothing.
+`--quick` (what CI runs, in seconds) does every part on small trees (389 and 709 problems)
+with a few requests each: it checks that the benchmark still runs, not how fast anything is.
 """
 
 from __future__ import annotations
@@ -673,7 +675,13 @@ def main() -> int:
     parser.add_argument("--walk", type=int, default=1000, help="problems the client expands in the big tree (default 1000)")
     parser.add_argument("--tree-runs", type=int, default=50, help="tree view requests timed after the first (default 50)")
     parser.add_argument("--exec-reps", type=int, default=40, help="executions per research (default 40)")
+    parser.add_argument("--quick", action="store_true", help="small trees, a few requests each (CI: it still runs)")
     args = parser.parse_args()
+    global BIG
+    part1 = (10, 10, 10, 10)
+    if args.quick:  # the same focus (3, 7, 0) with its 10 (and 20) subproblems, in small trees
+        part1, BIG = (4, 8, 1, 10), (4, 8, 1, 20)
+        args.n, args.starts, args.walk, args.tree_runs, args.exec_reps = 10, 2, 10, 3, 3
 
     base = args.dir or Path(tempfile.mkdtemp(prefix="dr-lsp-bench-"))
     print(f"Deep Research language-server benchmark (Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
@@ -683,7 +691,7 @@ def main() -> int:
     try:
         if not args.only_big:
             root = base / "research"
-            prepare(root, (10, 10, 10, 10))
+            prepare(root, part1)
             message = Message()
             print(f"message: {len(message.lines)} lines, {len(message.text):,} characters")
             results = asyncio.run(round_trips(root, args.n))

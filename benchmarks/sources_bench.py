@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sources benchmark: what the evidence commands cost, each figure beside its baseline.
 
-    PYTHONPATH=server python benchmarks/sources_bench.py [--reps 20]
+    PYTHONPATH=server python benchmarks/sources_bench.py [--reps 20] [--quick]
 
 - analysis of a 500-line message with and without 100 evidence commands in it (what
   diagnostics cost while typing: a URL check is string work, a path check one realpath
@@ -12,7 +12,8 @@
   concurrently (CONCURRENCY at a time) against one at a time;
 - reading a 10 MB body from loopback up to the cap.
 
-It prints figures and asserts nothing about time.
+It prints figures and asserts nothing about time. `--quick` (what CI runs, in seconds) does
+each part twice: it checks that the benchmark still runs, not how fast anything is.
 """
 
 from __future__ import annotations
@@ -137,7 +138,10 @@ def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="each part twice (CI: it still runs)")
     args = parser.parse_args()
+    if args.quick:
+        args.reps = 2
     bench_analysis(args.reps)
     bench_extraction(args.reps)
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)

@@ -1,0 +1,42 @@
+"""Benchmarks never rot: each one in benchmarks/ (as scripts/run-benchmarks lists them) runs
+in its quick mode, as a subprocess, exits 0 and prints figures. Not a timing test: the
+figures are not judged, only that the benchmark still starts, runs and reports."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RUNNER = REPO / "scripts" / "run-benchmarks"
+
+
+def listed() -> list:
+    lines = subprocess.run([sys.executable, str(RUNNER), "--list"], capture_output=True, text=True, check=True,
+                           timeout=60).stdout.splitlines()
+    out = []
+    for line in lines:
+        path, *tags = line.split()
+        marks = [pytest.mark.llm, pytest.mark.timeout(600)] if "llm" in tags else []
+        out.append(pytest.param(path, "llm" in tags, id=Path(path).stem, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("path", "needs_model"), listed())
+def test_each_benchmark_runs_in_its_quick_mode(path: str, needs_model: bool, request) -> None:
+    if needs_model:
+        request.getfixturevalue("local_llm")  # skips (or fails under make test) without the model
+    env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
+    result = subprocess.run([sys.executable, str(REPO / path), "--quick"], capture_output=True, text=True, env=env,
+                            cwd=REPO, timeout=540 if needs_model else 100, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    figures = [line for line in result.stdout.splitlines() if re.search(r"\d", line)]
+    assert len(figures) >= 3, "a benchmark prints its figures:\n" + result.stdout
+    print(result.stdout)
+
