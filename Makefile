@@ -41,13 +41,10 @@ vscode-env:
 llm-env:
 	./scripts/setup-local-llm
 
-# Benchmarks print figures; they are not tests.
-bench: setup
-	$(PY) benchmarks/engine_bench.py
-	$(PY) benchmarks/lsp_bench.py
-	$(PY) benchmarks/sources_bench.py
-	$(PY) benchmarks/deliverable_bench.py
-	$(PY) benchmarks/mcp_bench.py
+# Benchmarks print figures; they are not tests. Every benchmarks/*.py, fully (the local model's
+# too; tests/test_benchmarks.py runs each one's --quick mode in `make test`).
+bench: setup llm-env
+	$(PY) scripts/run-benchmarks
 
 # The autopilot with the local model, with and without the grammar (a few minutes).
 bench-llm: setup llm-env

@@ -178,3 +178,28 @@ async def test_cancelling_closes_the_request_in_flight(model: ScriptedModel) -> 
         await task
     await asyncio.to_thread(model.wait_for, lambda m: m.disconnects == 1 and m.holding == 0)
     await client.close()
+
+
+async def test_a_stream_closed_early_is_finished_not_left_to_the_garbage_collector(model: ScriptedModel) -> None:
+    """openai's stream is a chain of async generators: one left suspended when the client
+    stops reading early is finalised later by the garbage collector, on whatever loop is
+    running then ("async generator already executing", unraisable-exception warnings)."""
+    import gc
+    import sys
+
+    model.add(Say("Done here.\n///focus_up\n" + "More text that never runs.\n" * 300, piece=7))
+    finalised: list[str] = []
+    hooks = sys.get_asyncgen_hooks()
+
+    def finalizer(generator) -> None:  # called only for a generator collected before it finished
+        finalised.append(generator.ag_code.co_name)
+        hooks.finalizer(generator)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        reply = await complete(model)
+        gc.collect()
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
+    assert reply.finish_reason == "focus-change" and reply.text == "Done here.\n///focus_up\n"
+    assert finalised == [], finalised

@@ -79,7 +79,29 @@ async def test_a_whole_research_runs_to_the_end(research: Research, model: Scrip
     assert records[2]["finish_reason"] == "focus-change" and records[0]["finish_reason"] == "stop"
     assert len({r["run"] for r in records}) == 1
     # each round saw the previous reply in its prompt
-    assert "Added subproblem 2" in model.requests[2]["messages"][0]["content"]
+    assert "Added subproblem 2" in model.requests[2]["messages"][-1]["content"]
+
+
+async def test_the_session_reaches_the_model_as_chat_turns_that_only_grow(research: Research, model: ScriptedModel) -> None:
+    steps = [DEFINE, "///add_criteria Names a tile size\n", "Next.\n///add_criteria Has a sketch\n",
+             "///mark_criteria_as_done 1\n", "///focus_up\n"]
+    model.add(*[Say(text) for text in steps])
+    assert (await run(research, model)).status is RunStatus.FINISHED
+    sent = [request["messages"] for request in model.requests]
+    assert [len(m) for m in sent] == [1, 1, 3, 5, 7], "defining the problem starts a new conversation"
+    assert all(m[0]["role"] == "user" for m in sent)
+    assert [t["role"] for t in sent[4]] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    for earlier, later in zip(sent[1:4], sent[2:5]):
+        assert later[: len(earlier)] == earlier, "within a session every turn sent before is sent again unchanged"
+    opening = sent[1][0]["content"]
+    assert "# Current Session" in opening and '<message from="assistant"' not in opening, "no transcript inlined"
+    assert "No criteria yet" in opening and opening.endswith("This is the first session working on it.")
+    assert [t["content"] for t in sent[4][1::2]] == [s.rstrip() for s in steps[1:4]], "the messages as written"
+    reply = sent[2][2]["content"]
+    assert reply.startswith("## Execution Status Report") and "Added criterion 1" in reply
+    assert "## Criteria of Definition of Done (now)\n\n1. [ ] Names a tile size" in reply, "what changed since the opening"
+    assert "## Criteria of Definition of Done (now)\n\n1. [✓] Names a tile size\n2. [ ] Has a sketch" in sent[4][6]["content"]
+    assert "Breakdown Structure (now)" not in sent[4][6]["content"], "only what changed"
 
 
 async def test_a_message_above_the_approval_mode_waits_in_the_document(research: Research, model: ScriptedModel) -> None:
@@ -103,7 +125,7 @@ async def test_an_approved_message_runs_and_a_skipped_one_is_told_to_the_model(r
     assert research.tree.children(()) == [], "the skipped breakdown did not"
     transcript = research.transcript()
     assert transcript[-2].text == BREAK_DOWN.rstrip() and "did not approve" in transcript[-1].text
-    assert "did not approve" in model.requests[2]["messages"][0]["content"], "the model was told"
+    assert "did not approve" in model.requests[2]["messages"][-1]["content"], "the model was told"
     assert [r["outcome"] for r in rounds(research.root)] == ["executed", "waiting-approval", "waiting-approval"]
     assert rounds(research.root)[1]["commands"]["skipped"] == 4
 
@@ -176,10 +198,16 @@ async def test_three_rounds_without_a_command_that_ran_stop_the_run(research: Re
     assert rounds(research.root)[2]["commands"] == {"ok": 0, "failed": 1, "skipped": 0}
 
 
-async def test_the_token_budget_stops_the_run(research: Research, model: ScriptedModel) -> None:
+async def test_the_token_budget_is_never_passed(research: Research, model: ScriptedModel) -> None:
     model.add(Say(DEFINE), Say(BREAK_DOWN))
-    result = await run(research, model, max_tokens=100)
-    assert result.status is RunStatus.LIMIT and "--max-tokens" in result.message and result.rounds == 1
+    result = await run(research, model, max_tokens=2000, max_reply_tokens=300)
+    assert result.status is RunStatus.LIMIT and "--max-tokens" in result.message
+    assert result.rounds == len(model.requests) == 1, "the second round's prompt and longest reply would not fit"
+    [record] = rounds(research.root)
+    assert record["prompt_tokens"] + record["completion_tokens"] == result.tokens <= 2000
+    assert "could pass the budget of 2,000" in result.message
+    small = await run(research, model, max_tokens=100)
+    assert (small.status, small.rounds, len(model.requests)) == (RunStatus.LIMIT, 0, 1), "no round fits: none starts"
 
 
 async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import inspect
 import json
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Union
+from typing import Awaitable, Callable, Protocol, Union
 
 from ..engine import commands
 
@@ -50,6 +50,57 @@ class Reply:
     finish_reason: str | None  # the endpoint's, or "focus-change" when we closed the stream
     latency_ms: int
     first_token_ms: int | None
+    cached_tokens: int | None = None  # prompt tokens the server took from its cache, if it says
+    requests: int = 1  # requests this reply took (the grammar steps continue a reply)
+
+
+class GrammarSteps(Protocol):
+    """A grammar that follows the message as it is written (autopilot.grammar.MessageGrammar)."""
+
+    def first(self) -> str: ...
+
+    def next(self, text: str) -> str | None:
+        """At the end of a line of the reply so far: None keeps the grammar; a grammar continues
+        the reply under it; "" means the message is complete."""
+
+
+class _Run:
+    """What a reply's requests add up to."""
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.first: float | None = None
+        self.finish: str | None = None
+        self.requests = 0
+        self.prompt_tokens: int | None = None  # the first request's (the others continue it)
+        self.cached_tokens: int | None = None
+        self.completion = 0
+        self.estimated = False  # some request's completion tokens were estimated
+        self._start = 0  # characters of the reply before the request in flight
+
+    def begin(self, chars: int) -> None:
+        self.requests += 1
+        self.finish = None
+        self._start = chars
+
+    def note_timings(self, chunk) -> None:
+        """llama.cpp's `timings` (on the last chunk): `cache_n` prompt tokens from the cache."""
+        timings = (getattr(chunk, "model_extra", None) or {}).get("timings")
+        if self.requests == 1 and isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+            self.cached_tokens = timings["cache_n"]
+
+    def end(self, usage, chars: int) -> None:
+        if usage is not None and getattr(usage, "prompt_tokens", None):
+            if self.requests == 1:
+                self.prompt_tokens = usage.prompt_tokens
+                details = getattr(usage, "prompt_tokens_details", None)
+                cached = getattr(details, "cached_tokens", None) if details is not None else None
+                if isinstance(cached, int) and self.cached_tokens is None:
+                    self.cached_tokens = cached
+            self.completion += usage.completion_tokens or 0
+        else:  # no usage (the endpoint sends none, or we closed the stream first)
+            self.completion += estimate_tokens("x" * (chars - self._start)) if chars > self._start else 0
+            self.estimated = True
 
 
 @dataclass(frozen=True)
@@ -191,65 +242,44 @@ class ModelClient:
 
     async def complete(
         self,
-        prompt: str,
+        prompt: str | list[dict[str, str]],
         *,
         on_text: Callable[[str], Union[None, Awaitable[None]]] = lambda text: None,
-        grammar: str | None = None,
+        grammar: str | GrammarSteps | None = None,
         max_reply_tokens: int | None = None,
         seed: int | None = None,
     ) -> Reply:
-        """Stream one reply to `prompt` (sent as the user message). `on_text` gets each piece
-        as it arrives. Raises ModelError; on cancellation the request is closed."""
+        """Stream one reply. `prompt` is the chat `messages` (a string: one user message).
+        `on_text` gets each piece as it arrives. `grammar` is a GBNF grammar, or `GrammarSteps`
+        that follow the message as it is written: when they give a new grammar at the end of
+        a line, this stream is closed and the reply continues under it (the reply so far is
+        sent as the start of the assistant's turn, which llama.cpp continues; its prompt cache
+        holds all of it). Raises ModelError; on cancellation the request is closed."""
         model = await self.resolve_model()
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+        steps = grammar if grammar is not None and not isinstance(grammar, str) else None
+        current = steps.first() if steps is not None else grammar
         started = time.monotonic()
-        first: float | None = None
         watch = FocusChangeWatch()
-        usage = None
-        finish: str | None = None
-        kwargs: dict = {}
-        if grammar is not None:
-            kwargs["extra_body"] = {"grammar": grammar}
-        if max_reply_tokens:
-            kwargs["max_tokens"] = max_reply_tokens
-        if seed is not None:
-            kwargs["seed"] = seed
+        run = _Run(started)
         try:
-            stream = await self._openai.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": prompt}], stream=True,
-                stream_options={"include_usage": True}, **kwargs,
-            )
-            async with stream:
-                async for chunk in stream:
-                    if getattr(chunk, "usage", None) is not None:
-                        usage = chunk.usage
-                    for choice in chunk.choices or ():
-                        delta = getattr(choice.delta, "content", None) if choice.delta else None
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
-                        if not delta:
-                            continue
-                        if first is None:
-                            first = time.monotonic()
-                        before = len(watch.text)
-                        stop = watch.feed(delta)
-                        if stop is not None:  # keep the text up to the end of that line, drop the rest
-                            delta = watch.text[before:stop]
-                            watch.text = watch.text[:stop]
-                            finish = "focus-change"
-                        shown = on_text(delta)
-                        if inspect.isawaitable(shown):
-                            await shown
-                        if finish == "focus-change":
-                            break
-                    if finish == "focus-change":
-                        break
+            while True:
+                sent = messages + ([{"role": "assistant", "content": watch.text}] if watch.text else [])
+                left = None if not max_reply_tokens else max_reply_tokens - run.completion
+                if left is not None and left <= 0:
+                    run.finish = "length"
+                    break
+                follow = await self._one_stream(model, sent, current, left, seed, watch, run, on_text, steps)
+                if follow is None:
+                    break
+                current = follow
         except asyncio.CancelledError:
             raise
         except ModelError:
             raise
         except Exception as error:  # noqa: BLE001 - every failure becomes one plain message
-            raise self._plain(error, prompt_chars=len(prompt), partial=watch.text) from None
-        if finish is None:
+            raise self._plain(error, prompt_chars=_characters(messages), partial=watch.text) from None
+        if run.finish is None:
             raise ModelError(
                 f"the reply from {self.base_url} was cut off before it ended"
                 + (f" ({len(watch.text):,} characters arrived)" if watch.text else "")
@@ -257,16 +287,91 @@ class ModelClient:
                 "cut",
             )
         ended = time.monotonic()
-        estimated = usage is None or not getattr(usage, "prompt_tokens", None)
+        estimated = run.prompt_tokens is None
         return Reply(
             text=watch.text,
-            prompt_tokens=estimate_tokens(prompt) if estimated else usage.prompt_tokens,
-            completion_tokens=estimate_tokens(watch.text) if estimated else (usage.completion_tokens or 0),
-            tokens_estimated=estimated,
-            finish_reason=finish,
+            prompt_tokens=estimate_tokens("x" * _characters(messages)) if estimated else run.prompt_tokens,
+            completion_tokens=run.completion,
+            tokens_estimated=estimated or run.estimated,
+            finish_reason=run.finish,
             latency_ms=round((ended - started) * 1000),
-            first_token_ms=round((first - started) * 1000) if first is not None else None,
+            first_token_ms=round((run.first - started) * 1000) if run.first is not None else None,
+            cached_tokens=run.cached_tokens,
+            requests=run.requests,
         )
+
+    async def _one_stream(
+        self, model: str, messages: list[dict[str, str]], grammar: str | None, max_tokens: int | None,
+        seed: int | None, watch: FocusChangeWatch, run: _Run, on_text, steps: GrammarSteps | None,
+    ) -> str | None:
+        """One streamed request, adding to `watch.text`. Returns the grammar to continue under,
+        or None when the reply is complete (`run.finish` set) or was cut off (not set)."""
+        import openai
+
+        kwargs: dict = {}
+        if grammar is not None:
+            kwargs["extra_body"] = {"grammar": grammar}
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
+        if seed is not None:
+            kwargs["seed"] = seed
+        run.begin(len(watch.text))
+        stream = await self._openai.chat.completions.create(
+            model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs,
+        )
+        follow: str | None = None
+        stopped = False  # we closed the stream: what had already arrived is read and dropped
+        usage = None
+        try:
+            async with stream:
+                async for chunk in stream:
+                    if stopped:
+                        continue
+                    if getattr(chunk, "usage", None) is not None:
+                        usage = chunk.usage
+                    run.note_timings(chunk)
+                    for choice in chunk.choices or ():
+                        if choice.finish_reason:
+                            run.finish = choice.finish_reason
+                        delta = getattr(choice.delta, "content", None) if choice.delta else None
+                        if delta and not stopped:
+                            follow, stopped = await self._take(delta, watch, run, on_text, steps, grammar)
+                    if stopped:
+                        # Close the stream (the server stops generating), then read to its end:
+                        # every generator of openai's stream finishes here, not in the garbage
+                        # collector (which finalised them after the event loop had moved on).
+                        await stream.close()
+        except openai.APIConnectionError:
+            if not stopped:
+                raise
+        run.end(usage, len(watch.text))
+        if stopped and follow is None:
+            run.finish = run.finish if run.finish == "focus-change" else "stop"
+        return follow
+
+    async def _take(self, delta: str, watch: FocusChangeWatch, run: _Run, on_text, steps: GrammarSteps | None,
+                    grammar: str | None) -> tuple[str | None, bool]:
+        """Add a streamed piece, line by line. Returns (the grammar to continue under, whether
+        to stop this stream): after a complete focus-change line, and at the end of a line
+        after which the grammar steps give a different grammar ("" ends the message)."""
+        if run.first is None:
+            run.first = time.monotonic()
+        for piece in _lines(delta):
+            stop = watch.feed(piece)
+            if stop is not None:  # keep the text up to the end of that line, drop the rest
+                kept = len(piece) - (len(watch.text) - stop)
+                piece, watch.text = piece[:kept], watch.text[:stop]
+                run.finish = "focus-change"
+            shown = on_text(piece)
+            if inspect.isawaitable(shown):
+                await shown
+            if stop is not None:
+                return None, True
+            if steps is not None and piece.endswith("\n"):
+                follow = steps.next(watch.text)
+                if follow is not None and follow != grammar:
+                    return (follow or None), True
+        return None, False
 
     def _plain(self, error: Exception, *, prompt_chars: int, partial: str = "") -> ModelError:
         import openai
@@ -318,6 +423,16 @@ class ModelClient:
         if isinstance(error, openai.APIError):
             return ModelError(f"the model endpoint {url} reported an error while streaming: {error.message}", "server")
         return ModelError(f"the model call to {url} failed: {type(error).__name__}: {error}", "error")
+
+
+def _lines(text: str) -> list[str]:
+    """`text` in pieces that each end after a newline (the last one may not)."""
+    pieces = text.splitlines(keepends=True)
+    return pieces or [text]
+
+
+def _characters(messages: list[dict[str, str]]) -> int:
+    return sum(len(m.get("content") or "") for m in messages)
 
 
 def _detail(error: Exception) -> str:

@@ -18,6 +18,17 @@ parse, and only commands that can run now:
 Free text may not start a line with `/`, `<` or `>`, so it can never be mistaken for a
 command. `SHUT_DOWN_DEEP_RESEARCHER` is not ruled out (GBNF cannot exclude a substring
 cheaply); the prompt explains it.
+
+A grammar cannot remember what an earlier command of the same message did, so it follows the
+message as it is written (`MessageGrammar`, the client's `GrammarSteps`): after each complete
+command the engine's dry run of the message so far (`Research.analyze`, the code execution
+runs) gives the state that command left, and when the grammar built from it differs, the
+reply continues under the new one. So a title the message added is taken for the next
+`add_subproblem` and can be focused on, a criterion it added can be ticked and one it ticked
+cannot be ticked again, a focus change is left out once a command failed or reaches outside
+(`attach_url`, `attach_file`, `search` may fail when they run), and a focus change or
+`define_problem` ends the message. One-line arguments are written with single spaces and
+none at their ends, so that "taken" (which ignores case and spacing) is exact.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from functools import lru_cache
 
 from ..engine import commands
 from ..engine.commands import ArgType, CommandSpec, Form
+from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.state import Phase
 
@@ -37,6 +49,7 @@ TITLE_CHARS = 100  # characters of a one-line argument (a title, a name, a crite
 TEXT_LINES = 8  # lines of a definition or of appended text
 LONG_TEXT_LINES = {"write_report": 60, "add_attachment": 40}  # about three pages; a source's notes
 REPORT_START = "Summarized problem definition:"
+CHARS_PER_TOKEN = 3  # a low estimate for English prose: how much of a reply the budget leaves
 
 
 @dataclass(frozen=True)
@@ -49,21 +62,102 @@ class GrammarInputs:
     attachments: tuple[str, ...] = ()
     search: bool = False  # a search provider is configured (without one `search` surely fails)
     examples: frozenset[str] = field(default_factory=lambda: frozenset(example_texts()))
+    written: int = 0  # commands already in the message (then it may end at once)
+    focus_change: bool = True  # a focus change may come (no command before it failed or may fail)
+    ended: bool = False  # the message must end here (a focus change or define_problem ran)
+    reply_chars: int | None = None  # about how many characters the reply may still take
 
     @classmethod
-    def of(cls, research, config=None) -> GrammarInputs:  # engine.research.Research, config.Config
-        state = research.state()
-        search = bool(config is not None and config.search.provider)
+    def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
+        """From a `Research` (engine.research) and its merged `Config`."""
+        return cls.of_view(research.tree, research.state(), _search(config), reply_chars=reply_chars)
+
+    @classmethod
+    def of_view(cls, view, state, search: bool = False, **more) -> GrammarInputs:
+        """From any reading view of the tree (a `Tree`, or a dry run's `Draft`) and a state."""
         if state.phase is not Phase.IN_FOCUS:
-            return cls(state.phase, search=search)
-        focus = research.tree.problem(state.focus)
+            return cls(state.phase, search=search, **more)
+        focus = view.problem(state.focus)
         return cls(
             state.phase,
-            tuple(child.title for child in research.tree.children(state.focus)),
+            tuple(child.title for child in view.children(state.focus)),
             tuple(n for n, c in enumerate(focus.criteria, 1) if not c.done) if focus else (),
-            tuple(a.name for a in research.tree.attachments(state.focus)),
+            tuple(a.name for a in view.attachments(state.focus)),
             search,
+            **more,
         )
+
+
+def _search(config) -> bool:
+    return bool(config is not None and config.search.provider)
+
+
+class MessageGrammar:
+    """The grammar of one round's message, following it as it is written (the client's
+    `GrammarSteps`): `first()` for its start; `next(text)` at the end of each line gives a new
+    grammar when the command that line completed changed what may follow ("" when the
+    message must end), else None."""
+
+    def __init__(self, research, config=None, *, max_reply_tokens: int | None = None, roots=()) -> None:
+        self.research = research
+        self.search = _search(config)
+        self.roots = tuple(roots)
+        self.max_chars = max_reply_tokens * CHARS_PER_TOKEN if max_reply_tokens else None
+        self.inputs = GrammarInputs.of(research, config, reply_chars=self.max_chars)
+        self.grammar = build_grammar(self.inputs)
+        self._commands = 0  # complete commands looked at
+
+    def first(self) -> str:
+        return self.grammar
+
+    def next(self, text: str) -> str | None:
+        last = text.rstrip("\n").rsplit("\n", 1)[-1].rstrip("\r")
+        if not (last.startswith(LINE_PREFIX) or last.strip() == BLOCK_CLOSE):
+            return None  # free text, or inside a block
+        found = parse(text).commands
+        if not found or not found[-1].closed or len(found) == self._commands:
+            return None
+        self._commands = len(found)
+        analysis = self.research.analyze(text, roots=self.roots)  # the dry run execution would do
+        after = analysis.after
+        ended = analysis.focus_changed or analysis.shutdown or after.phase is not Phase.IN_FOCUS
+        left = None if self.max_chars is None else max(0, self.max_chars - len(text))
+        inputs = GrammarInputs.of_view(
+            analysis.draft, after, self.search, written=len(found), ended=ended, reply_chars=left,
+            focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
+        )
+        if _same_choices(inputs, self.inputs):
+            return None
+        self.inputs = inputs
+        self.grammar = "" if ended else build_grammar(inputs)
+        return self.grammar
+
+    @staticmethod
+    def complete_part(text: str) -> str:
+        """`text` without an unfinished command at its end (a reply cut off by its token limit):
+        up to the end of the last line before that command began."""
+        parsed = parse(text)
+        last = parsed.commands[-1] if parsed.commands else None
+        unfinished = last is not None and (not last.closed or (not last.is_block and not text.endswith("\n")))
+        if not unfinished:
+            return text
+        lines = text.split("\n")
+        return "".join(line + "\n" for line in lines[: last.span.start.line])
+
+
+def _same_choices(a: GrammarInputs, b: GrammarInputs) -> bool:
+    """Would the two give the same grammar (leaving aside the shrinking reply budget)?"""
+    budget = lambda chars: None if chars is None else _budget_lines(chars)  # noqa: E731
+    return a == b or (
+        {**a.__dict__, "reply_chars": None, "written": bool(a.written)}
+        == {**b.__dict__, "reply_chars": None, "written": bool(b.written)}
+        and budget(a.reply_chars) == budget(b.reply_chars)
+    )
+
+
+def _budget_lines(chars: int) -> int:
+    """How many lines a block's text may take when about `chars` characters of reply are left."""
+    return max(1, (chars - 120) // LINE_CHARS)
 
 
 def build_grammar(inputs: GrammarInputs, *, exclude_examples: bool = True) -> str:
@@ -84,6 +178,8 @@ class _Builder:
     def build(self) -> str:
         steps, focus = [], []
         for spec in commands.valid_in(self.inputs.phase):
+            if spec.changes_focus and not self.inputs.focus_change:
+                continue
             rule = self._command(spec)
             if rule is not None:
                 (focus if spec.changes_focus or spec.name == "define_problem" else steps).append(rule)
@@ -91,11 +187,12 @@ class _Builder:
         self.rules["text-line"] = '([^\\n/<>] any)? "\\n"'
         self.rules["prose"] = f"text-line{{0,{PROSE_LINES}}}"
         ends = " | ".join(focus) if focus else None
+        more = "*" if self.inputs.written else "+"  # a message holds at least one command
         if steps:
             self.rules["step"] = " | ".join(steps)
-            root = f"prose ((step prose)+ ({ends})? | {ends})" if ends else "prose (step prose)+"
+            root = f"prose ((step prose){more} ({ends})? | {ends})" if ends else f"prose (step prose){more}"
         elif ends:
-            root = f"prose ({ends})"
+            root = f"prose ({ends})?" if self.inputs.written else f"prose ({ends})"
         else:
             root = "prose"
         lines = [f"root ::= {root}"] + [f"{name} ::= {body}" for name, body in self.rules.items()]
@@ -151,20 +248,24 @@ class _Builder:
         if spec.name == "add_attachment" and argument.name == "name":
             taken = set(self.inputs.attachments)
         if argument.type is not ArgType.TEXT:  # one line: a title, a name, a criterion, a path, a query
-            return self._line_except(taken, self.title_examples, TITLE_CHARS)
+            return self._line_except(taken, self.title_examples, TITLE_CHARS, words=True)
         first = self._line_except(taken, self.examples)
         lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1
+        if self.inputs.reply_chars is not None:  # the block must close before the reply's token limit
+            lines = min(lines, _budget_lines(self.inputs.reply_chars) - 1)
+        more = f' text-line{{0,{lines}}}' if lines > 0 else ""
         if spec.name == "write_report":  # the structure the report check looks for
-            return f'{_literal(REPORT_START)} any "\\n" text-line{{0,{lines}}}'
-        return f'{first} "\\n" text-line{{0,{lines}}}'
+            return f'{_literal(REPORT_START)} any "\\n"{more}'
+        return f'{first} "\\n"{more}'
 
-    def _line_except(self, exact: set[str], prefixes: set[str], chars: int = LINE_CHARS) -> str:
+    def _line_except(self, exact: set[str], prefixes: set[str], chars: int = LINE_CHARS, *, words: bool = False) -> str:
         """A rule for one non-empty line that does not start with whitespace or a command
         character, is none of `exact` and starts with none of `prefixes`, ignoring case:
-        the complement of a trie of those words."""
-        exact = {w.casefold() for w in exact if w.strip() and "\n" not in w}
+        the complement of a trie of those words. With `words`, single spaces only and none at
+        the end (a one-line argument: the engine compares them ignoring case and spacing)."""
+        exact = {" ".join(w.split()).casefold() for w in exact if w.strip() and "\n" not in w}
         prefixes = {w.casefold() for w in prefixes if w.strip() and "\n" not in w}
-        key = (frozenset(exact), frozenset(prefixes), chars)
+        key = (frozenset(exact), frozenset(prefixes), chars, words)
         if key in self._line_rules:
             return self._line_rules[key]
         name = f"line{len(self._line_rules)}"
@@ -174,7 +275,9 @@ class _Builder:
 
 
 @lru_cache(maxsize=64)
-def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str], chars: int) -> tuple[tuple[str, str], ...]:
+def _complement(
+    name: str, exact: frozenset[str], prefixes: frozenset[str], chars: int, words: bool,
+) -> tuple[tuple[str, str], ...]:
     """The rules of `_line_except` (cached: the sample texts are the same every round)."""
     rules: dict[str, str] = {}
     trie: dict = {}
@@ -185,26 +288,33 @@ def _complement(name: str, exact: frozenset[str], prefixes: frozenset[str], char
         node[mark] = True
     counter = [0]
     rest = f"{name}-rest"
-    rules[rest] = f"[^\\n]{{0,{chars - 1}}}"
+    # with `words`, the rest of the line is words with single spaces between, none at the end
+    rules[rest] = f'(" "? [^ \\t\\n]){{0,{chars - 1}}}' if words else f"[^\\n]{{0,{chars - 1}}}"
 
-    def emit(node: dict, rule: str, depth: int) -> bool:
+    def emit(node: dict, rule: str, depth: int, after_space: bool = False) -> bool:
         """Write the rule for `node`; False if no line may pass through it."""
         if _PREFIX in node:
             return False
         alternatives = []
-        if depth > 0 and _EXACT not in node:
+        if depth > 0 and _EXACT not in node and not after_space:
             alternatives.append('""')
         children = [c for c in node if isinstance(c, str) and len(c) == 1]
         banned = {v for c in children for v in _cases(c)} | {"\n"}
         if depth == 0:
             banned |= set(_FORBIDDEN_FIRST)
+        if words:
+            banned |= {" ", "\t"}
+            if depth > 0 and not after_space and " " not in children:
+                alternatives.append(f'" " [^ \\t\\n] {rest}')
         alternatives.append(f"{_char_class(banned)} {rest}")
         for char in sorted(children):
             if depth == 0 and char in _FORBIDDEN_FIRST:
                 continue
+            if words and char == " " and (after_space or depth == 0):
+                continue
             counter[0] += 1
             child = f"{name}-{counter[0]}"
-            if emit(node[char], child, depth + 1):
+            if emit(node[char], child, depth + 1, char == " "):
                 variants = sorted(_cases(char))
                 match = _literal(char) if len(variants) == 1 else "[" + "".join(_class_char(v) for v in variants) + "]"
                 alternatives.append(f"{match} {child}")

@@ -41,7 +41,8 @@ from ..engine.research import Execution, Research, message_digest
 from ..engine.state import Phase, now
 from ..engine.store import atomic_write, read_text
 from .client import ModelClient, ModelError, Reply
-from .grammar import GrammarInputs, build_grammar
+from .grammar import MessageGrammar
+from .turns import Turns
 
 NO_PROGRESS_ROUNDS = 3
 DEFAULT_MAX_ROUNDS = 40
@@ -241,6 +242,8 @@ class Autopilot:
         self.count = _Counters()
         self.use_grammar = settings.grammar == "on"
         self.prompt_tokens = settings.max_prompt_tokens
+        self.turns = Turns()  # the session as chat turns, kept so that the server's prompt cache serves them
+        self.tokens_per_char = 0.25  # the endpoint's prompt tokens per character, learnt from its usage
 
     async def run(self) -> RunResult:
         notes = await self._probe()
@@ -318,13 +321,17 @@ class Autopilot:
     # -- one round ------------------------------------------------------------------------------
 
     async def _round(self) -> RunResult | None:
+        tick = time.monotonic()
+        messages = self.turns.messages(self.research, self.prompt_tokens)
+        limit = self._budget_left(messages)
+        if limit:
+            return self._result(RunStatus.LIMIT, limit)
         self.count.rounds += 1
         number = self.count.rounds
-        tick = time.monotonic()
         state = self.research.state()
         record = self._record(number, state)
-        prompt = self.research.prompt(self.prompt_tokens)
-        grammar = build_grammar(GrammarInputs.of(self.research, self.config)) if self.use_grammar else None
+        grammar = MessageGrammar(self.research, self.config, max_reply_tokens=self.settings.max_reply_tokens,
+                                 roots=self.roots) if self.use_grammar else None
         focus = self._focus_titles(state)
         self.observer.round_started(number, focus, self.count.tokens, time.monotonic() - self.count.started)
         pieces: list[str] = []
@@ -337,7 +344,7 @@ class Autopilot:
         before_model = time.monotonic()
         try:
             reply = await self.client.complete(
-                prompt, on_text=on_text, grammar=grammar,
+                messages, on_text=on_text, grammar=grammar,
                 max_reply_tokens=self.settings.max_reply_tokens, seed=self.settings.seed,
             )
         except asyncio.CancelledError:
@@ -354,12 +361,18 @@ class Autopilot:
             return self._result(RunStatus.ERROR, error.message + "." + where)
         model_time = time.monotonic() - before_model
         self.count.tokens += reply.prompt_tokens + reply.completion_tokens
+        if not reply.tokens_estimated and reply.prompt_tokens:
+            self.tokens_per_char = reply.prompt_tokens / max(1, sum(len(m["content"]) for m in messages))
         record.update(
             model=self.client.model, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
             tokens_estimated=reply.tokens_estimated, latency_ms=reply.latency_ms,
-            first_token_ms=reply.first_token_ms, finish_reason=reply.finish_reason,
+            first_token_ms=reply.first_token_ms, finish_reason=reply.finish_reason, cached_tokens=reply.cached_tokens,
         )
         text = reply.text
+        if reply.finish_reason == "length" and grammar is not None:
+            # Cut off by the reply's token limit inside a command: that command could not run
+            # (an unclosed block, a half line); what the message finished runs.
+            text = MessageGrammar.complete_part(text)
         if not text.strip():
             self.count.idle += 1
             self._finish(record, "empty", error="the model's reply was empty")
@@ -443,7 +456,8 @@ class Autopilot:
         return {
             "record": "round", "run": self.run_id, "round": number, "message": None, "session": state.session,
             "problem": list(state.focus), "model": self.client.model, "prompt_tokens": 0, "completion_tokens": 0,
-            "tokens_estimated": False, "latency_ms": None, "first_token_ms": None, "finish_reason": None,
+            "tokens_estimated": False, "cached_tokens": None, "latency_ms": None, "first_token_ms": None,
+            "finish_reason": None,
             "outcome": None, "commands": {"ok": 0, "failed": 0, "skipped": 0}, "error": None,
             "started": now(), "ended": None,
         }
@@ -469,9 +483,24 @@ class Autopilot:
         if s.max_rounds is not None and self.count.rounds >= s.max_rounds:
             return f"Stopped after {self.count.rounds} rounds (--max-rounds {s.max_rounds}); run again to continue."
         if s.max_tokens is not None and self.count.tokens >= s.max_tokens:
-            return (f"Stopped: {self.count.tokens:,} tokens used, over the budget of {s.max_tokens:,} (--max-tokens); "
+            return (f"Stopped: {self.count.tokens:,} tokens used, the budget of {s.max_tokens:,} (--max-tokens); "
                     "run again to continue.")
         return None
+
+    def _budget_left(self, messages: list[dict[str, str]]) -> str | None:
+        """The token budget is never passed: a round that could pass it (its prompt, estimated
+        from the characters at the rate the endpoint reported, and the longest reply) is not
+        started."""
+        s = self.settings
+        if s.max_tokens is None:
+            return None
+        prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
+        reply = s.max_reply_tokens or DEFAULT_REPLY_TOKENS
+        if self.count.tokens + prompt + reply <= s.max_tokens:
+            return None
+        return (f"Stopped: {self.count.tokens:,} tokens used; the next round (about {prompt:,} prompt tokens and up "
+                f"to {reply:,} for the reply) could pass the budget of {s.max_tokens:,} (--max-tokens); "
+                "run again to continue.")
 
     def _focus_titles(self, state) -> list[str]:
         if state.phase is Phase.NO_PROBLEM:

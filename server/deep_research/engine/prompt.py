@@ -112,6 +112,15 @@ _REPORT_STEPS = (3_000, 1_000, 300)
 def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: int | None = None) -> str:
     """The prompt; with `max_tokens`, shortened to fit that many tokens (estimated as
     characters / 4) if it can be, in the order the module's docstring gives."""
+    budget = None if max_tokens is None else max_tokens * 4 - len(_size_line("x" * max_tokens * 4)) - 4
+    head, shown = _fitted(view, state, book, budget)
+    text = head + "\n\n" + _transcript(*shown, state=state)
+    return text + "\n\n" + _size_line(text) + "\n"
+
+
+def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None) -> tuple[str, tuple[list[Entry], int, int]]:
+    """The head (everything before the session) and the session's entries to show (with how
+    many entries and assistant messages were left out), fitted to `budget` characters."""
     def body(fit: _Fit) -> str:
         if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
             return _no_problem_form(book, fit)
@@ -119,20 +128,107 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: i
 
     fit = _Fit()
     head = body(fit)
-    transcript = _transcript(book.transcript, state=state)
-    if max_tokens is not None:
-        budget = max_tokens * 4 - len(_size_line("x" * max_tokens * 4)) - 4
-        if _length(head, transcript) > budget:
-            transcript = _transcript(*_fit_transcript(book.transcript, budget - len(head) - 2), state=state)
+    shown: tuple[list[Entry], int, int] = (book.transcript, 0, 0)
+    if budget is not None:
+        if _length(head, _transcript(*shown, state=state)) > budget:
+            shown = _fit_transcript(book.transcript, budget - len(head) - 2)
         steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
         for fit in steps:
-            if _length(head, transcript) <= budget:
+            if _length(head, _transcript(*shown, state=state)) <= budget:
                 break
             head = body(fit)
-    text = head + "\n\n" + transcript
-    return text + "\n\n" + _size_line(text) + "\n"
+    return head, shown
+
+
+# -- the session as chat turns -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a chat conversation: the assistant's message, or the user's (the system)."""
+
+    role: str  # "user" or "assistant"
+    content: str
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """The prompt as chat turns, for model endpoints: the prompt without its session opens the
+    conversation (a user turn), then each of the session's messages and the system's replies
+    follow as assistant and user turns. Within a session the turns only grow at the end, so
+    a server's prompt cache serves everything but the newest turns."""
+
+    opening: str
+    turns: tuple[Turn, ...]
+
+    def messages(self) -> list[dict[str, str]]:
+        """The OpenAI chat-completions `messages`."""
+        return [{"role": "user", "content": self.opening}] + [{"role": t.role, "content": t.content} for t in self.turns]
+
+    def characters(self) -> int:
+        return len(self.opening) + sum(len(t.content) + _TURN_OVERHEAD for t in self.turns)
+
+
+_TURN_OVERHEAD = 16  # characters a chat template adds around a turn (roughly, in tokens / 4)
+
+
+def render_conversation(view: TreeView, state: State, book: Bookkeeping, max_tokens: int | None = None) -> Conversation:
+    """The prompt of `render_prompt` as chat turns (`Conversation`), fitted to `max_tokens` the
+    same way (the oldest turns first, then the head's parts). `deep-research prompt` and
+    `prompt.md` stay the single text of `render_prompt`."""
+    budget = None if max_tokens is None else max_tokens * 4 - 200
+    head, (entries, dropped, assistants) = _fitted(view, state, book, budget)
+    turns: list[Turn] = []
+    for entry in entries:
+        role = "assistant" if entry.role == "assistant" else "user"
+        if turns and turns[-1].role == role:  # e.g. a declined message's note after the session's first note
+            turns[-1] = Turn(role, turns[-1].content + "\n\n" + entry.text)
+        else:
+            turns.append(Turn(role, entry.text))
+    opening = head + "\n\n" + _session_opening(dropped, assistants)
+    if turns and turns[0].role == "user":  # the session's first system note belongs to the opening
+        opening += "\n\n" + turns.pop(0).content
+    return Conversation(opening, tuple(turns))
+
+
+def _session_opening(dropped: int, assistants: int) -> str:
+    text = (RULE + "\n# Current Session\n\nYour messages in this session and the system's replies follow as the turns "
+            "of this conversation, oldest first. Write your next message as your reply.")
+    if dropped:
+        text += (f"\n\n[… cut to fit the prompt: the first {dropped} entries of this session "
+                 f"({assistants} of your messages and the system's replies) are not shown …]")
+    return text
+
+
+def render_update(view: TreeView, state: State, shown: str) -> str:
+    """What of the current problem changed since a conversation's opening: its sections
+    (attachments, definition, criteria, breakdown, current report) whose text as it is now is
+    not in `shown` (the opening and the turns so far), for the newest user turn. Empty when
+    nothing changed. Pure text: a section is shown again exactly when its text differs."""
+    if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
+        return ""
+    chain = _chain(view, state.focus)
+    focus = chain[-1]
+    parts = []
+    for attachment in view.attachments(focus.path):
+        element = _attachments_block([(attachment, focus.title)], ATTACHMENT_CHARS, ATTACHMENTS_TOTAL)
+        element = element.removeprefix("<attachments>\n").removesuffix("\n</attachments>")
+        if element.split("\n", 1)[0] not in shown:
+            parts.append("## New attachment\n\n" + element)
+    sections = [
+        ("Problem Definition", focus.definition or "_(empty)_"),
+        ("Criteria of Definition of Done", _criteria(focus)),
+        ("Breakdown Structure", _breakdown(view.children(focus.path), "###")),
+        ("Current Report", focus.report or "No report yet for the current problem."),
+    ]
+    for name, text in sections:
+        if text not in shown:
+            parts.append(f"## {name} (now)\n\n{text}")
+    if not parts:
+        return ""
+    return f"# Current Problem now: {focus.title}\n\n" + "\n\n".join(parts)
 
 
 def _length(head: str, transcript: str) -> int:

@@ -28,7 +28,7 @@ from .evidence import Evidence
 from .model import Attachment, Problem
 from .names import name_key, unique_component
 from .parser import ParsedMessage, parse
-from .prompt import Bookkeeping, Entry, render_prompt
+from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
 from .reply import render_reply
 from .rules import Rules, read_rules
 from .state import ROOT, Phase, State, now
@@ -282,6 +282,15 @@ class Research:
     def prompt(self, max_tokens: int | None = None) -> str:
         """What the assistant sees now; with `max_tokens`, shortened to fit (SPEC §10)."""
         return render_prompt(self.tree, self.state(), self.bookkeeping(), max_tokens)
+
+    def conversation(self, max_tokens: int | None = None) -> Conversation:
+        """The prompt as chat turns for a model endpoint (engine.prompt.render_conversation)."""
+        return render_conversation(self.tree, self.state(), self.bookkeeping(), max_tokens)
+
+    def update(self, shown: str) -> str:
+        """The current problem's parts that changed since a conversation showed `shown`
+        (engine.prompt.render_update)."""
+        return render_update(self.tree, self.state(), shown)
 
     def write_prompt(self) -> Path:
         target = bookkeeping(self.root) / PROMPT
