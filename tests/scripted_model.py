@@ -15,7 +15,10 @@ request to `/v1/chat/completions` takes the next step of the script:
 
 `requests` holds every request body received; `wait_for(predicate)` waits on a condition
 with a deadline (no sleeps in tests). `/v1/models` lists one model; with `llama_cpp=True`
-the server also answers `/props` like llama-server (with the context size given).
+the server also answers `/props` like llama-server (with the context size given), streams a
+continued assistant turn (the last message is the assistant's) from its start as llama-server
+does, and reports `timings` with a prompt cache's figures: `cache_n` is the prompt (its
+messages' text, characters / 4) shared with the previous request, `prompt_n` the rest.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class ScriptedModel:
         self.context = context
         self.models = models
         self.requests: list[dict] = []
+        self._cached_text = ""  # the previous request's prompt text (the "prompt cache")
         self.authorizations: list[str | None] = []  # the Authorization header of each completion request
         self.disconnects = 0  # streams the client closed before the end
         self.holding = 0  # requests waiting in a Hold step now
@@ -126,6 +130,19 @@ class ScriptedModel:
         with self._changed:
             change()
             self._changed.notify_all()
+
+    def _timings(self, body: dict) -> dict | None:
+        """llama-server's prompt-cache figures for this request (llama_cpp mode only)."""
+        if not self.llama_cpp:
+            return None
+        text = "".join(m.get("content") or "" for m in body.get("messages", []))
+        shared = 0
+        for a, b in zip(text, self._cached_text):
+            if a != b:
+                break
+            shared += 1
+        self._cached_text = text
+        return {"cache_n": shared // 4, "prompt_n": (len(text) - shared) // 4 + 1}
 
     def _next(self, body: dict, authorization: str | None) -> Step | None:
         with self._changed:
@@ -200,6 +217,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end()
                 return
             text = step.text
+            messages = body.get("messages") or []
+            if self.model.llama_cpp and messages and messages[-1].get("role") == "assistant":
+                text = (messages[-1].get("content") or "") + text  # llama-server streams the prefill too
             piece = step.piece if isinstance(step, Say) else 16
             for start in range(0, len(text), piece):
                 self._event(_chunk({"content": text[start:start + piece]}))
@@ -218,7 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(_chunk({}, finish="stop"))
                 self._end()
                 return
-            self._event(_chunk({}, finish=step.finish))
+            self._event(_chunk({}, finish=step.finish, timings=self.model._timings(body)))
             if step.usage and (body.get("stream_options") or {}).get("include_usage"):
                 prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
                 usage = {"prompt_tokens": prompt, "completion_tokens": len(text) // 4 + 1,
@@ -242,10 +262,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-def _chunk(delta: dict, finish: str | None = None) -> str:
+def _chunk(delta: dict, finish: str | None = None, timings: dict | None = None) -> str:
     return json.dumps({
         "id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": int(time.time()), "model": MODEL,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **({"timings": timings} if timings else {}),
     })
 
 

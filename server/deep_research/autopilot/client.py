@@ -77,17 +77,28 @@ class _Run:
         self.completion = 0
         self.estimated = False  # some request's completion tokens were estimated
         self._start = 0  # characters of the reply before the request in flight
+        self._predicted: int | None = None
 
     def begin(self, chars: int) -> None:
         self.requests += 1
         self.finish = None
         self._start = chars
+        self._predicted: int | None = None  # tokens generated in this request, as llama.cpp counts
 
     def note_timings(self, chunk) -> None:
-        """llama.cpp's `timings` (on the last chunk): `cache_n` prompt tokens from the cache."""
+        """llama.cpp's `timings` (on every chunk with `timings_per_token`, else the last):
+        `cache_n` prompt tokens came from its cache, `prompt_n` were read anew."""
         timings = (getattr(chunk, "model_extra", None) or {}).get("timings")
-        if self.requests == 1 and isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
-            self.cached_tokens = timings["cache_n"]
+        if not isinstance(timings, dict):
+            return
+        if isinstance(timings.get("predicted_n"), int):
+            self._predicted = timings["predicted_n"]
+        if self.requests != 1:
+            return
+        cached, read = timings.get("cache_n"), timings.get("prompt_n")
+        if isinstance(cached, int) and isinstance(read, int) and self.cached_tokens is None:
+            self.cached_tokens = cached
+            self.prompt_tokens = self.prompt_tokens or cached + read
 
     def end(self, usage, chars: int) -> None:
         if usage is not None and getattr(usage, "prompt_tokens", None):
@@ -98,6 +109,8 @@ class _Run:
                 if isinstance(cached, int) and self.cached_tokens is None:
                     self.cached_tokens = cached
             self.completion += usage.completion_tokens or 0
+        elif self._predicted is not None:  # we closed the stream first: llama.cpp's count so far
+            self.completion += self._predicted
         else:  # no usage (the endpoint sends none, or we closed the stream first)
             self.completion += estimate_tokens("x" * (chars - self._start)) if chars > self._start else 0
             self.estimated = True
@@ -188,6 +201,7 @@ class ModelClient:
             timeout=httpx.Timeout(timeout, connect=connect_timeout),
         )
         self.max_retries = max_retries
+        self.llama_cpp = False  # set by `server_info` when the endpoint is llama.cpp's server
 
     async def close(self) -> None:
         await self._openai.close()
@@ -213,6 +227,7 @@ class ModelClient:
         settings = props.get("default_generation_settings") or {}
         context = settings.get("n_ctx") if isinstance(settings, dict) else None
         context = context or props.get("n_ctx")
+        self.llama_cpp = True
         return ServerInfo(True, context if isinstance(context, int) and context > 0 else None)
 
     async def resolve_model(self) -> str:
@@ -309,8 +324,11 @@ class ModelClient:
         import openai
 
         kwargs: dict = {}
-        if grammar is not None:
-            kwargs["extra_body"] = {"grammar": grammar}
+        extra = {"grammar": grammar} if grammar is not None else {}
+        if self.llama_cpp:  # its prompt-cache figures on the first chunk, not only on the last
+            extra["timings_per_token"] = True
+        if extra:
+            kwargs["extra_body"] = extra
         if max_tokens:
             kwargs["max_tokens"] = max_tokens
         if seed is not None:
@@ -322,6 +340,9 @@ class ModelClient:
         follow: str | None = None
         stopped = False  # we closed the stream: what had already arrived is read and dropped
         usage = None
+        # llama.cpp streams a continued (prefilled) assistant turn from its start: drop that echo
+        echo = messages[-1]["content"] if messages[-1]["role"] == "assistant" else None
+        held = ""
         try:
             async with stream:
                 async for chunk in stream:
@@ -334,6 +355,12 @@ class ModelClient:
                         if choice.finish_reason:
                             run.finish = choice.finish_reason
                         delta = getattr(choice.delta, "content", None) if choice.delta else None
+                        if delta and echo is not None:
+                            held += delta
+                            if len(held) < len(echo) and echo.startswith(held):
+                                continue
+                            delta = held[len(echo):] if held.startswith(echo) else held
+                            echo = None
                         if delta and not stopped:
                             follow, stopped = await self._take(delta, watch, run, on_text, steps, grammar)
                     if stopped:

@@ -277,7 +277,7 @@ class Autopilot:
         """Find out about the endpoint: the model, llama.cpp (grammar), the context size."""
         notes = []
         await self.client.resolve_model()
-        if self.settings.grammar == "auto" or self.prompt_tokens is None:
+        if self.settings.grammar != "off" or self.prompt_tokens is None:
             info = await self.client.server_info()
             if self.settings.grammar == "auto":
                 self.use_grammar = info.llama_cpp
