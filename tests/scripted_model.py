@@ -17,8 +17,9 @@ request to `/v1/chat/completions` takes the next step of the script:
 with a deadline (no sleeps in tests). `/v1/models` lists one model; with `llama_cpp=True`
 the server also answers `/props` like llama-server (with the context size given), streams a
 continued assistant turn (the last message is the assistant's) from its start as llama-server
-does, and reports `timings` with a prompt cache's figures: `cache_n` is the prompt (its
-messages' text, characters / 4) shared with the previous request, `prompt_n` the rest.
+does, and reports `timings` (on the last chunk, or on every one with `timings_per_token`) with
+a prompt cache's figures: `cache_n` is the prompt (its messages' text, characters / 4) shared
+with the previous request, `prompt_n` the rest.
 """
 
 from __future__ import annotations
@@ -221,8 +222,10 @@ class _Handler(BaseHTTPRequestHandler):
             if self.model.llama_cpp and messages and messages[-1].get("role") == "assistant":
                 text = (messages[-1].get("content") or "") + text  # llama-server streams the prefill too
             piece = step.piece if isinstance(step, Say) else 16
+            timings = self.model._timings(body)
+            every = timings if body.get("timings_per_token") else None  # llama-server's option
             for start in range(0, len(text), piece):
-                self._event(_chunk({"content": text[start:start + piece]}))
+                self._event(_chunk({"content": text[start:start + piece]}, timings=every))
             if isinstance(step, Cut):
                 self.wfile.write(b"ff\r\ndata: {\"partial")  # a chunk that never completes
                 self.wfile.flush()
@@ -238,7 +241,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(_chunk({}, finish="stop"))
                 self._end()
                 return
-            self._event(_chunk({}, finish=step.finish, timings=self.model._timings(body)))
+            self._event(_chunk({}, finish=step.finish, timings=timings))
             if step.usage and (body.get("stream_options") or {}).get("include_usage"):
                 prompt = sum(len(m.get("content") or "") for m in body.get("messages", [])) // 4
                 usage = {"prompt_tokens": prompt, "completion_tokens": len(text) // 4 + 1,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.autopilot.grammar import GrammarInputs, build_grammar
+from deep_research.autopilot.grammar import GrammarInputs, MessageGrammar, build_grammar
 from deep_research.engine import commands
 from deep_research.engine.commands import Form
 from deep_research.engine.parser import parse
@@ -98,7 +98,7 @@ def test_blocks_end_and_reports_have_their_structure(gbnf) -> None:
     assert not gbnf.accepts(grammar, rambling), "a block must close within its line budget"
     assert not gbnf.accepts(grammar, "<<< write_report\n///content\nIt is done.\n>>>\n")
     assert not gbnf.accepts(grammar, "word " * 100 + "\n///focus_up\n"), "lines are bounded"
-    assert not gbnf.accepts(grammar, sub("Long title " * 20)) and gbnf.accepts(grammar, sub("Long title " * 5))
+    assert not gbnf.accepts(grammar, sub(("Long title " * 20).strip())) and gbnf.accepts(grammar, sub(("Long title " * 5).strip()))
 
 
 def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> None:
@@ -116,3 +116,58 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)
     assert all(not parse(spec.example()).diagnostics for spec in commands.COMMANDS.values())
+
+
+def test_one_line_arguments_have_single_spaces_so_a_taken_title_stays_taken(gbnf) -> None:
+    grammar = build_grammar(IN_FOCUS)
+    for clash in ("Cache sizes ", "Cache  sizes", "CACHE SIZES", "Cache\tsizes"):
+        assert not gbnf.accepts(grammar, sub(clash)), repr(clash)
+    assert not gbnf.accepts(grammar, "///add_criteria  Two spaces first\n")
+    assert not gbnf.accepts(grammar, "///add_criteria Trailing space \n")
+    assert gbnf.accepts(grammar, sub("Cache sizes of GPUs")) and gbnf.accepts(grammar, "///add_criteria A, b: c.\n")
+
+
+def test_the_grammar_follows_the_message_command_by_command(gbnf, tmp_path) -> None:
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    steps = MessageGrammar(research)
+    assert steps.next(DEFINE) == "", "defining the problem ends the message"
+    research.execute(DEFINE)
+    steps = MessageGrammar(research)
+    assert not gbnf.accepts(steps.first(), ""), "a message holds a command"
+    assert steps.next("Thinking.\n") is None and steps.next("<<< add_subproblem\n///title\n") is None
+    text = "Thinking.\n" + sub("Cache sizes")
+    after = steps.next(text)
+    assert after and gbnf.accepts(after, ""), "once a command is written the message may end"
+    for again in ("Cache sizes", "cache sizes", "Cache sizes "):
+        assert not gbnf.accepts(after, sub(again)), f"the title the message added is taken: {again!r}"
+    assert gbnf.accepts(after, "///focus_down Cache sizes\n"), "and the new subproblem can be focused on"
+    assert gbnf.accepts(after, "<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nOne\n>>>\n")
+    assert not gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "no criterion yet"
+    text += "///add_criteria Names a tile size\n"
+    after = steps.next(text)
+    assert gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "the criterion it added can be ticked"
+    text += "///mark_criteria_as_done 1\n"
+    after = steps.next(text)
+    assert not gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "…once"
+    assert gbnf.accepts(after, "///focus_up\n")
+    text += "///attach_url https://example.org/tiles\n"
+    after = steps.next(text)
+    for focus_change in ("///focus_up\n", "///focus_down Cache sizes\n", "///fail_task_and_focus_up\n"):
+        assert not gbnf.accepts(after, focus_change), "a command that may fail when it runs: no focus change after it"
+    assert gbnf.accepts(after, "///add_criteria Another\n")
+    assert steps.next(text + "More thinking.\n") is None, "free text changes nothing"
+    assert MessageGrammar(research).next("///focus_up\n") == "", "a focus change ends the message"
+
+
+def test_reports_keep_the_word_limit_and_cite_only_attachments_in_scope(gbnf) -> None:
+    inputs = GrammarInputs(Phase.IN_FOCUS, (), (), ("Survey",), cited=("Survey", "Parent notes"), report_words=300)
+    grammar = build_grammar(inputs)
+    report = "<<< write_report\n///content\nSummarized problem definition: tiles.\n{}\nConclusion: 16x16.\n>>>\n"
+    assert gbnf.accepts(grammar, report.format("Q1: Which? A1: 16x16, see [[Survey]] and [[Parent notes]] [1]."))
+    assert not gbnf.accepts(grammar, report.format("A1: see [[Elsewhere]].")), "not an attachment in scope"
+    line = " ".join(["word"] * 30)
+    assert gbnf.accepts(grammar, report.format("\n".join([line] * 7)))  # 8 lines of at most 30 words: <= 300
+    assert not gbnf.accepts(grammar, report.format("\n".join([line] * 12))), "over 300 words"
+    assert not gbnf.accepts(grammar, report.format(" ".join(["word"] * 31))), "a line holds at most 30 words"
+    assert not gbnf.accepts(build_grammar(GrammarInputs(Phase.IN_FOCUS)), report.format("see [[Survey]]")), (
+        "nothing to cite")

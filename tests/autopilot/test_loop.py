@@ -222,6 +222,41 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
     assert "Teach tiling." in second["messages"][0]["content"], "the instruction is never cut"
 
 
+async def test_the_reply_continues_under_the_grammar_each_command_leaves(research: Research) -> None:
+    research.execute(DEFINE)
+    script = [
+        Say("Two criteria.\n///add_criteria Names a tile size\n///add_criteria Never sent on\n"),
+        Say("///mark_criteria_as_done 1\n"),  # continues the reply: the grammar now admits criterion 1
+        Say(""),  # …and then the model ends the message
+    ]
+    with ScriptedModel(script, llama_cpp=True) as llama:
+        result = await run(research, llama, max_rounds=1)
+    assert result.status is RunStatus.LIMIT
+    first, second, third = llama.requests
+    assert "cmd-mark-criteria-as-done" not in first["grammar"], "no criterion to tick at the start"
+    assert second["messages"][:-1] == first["messages"]
+    assert second["messages"][-1] == {"role": "assistant", "content": "Two criteria.\n///add_criteria Names a tile size\n"}
+    assert '"///mark_criteria_as_done "' in second["grammar"] and "cmd-mark-criteria-as-done" not in third["grammar"]
+    done = "Two criteria.\n///add_criteria Names a tile size\n///mark_criteria_as_done 1\n"
+    assert research.transcript()[-2].text == done.rstrip(), "the reply is the message, without llama.cpp's echo"
+    assert [(c.text, c.done) for c in research.focus().criteria] == [("Names a tile size", True)]
+    [record] = rounds(research.root)
+    assert record["commands"] == {"ok": 2, "failed": 0, "skipped": 0} and record["finish_reason"] == "stop"
+    assert record["cached_tokens"] is not None and record["cached_tokens"] <= record["prompt_tokens"]
+
+
+async def test_a_reply_cut_at_its_token_limit_inside_a_command_runs_without_it(research: Research) -> None:
+    research.execute(DEFINE)
+    cut = "<<< add_subproblem\n///title\nCache sizes\n///content\nWhich"
+    script = [Say("///add_criteria Names a tile size\n" + cut), Say(cut, finish="length")]  # the second continues
+    with ScriptedModel(script, llama_cpp=True) as llama:
+        await run(research, llama, max_rounds=1, max_reply_tokens=60)
+    [record] = rounds(research.root)
+    assert record["finish_reason"] == "length" and record["commands"] == {"ok": 1, "failed": 0, "skipped": 0}
+    assert research.transcript()[-2].text == "///add_criteria Names a tile size"
+    assert research.tree.children(()) == [], "nothing of the unfinished block ran"
+
+
 async def test_other_endpoints_get_no_grammar_unless_asked(research: Research, model: ScriptedModel) -> None:
     model.add(Say(DEFINE), Say("///add_criteria One\n"))
     await run(research, model, max_rounds=1)

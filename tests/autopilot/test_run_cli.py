@@ -53,6 +53,17 @@ def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel)
     assert "5 model rounds" in stats, stats
 
 
+def test_each_round_prints_the_share_of_its_prompt_the_server_had_cached(folder: Path) -> None:
+    script = [Say(DEFINE), Say("///add_criteria Names a tile size\n"), Say("///add_criteria Has a sketch\n")]
+    with ScriptedModel(script, llama_cpp=True) as llama:  # its prompt cache: what the last request shared
+        result = deep_research("run", folder, "--base-url", llama.base_url, "--grammar", "off", "--max-rounds", "3",
+                               code=4)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    shares = [int(line.split("% cached")[0].rsplit(" ", 1)[-1]) for line in lines]
+    assert shares[2] >= 80, ("within a session the prompt extends the last one", lines)
+    assert all(isinstance(r["cached_tokens"], int) for r in rounds(folder)), "and the journal records it"
+
+
 def test_approval_without_a_terminal_stops_with_status_3(folder: Path, model: ScriptedModel) -> None:
     model.add(Say(DEFINE))
     result = deep_research("run", folder, "--base-url", model.base_url, "--approval", "read", code=3)

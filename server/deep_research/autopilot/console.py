@@ -146,7 +146,7 @@ class TerminalObserver(Observer):
             self.out.write("\n")
         record = report.record
         tokens = f"{record['prompt_tokens']:,} + {record['completion_tokens']:,} tokens" + (
-            " (estimated)" if record["tokens_estimated"] else "")
+            " (estimated)" if record["tokens_estimated"] else "") + _cached(record)
         print(self._style(f"[{record['outcome']} · {tokens} · {(record['latency_ms'] or 0) / 1000:.1f} s]", "2"),
               file=self.out)
         if report.execution is not None and report.execution.reply:
@@ -178,13 +178,19 @@ class LineObserver(Observer):
         latency = (r["latency_ms"] or 0) / 1000
         line = (f"round {r['round']}: {r['outcome']}; commands {c['ok']} ok, {c['failed']} failed, "
                 f"{c['skipped']} not run; {r['prompt_tokens']:,}+{r['completion_tokens']:,} tokens"
-                f"{' (estimated)' if r['tokens_estimated'] else ''}; {latency:.1f} s; focus {self.focus}")
+                f"{' (estimated)' if r['tokens_estimated'] else ''}{_cached(r)}; {latency:.1f} s; focus {self.focus}")
         if r.get("error"):
             line += f"; {r['error']}"
         print(line, file=self.out, flush=True)
 
     def notice(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+
+
+def _cached(record: dict) -> str:
+    """The share of the prompt the server had in its cache, when it says (llama.cpp, OpenAI)."""
+    cached, prompt = record.get("cached_tokens"), record.get("prompt_tokens")
+    return f", {100 * cached / prompt:.0f}% cached" if isinstance(cached, int) and prompt else ""
 
 
 class TerminalApprover:

@@ -40,6 +40,7 @@ from ..engine import commands
 from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
+from ..engine.rules import DEFAULT_REPORT_MAX_WORDS
 from ..engine.state import Phase
 
 # Bounds that make every message end (a small model repeats itself until its token limit):
@@ -50,6 +51,8 @@ TEXT_LINES = 8  # lines of a definition or of appended text
 LONG_TEXT_LINES = {"write_report": 60, "add_attachment": 40}  # about three pages; a source's notes
 REPORT_START = "Summarized problem definition:"
 CHARS_PER_TOKEN = 3  # a low estimate for English prose: how much of a reply the budget leaves
+REPORT_LINE_WORDS = 30  # words of one report line (the report's word limit counts lines of these)
+REPORT_WORD_UNITS = 40  # characters (or citations) of one word of a report
 
 
 @dataclass(frozen=True)
@@ -66,11 +69,14 @@ class GrammarInputs:
     focus_change: bool = True  # a focus change may come (no command before it failed or may fail)
     ended: bool = False  # the message must end here (a focus change or define_problem ran)
     reply_chars: int | None = None  # about how many characters the reply may still take
+    report_words: int = DEFAULT_REPORT_MAX_WORDS  # the research's report_max_words
+    cited: tuple[str, ...] = ()  # the attachments a report may cite: the focus's and its parents'
 
     @classmethod
     def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
         """From a `Research` (engine.research) and its merged `Config`."""
-        return cls.of_view(research.tree, research.state(), _search(config), reply_chars=reply_chars)
+        return cls.of_view(research.tree, research.state(), _search(config), reply_chars=reply_chars,
+                           report_words=research.rules().report_max_words)
 
     @classmethod
     def of_view(cls, view, state, search: bool = False, **more) -> GrammarInputs:
@@ -78,12 +84,15 @@ class GrammarInputs:
         if state.phase is not Phase.IN_FOCUS:
             return cls(state.phase, search=search, **more)
         focus = view.problem(state.focus)
+        attachments = tuple(a.name for a in view.attachments(state.focus))
+        above = [a.name for depth in range(len(state.focus)) for a in view.attachments(state.focus[:depth])]
         return cls(
             state.phase,
             tuple(child.title for child in view.children(state.focus)),
             tuple(n for n, c in enumerate(focus.criteria, 1) if not c.done) if focus else (),
-            tuple(a.name for a in view.attachments(state.focus)),
+            attachments,
             search,
+            cited=tuple(dict.fromkeys(attachments + tuple(above))),
             **more,
         )
 
@@ -104,6 +113,7 @@ class MessageGrammar:
         self.roots = tuple(roots)
         self.max_chars = max_reply_tokens * CHARS_PER_TOKEN if max_reply_tokens else None
         self.inputs = GrammarInputs.of(research, config, reply_chars=self.max_chars)
+        self.report_words = self.inputs.report_words
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
 
@@ -124,6 +134,7 @@ class MessageGrammar:
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
         inputs = GrammarInputs.of_view(
             analysis.draft, after, self.search, written=len(found), ended=ended, reply_chars=left,
+            report_words=self.report_words,
             focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
         )
         if _same_choices(inputs, self.inputs):
@@ -253,10 +264,28 @@ class _Builder:
         lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1
         if self.inputs.reply_chars is not None:  # the block must close before the reply's token limit
             lines = min(lines, _budget_lines(self.inputs.reply_chars) - 1)
+        if spec.name == "write_report":
+            return self._report(lines)
         more = f' text-line{{0,{lines}}}' if lines > 0 else ""
-        if spec.name == "write_report":  # the structure the report check looks for
-            return f'{_literal(REPORT_START)} any "\\n"{more}'
         return f'{first} "\\n"{more}'
+
+    def _report(self, lines: int) -> str:
+        """A report: the structure the report check looks for (`Summarized problem definition:`
+        first), at most `report_max_words` words, and citations only of attachments in scope.
+        Words are counted as the engine does (whitespace-separated): each line holds at most
+        REPORT_LINE_WORDS of them, and there are at most report_max_words // REPORT_LINE_WORDS
+        lines, so the limit holds exactly (more lines of fewer words would fit too: the bound
+        is safe, not tight)."""
+        per = REPORT_LINE_WORDS
+        lines = min(lines, self.inputs.report_words // per - 1)
+        cites = " | ".join(_literal(name) for name in self.inputs.cited if name.strip() and "]" not in name and "\n" not in name)
+        unit = '[^ \\t\\n\\[] | "[" [^ \\t\\n\\[]' + (f' | "[[" ({cites}) "]]"' if cites else "")
+        first_unit = '[^ \\t\\n\\[/<>] | "[" [^ \\t\\n\\[]' + (f' | "[[" ({cites}) "]]"' if cites else "")
+        self.rules["r-word"] = f"({unit}){{1,{REPORT_WORD_UNITS}}}"
+        self.rules["r-first"] = f"({first_unit}) ({unit}){{0,{REPORT_WORD_UNITS - 1}}}"
+        self.rules["r-line"] = f'(r-first ([ \\t]+ r-word){{0,{per - 1}}} [ \\t]*)? "\\n"'
+        head = f'{_literal(REPORT_START)} ([ \\t]+ r-word){{0,{per - 4}}} [ \\t]* "\\n"'
+        return head + (f" r-line{{0,{lines}}}" if lines > 0 else "")
 
     def _line_except(self, exact: set[str], prefixes: set[str], chars: int = LINE_CHARS, *, words: bool = False) -> str:
         """A rule for one non-empty line that does not start with whitespace or a command
