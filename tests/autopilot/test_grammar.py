@@ -132,6 +132,7 @@ def test_the_grammar_follows_the_message_command_by_command(gbnf, tmp_path) -> N
     steps = MessageGrammar(research)
     assert steps.next(DEFINE) == "", "defining the problem ends the message"
     research.execute(DEFINE)
+    research.execute("///add_criteria Names a tile size\n")
     steps = MessageGrammar(research)
     assert not gbnf.accepts(steps.first(), ""), "a message holds a command"
     assert steps.next("Thinking.\n") is None and steps.next("<<< add_subproblem\n///title\n") is None
@@ -142,13 +143,12 @@ def test_the_grammar_follows_the_message_command_by_command(gbnf, tmp_path) -> N
         assert not gbnf.accepts(after, sub(again)), f"the title the message added is taken: {again!r}"
     assert gbnf.accepts(after, "///focus_down Cache sizes\n"), "and the new subproblem can be focused on"
     assert gbnf.accepts(after, "<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nOne\n>>>\n")
-    assert not gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "no criterion yet"
-    text += "///add_criteria Names a tile size\n"
-    after = steps.next(text)
-    assert gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "the criterion it added can be ticked"
+    text += "///add_criteria Has a sketch\n"
+    assert steps.next(text) is None, "a command that only adds choices keeps the grammar in effect"
     text += "///mark_criteria_as_done 1\n"
     after = steps.next(text)
-    assert not gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "…once"
+    assert not gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "a criterion it ticked cannot be ticked again"
+    assert gbnf.accepts(after, "///mark_criteria_as_done 2\n"), "the one it added can"
     assert gbnf.accepts(after, "///focus_up\n")
     text += "///attach_url https://example.org/tiles\n"
     after = steps.next(text)

@@ -224,31 +224,32 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
 
 async def test_the_reply_continues_under_the_grammar_each_command_leaves(research: Research) -> None:
     research.execute(DEFINE)
+    sub = "<<< add_subproblem\n///title\nCache sizes\n///content\nWhich tiles fit L1?\n>>>\n"
     script = [
-        Say("Two criteria.\n///add_criteria Names a tile size\n///add_criteria Never sent on\n"),
-        Say("///mark_criteria_as_done 1\n"),  # continues the reply: the grammar now admits criterion 1
-        Say(""),  # …and then the model ends the message
+        Say("One part.\n" + sub + sub),  # the second copy would fail: the reply stops after the first
+        Say("///focus_down Cache sizes\n"),  # continues the reply: the grammar now knows the new title
     ]
     with ScriptedModel(script, llama_cpp=True) as llama:
         result = await run(research, llama, max_rounds=1)
     assert result.status is RunStatus.LIMIT
-    first, second, third = llama.requests
-    assert "cmd-mark-criteria-as-done" not in first["grammar"], "no criterion to tick at the start"
+    first, second = llama.requests
+    assert "cmd-focus-down" not in first["grammar"], "no subproblem to focus on at the start"
     assert second["messages"][:-1] == first["messages"]
-    assert second["messages"][-1] == {"role": "assistant", "content": "Two criteria.\n///add_criteria Names a tile size\n"}
-    assert '"///mark_criteria_as_done "' in second["grammar"] and "cmd-mark-criteria-as-done" not in third["grammar"]
-    done = "Two criteria.\n///add_criteria Names a tile size\n///mark_criteria_as_done 1\n"
-    assert research.transcript()[-2].text == done.rstrip(), "the reply is the message, without llama.cpp's echo"
-    assert [(c.text, c.done) for c in research.focus().criteria] == [("Names a tile size", True)]
+    assert second["messages"][-1] == {"role": "assistant", "content": "One part.\n" + sub}
+    assert '"Cache sizes"' in second["grammar"], "focus_down admits the title the message added"
+    before = research.transcript(research.state().session - 1)
+    assert before[-2].text == "One part.\n" + sub + "///focus_down Cache sizes", (
+        "the reply is the message, without llama.cpp's echo of the prefill")
+    assert research.focus().title == "Cache sizes"
     [record] = rounds(research.root)
-    assert record["commands"] == {"ok": 2, "failed": 0, "skipped": 0} and record["finish_reason"] == "stop"
+    assert record["commands"] == {"ok": 2, "failed": 0, "skipped": 0} and record["finish_reason"] == "focus-change"
     assert record["cached_tokens"] is not None and record["cached_tokens"] <= record["prompt_tokens"]
 
 
 async def test_a_reply_cut_at_its_token_limit_inside_a_command_runs_without_it(research: Research) -> None:
     research.execute(DEFINE)
     cut = "<<< add_subproblem\n///title\nCache sizes\n///content\nWhich"
-    script = [Say("///add_criteria Names a tile size\n" + cut), Say(cut, finish="length")]  # the second continues
+    script = [Say("///add_criteria Names a tile size\n" + cut, finish="length")]
     with ScriptedModel(script, llama_cpp=True) as llama:
         await run(research, llama, max_rounds=1, max_reply_tokens=60)
     [record] = rounds(research.root)

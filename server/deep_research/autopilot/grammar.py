@@ -23,9 +23,10 @@ A grammar cannot remember what an earlier command of the same message did, so it
 message as it is written (`MessageGrammar`, the client's `GrammarSteps`): after each complete
 command the engine's dry run of the message so far (`Research.analyze`, the code execution
 runs) gives the state that command left, and when the grammar built from it differs, the
-reply continues under the new one. So a title the message added is taken for the next
-`add_subproblem` and can be focused on, a criterion it added can be ticked and one it ticked
-cannot be ticked again, a focus change is left out once a command failed or reaches outside
+reply continues under the new one (only when the new state rules out something the grammar
+in effect admits; what only adds choices waits for the next continuation). So a title the
+message added is taken for the next `add_subproblem` (and can be focused on), a criterion it
+ticked cannot be ticked again, a focus change is left out once a command failed or reaches outside
 (`attach_url`, `attach_file`, `search` may fail when they run), and a focus change or
 `define_problem` ends the message. One-line arguments are written with single spaces and
 none at their ends, so that "taken" (which ignores case and spacing) is exact.
@@ -137,7 +138,7 @@ class MessageGrammar:
             report_words=self.report_words,
             focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
         )
-        if _same_choices(inputs, self.inputs):
+        if not _narrower(inputs, self.inputs):
             return None
         self.inputs = inputs
         self.grammar = "" if ended else build_grammar(inputs)
@@ -156,13 +157,17 @@ class MessageGrammar:
         return "".join(line + "\n" for line in lines[: last.span.start.line])
 
 
-def _same_choices(a: GrammarInputs, b: GrammarInputs) -> bool:
-    """Would the two give the same grammar (leaving aside the shrinking reply budget)?"""
-    budget = lambda chars: None if chars is None else _budget_lines(chars)  # noqa: E731
-    return a == b or (
-        {**a.__dict__, "reply_chars": None, "written": bool(a.written)}
-        == {**b.__dict__, "reply_chars": None, "written": bool(b.written)}
-        and budget(a.reply_chars) == budget(b.reply_chars)
+def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
+    """Does the state `new` rule out something the grammar built from `old` admits? Only then
+    is the reply continued under a new grammar (a request); what only adds choices (a new
+    criterion to tick, a new subproblem to focus on) waits for the next continuation."""
+    return (
+        new.ended
+        or (old.focus_change and not new.focus_change)
+        or bool(set(old.open_criteria) - set(new.open_criteria))  # ticked: not again
+        or bool(set(new.subproblems) - set(old.subproblems))  # titles now taken
+        or bool(set(new.attachments) - set(old.attachments))  # names now taken
+        or new.phase is not old.phase
     )
 
 
