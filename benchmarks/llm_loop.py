@@ -2,7 +2,7 @@
 """The autopilot with the local model (scripts/setup-local-llm), with and without the grammar,
 side by side in the same run. Not a test: it prints figures.
 
-    .venv/bin/python benchmarks/llm_loop.py [--seeds 1,2,3] [--rounds 12] [--reply-tokens 200] [--quick]
+    .venv/bin/python benchmarks/llm_loop.py [--seeds 1,2,3] [--rounds 12] [--reply-tokens 200] [--threads 1] [--quick]
 
 One llama-server; for each seed, two researches from the same instruction, one driven with
 the grammar and one without, whose rounds ALTERNATE (on, off, off, on, …: who goes first
@@ -210,6 +210,8 @@ def main() -> int:
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
     parser.add_argument("--rounds", type=int, default=12, help="rounds per seed and mode (default 12)")
     parser.add_argument("--reply-tokens", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1, help="llama-server's threads (default 1: on a loaded "
+                        "2-core machine 2 threads generated 5-8x slower, waiting on each other)")
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     args = parser.parse_args()
     if args.quick:
@@ -219,12 +221,12 @@ def main() -> int:
     if install is None:
         print("The local model is not installed: run scripts/setup-local-llm first.")
         return 1
-    print(f"SmolLM2-135M on llama-server (2 threads), {args.rounds} rounds per seed and mode, replies <= "
+    print(f"SmolLM2-135M on llama-server ({args.threads} thread(s)), {args.rounds} rounds per seed and mode, replies <= "
           f"{args.reply_tokens} tokens; grammar on and off alternate round by round. "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
     per_seed: dict[int, dict[str, Figures]] = {}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp, llama_server(install) as url:
+    with tempfile.TemporaryDirectory() as tmp, llama_server(install, threads=args.threads) as url:
         for seed in seeds:
             per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
             print_table(f"seed {seed}", per_seed[seed])

@@ -85,3 +85,21 @@ def test_the_no_problem_form_fits_too(root: Path) -> None:
     full = research.prompt()
     fitted = research.prompt(tokens(full) // 4)
     assert tokens(fitted) <= tokens(full) // 4 and INSTRUCTION in fitted and "# How to define a problem" in fitted
+
+
+def test_the_prompt_as_chat_turns_fits_the_same_way(root: Path) -> None:
+    research = chatty(root)
+    whole = research.conversation()
+    assert whole.opening.startswith("# Deep Research Interface") and "<message from=" not in whole.opening
+    roles = [t.role for t in whole.turns]
+    assert roles == ["assistant", "user"] * (len(roles) // 2) and len(roles) >= 24, "each message, then the reply"
+    assert whole.turns[-2].content == research.transcript()[-2].text
+    budget = tokens(research.prompt()) // 2
+    fitted = research.conversation(budget)
+    assert fitted.characters() <= budget * 4
+    assert fitted.turns[-2:] == whole.turns[-2:], "the newest turn stays whole"
+    assert len(fitted.turns) < len(whole.turns) or CUT.search("".join(t.content for t in fitted.turns))
+    for kept in (INSTRUCTION, ROOT_DEFINITION, "1. [ ] Names a tile size"):
+        assert kept in fitted.opening
+    assert research.conversation(10**6) == whole and research.prompt() == research.prompt(None), (
+        "and the prompt for people keeps its form")
