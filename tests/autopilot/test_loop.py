@@ -259,10 +259,12 @@ async def test_a_reply_cut_at_its_token_limit_inside_a_command_runs_without_it(r
 
 
 async def test_other_endpoints_get_no_grammar_unless_asked(research: Research, model: ScriptedModel) -> None:
-    model.add(Say(DEFINE), Say("///add_criteria One\n"))
+    model.add(Say(DEFINE), Say("<<< add_subproblem\n///title\nA part\n///content\nWhy.\n>>>\n///add_criteria One\n"))
     await run(research, model, max_rounds=1)
     await run(research, model, max_rounds=1, grammar="on")
     assert "grammar" not in model.requests[0] and "cmd-add-criteria" in model.requests[1]["grammar"]
+    assert len(model.requests) == 2, "continuing a prefilled reply is llama.cpp's: others get the first grammar only"
+    assert rounds(research.root)[-1]["commands"]["ok"] == 2
 
 
 async def test_the_api_key_is_sent_but_never_written(research: Research, model: ScriptedModel) -> None:

@@ -330,8 +330,12 @@ class Autopilot:
         number = self.count.rounds
         state = self.research.state()
         record = self._record(number, state)
-        grammar = MessageGrammar(self.research, self.config, max_reply_tokens=self.settings.max_reply_tokens,
-                                 roots=self.roots) if self.use_grammar else None
+        grammar: MessageGrammar | str | None = None
+        if self.use_grammar:
+            grammar = MessageGrammar(self.research, self.config, max_reply_tokens=self.settings.max_reply_tokens,
+                                     roots=self.roots)
+            if not self.client.llama_cpp:  # continuing a prefilled reply is llama.cpp's: the first grammar only
+                grammar = grammar.first()
         focus = self._focus_titles(state)
         self.observer.round_started(number, focus, self.count.tokens, time.monotonic() - self.count.started)
         pieces: list[str] = []
