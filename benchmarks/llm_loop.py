@@ -17,8 +17,13 @@ Per seed and mode it prints:
   rounds that continue a session (a focus change starts a new conversation), and the
   lowest such round;
 - the loop's own overhead per round (everything but waiting for the model).
-`--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens; it
-checks that the benchmark still runs, not what the figures are.
+Then the grammar's own cost, apart from the research each mode led to: the same prompt (a
+research after its breakdown, in the server's cache), answered with the grammar and without
+it, alternately (`--cost-pairs` times, the order swapping): generated tokens/s and the time to
+the first token, medians.
+`--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair;
+it checks that the benchmark still runs, not what the figures are. `--seeds ""` measures only
+the grammar's cost.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.loop import Autopilot, Observer, RoundReport, RunStatus, Settings  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
+from deep_research.autopilot.grammar import MessageGrammar  # noqa: E402
 from tests.local_llm import find_install, llama_server  # noqa: E402
+from tests.scripted_model import BREAK_DOWN, DEFINE  # noqa: E402
 
 INSTRUCTION = "Find out which sorting algorithm is best for teaching beginners, and why."
 MODES = ("on", "off")
@@ -205,6 +212,30 @@ def merged(parts: list[Figures]) -> Figures:
     return total
 
 
+async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path) -> dict[str, list[tuple[float, float]]]:
+    """(tokens/s, first token s) per request, with and without the grammar, on one cached prompt."""
+    research = Research.create(base / "cost", INSTRUCTION)
+    research.execute(DEFINE)
+    research.execute(BREAK_DOWN)
+    messages = research.conversation().messages()
+    grammar = MessageGrammar(research).first()
+    client = ModelClient(url, None, None)
+    await client.server_info()
+    out: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    try:
+        await client.complete(messages, max_reply_tokens=1)  # the prompt into the cache
+        for pair in range(pairs):
+            for mode in (MODES if pair % 2 == 0 else MODES[::-1]):
+                reply = await client.complete(messages, grammar=grammar if mode == "on" else None,
+                                              max_reply_tokens=reply_tokens, seed=pair)
+                generating = (reply.latency_ms - (reply.first_token_ms or 0)) / 1000
+                out[mode].append((reply.completion_tokens / generating if generating > 0 else 0.0,
+                                  (reply.first_token_ms or 0) / 1000))
+    finally:
+        await client.close()
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
@@ -212,10 +243,11 @@ def main() -> int:
     parser.add_argument("--reply-tokens", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1, help="llama-server's threads (default 1: on a loaded "
                         "2-core machine 2 threads generated 5-8x slower, waiting on each other)")
+    parser.add_argument("--cost-pairs", type=int, default=8, help="requests with and without the grammar (default 8)")
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.rounds, args.reply_tokens = "1", 2, 48
+        args.seeds, args.rounds, args.reply_tokens, args.cost_pairs = "1", 2, 48, 1
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     install = find_install()
     if install is None:
@@ -230,13 +262,24 @@ def main() -> int:
         for seed in seeds:
             per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
             print_table(f"seed {seed}", per_seed[seed])
+        cost = asyncio.run(grammar_cost(url, args.cost_pairs, args.reply_tokens, Path(tmp))) if args.cost_pairs else None
     if len(seeds) > 1:
         print_table(f"all {len(seeds)} seeds", {m: merged([per_seed[s][m] for s in seeds]) for m in MODES})
-    on, off = (merged([per_seed[s][m] for s in seeds]) for m in MODES)
-    if on.generation_seconds and off.generation_seconds and on.first_token_ms and off.first_token_ms:
-        speed = (on.completion_tokens / on.generation_seconds) / (off.completion_tokens / off.generation_seconds)
-        first = statistics.median(on.first_token_ms) / statistics.median(off.first_token_ms)
-        print(f"\ngrammar on / off: tokens/s x{speed:.2f} (goal >= 0.8), first token x{first:.2f} (goal <= 1.5)")
+    if seeds:
+        on, off = (merged([per_seed[s][m] for s in seeds]) for m in MODES)
+        if on.generation_seconds and off.generation_seconds and on.first_token_ms and off.first_token_ms:
+            speed = (on.completion_tokens / on.generation_seconds) / (off.completion_tokens / off.generation_seconds)
+            first = statistics.median(on.first_token_ms) / statistics.median(off.first_token_ms)
+            print(f"\nthe runs, grammar on / off (different researches, so different prompts): tokens/s x{speed:.2f}, "
+                  f"first token x{first:.2f}")
+    if cost:
+        med = {m: (statistics.median(v[0] for v in cost[m]), statistics.median(v[1] for v in cost[m])) for m in MODES}
+        print(f"\nthe grammar's own cost, one cached prompt, {len(cost['on'])} requests each, alternating (medians):")
+        for mode in MODES:
+            print(f"  grammar {mode:3s}  {med[mode][0]:6.1f} tokens/s   first token {med[mode][1]:.2f} s")
+        if med["off"][0] and med["off"][1]:
+            print(f"  on / off: tokens/s x{med['on'][0] / med['off'][0]:.2f} (goal >= 0.8), "
+                  f"first token x{med['on'][1] / med['off'][1]:.2f} (goal <= 1.5)")
     print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -59,6 +59,10 @@ def test_a_local_model_drives_a_research_with_the_grammar(local_llm, tmp_path: P
     parsed = [r for r in executed if r["command"] in commands.COMMANDS]
     ran = [r for r in executed if r["status"] == "ok"]
     share = lambda part, whole: f"{len(part)}/{len(whole)} ({100 * len(part) / max(len(whole), 1):.0f}%)"
+    within = [r for before, r in zip(records, records[1:]) if r["session"] == before["session"] and r["cached_tokens"]]
+    cached = sum(r["cached_tokens"] for r in within) / max(1, sum(r["prompt_tokens"] for r in within))
     print(f"\nlocal model, {len(records)} rounds in {elapsed:.0f} s: commands that parsed {share(parsed, executed)}, "
           f"that validated and ran {share(ran, executed)}; "
-          f"tokens {sum(r['prompt_tokens'] + r['completion_tokens'] for r in records):,}")
+          f"tokens {sum(r['prompt_tokens'] + r['completion_tokens'] for r in records):,}; "
+          f"prompt cached within a session {100 * cached:.0f}% ({len(within)} rounds)")
+    assert all(isinstance(r["cached_tokens"], int) for r in records), "llama-server reports its prompt cache"
