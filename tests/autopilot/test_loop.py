@@ -299,3 +299,17 @@ def test_the_loop_calls_execute_in_one_place() -> None:
     source = (Path(__file__).parents[2] / "server/deep_research/autopilot/loop.py").read_text(encoding="utf-8")
     assert source.count("self.executor.execute(") == 1 and source.count("gather_and_execute(") == 1
     assert "research.execute(" not in source
+
+
+def test_a_session_that_outgrows_the_prompt_budget_is_cut_once_then_extended_again(research: Research) -> None:
+    from deep_research.autopilot.turns import Turns
+
+    research.execute(DEFINE)
+    turns, sent = Turns(), []
+    for n in range(16):
+        sent.append(turns.messages(research, max_tokens=6000))
+        research.execute(f"Turn {n}. " + "Long reasoning. " * 60 + f"\n///add_criteria Criterion {n}\n")
+    assert all(sum(len(m["content"]) for m in s) <= 6000 * 4 for s in sent), "every prompt fits"
+    refits = [n for n in range(1, len(sent)) if sent[n][: len(sent[n - 1])] != sent[n - 1]]
+    assert refits and len(refits) <= 2, ("cut rarely: between cuts each prompt extends the last", refits)
+    assert turns.fresh_starts == len(refits) + 1

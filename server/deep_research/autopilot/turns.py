@@ -13,7 +13,8 @@ Everything sent before stays byte for byte the same.
 
 It starts afresh from disk (one cache miss) when the session changes, when the turns on disk
 are no longer the ones it sent (another writer, an undo, a restart), or when the kept
-conversation no longer fits `max_prompt_tokens` (the engine's fitted one is then used).
+conversation no longer fits `max_prompt_tokens`: then the engine fits it to 70% of that, so
+that the rounds after extend it again for a while.
 Disk stays the memory: this is only what was sent, to send it again unchanged.
 """
 
@@ -22,22 +23,26 @@ from __future__ import annotations
 from ..engine.prompt import Conversation, Turn
 
 
+REFIT = 0.7  # a conversation fitted afresh takes this share of max_prompt_tokens: room to grow
+
+
 class Turns:
     def __init__(self) -> None:
         self.key: tuple | None = None  # (session, phase) the kept conversation belongs to
         self.opening = ""
-        self.sent: list[Turn] = []  # as sent (the newest user turns with their updates)
-        self.bare: list[Turn] = []  # as on disk
-        self.fresh_starts = 0  # conversations started afresh (a measure for the tests)
+        self.sent: list[Turn] = []  # as sent (the newest user turns with their updates; old ones maybe cut)
+        self.bare: list[Turn] = []  # the session's turns on disk that `sent` accounts for, as they are there
+        self.fresh_starts = 0  # conversations started afresh
 
     def messages(self, research, max_tokens: int | None = None) -> list[dict[str, str]]:
         """The chat `messages` for the next round of `research` (an engine.research.Research)."""
         state = research.state()
         key = (state.session, state.phase)
-        fresh: Conversation = research.conversation(max_tokens)
-        extends = key == self.key and list(fresh.turns[: len(self.bare)]) == self.bare
-        if extends:
-            added = list(fresh.turns[len(self.bare):])
+        whole: Conversation = research.conversation()  # as on disk, not fitted
+        budget = None if max_tokens is None else max_tokens * 4  # characters
+        outgrown = False
+        if key == self.key and list(whole.turns[: len(self.bare)]) == self.bare:
+            added = list(whole.turns[len(self.bare):])
             sent = self.sent + added
             if added and added[-1].role == "user":
                 shown = self.opening + "".join(t.content for t in sent)
@@ -45,10 +50,16 @@ class Turns:
                 if update:
                     sent[-1] = Turn("user", sent[-1].content + "\n\n" + update)
             candidate = Conversation(self.opening, tuple(sent))
-            if max_tokens is None or candidate.characters() <= max_tokens * 4:
+            if budget is None or candidate.characters() <= budget:
                 self.sent, self.bare = sent, self.bare + added
                 return candidate.messages()
+            outgrown = True
+        # Afresh. When the session no longer fits, it is fitted well below the budget, so that the
+        # next rounds extend it (and hit the cache) for a while, rather than every round cutting
+        # one more old turn (which changes everything after the opening).
         self.fresh_starts += 1
-        self.key, self.opening = key, fresh.opening
-        self.sent, self.bare = list(fresh.turns), list(fresh.turns)
-        return fresh.messages()
+        fits = budget is None or (not outgrown and whole.characters() <= budget - 200)
+        fitted = whole if fits else research.conversation(int(max_tokens * REFIT))
+        self.key, self.opening = key, fitted.opening
+        self.sent, self.bare = list(fitted.turns), list(whole.turns)
+        return fitted.messages()
