@@ -4,6 +4,8 @@ and every limit (size, time, redirects, addresses, types, status codes)."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
+import os
 import threading
 
 import pytest
@@ -12,10 +14,13 @@ from werkzeug import Request, Response
 
 from deep_research.sources import SourceError
 from deep_research.sources.fetch import USER_AGENT, Limits, fetch
-from deep_research.sources.gather import fetch_page
+from deep_research.config import Config
+from deep_research.engine.evidence import Need, NeedKind
+from deep_research.sources.gather import fetch_page, gather
 from deep_research.sources.guard import AddressPolicy
+from deep_research.sources.reader import Readers
 
-from dr_sources_support import ARTICLE, INTERNET, PRIVATE_OK, make_pdf
+from dr_sources_support import ARTICLE, INTERNET, PRIVATE_OK, make_pdf, read_forever, read_title
 
 MB = 1024 * 1024
 
@@ -148,26 +153,57 @@ def test_a_slow_body_hits_the_total_timeout(web: HTTPServer, release: threading.
     assert message == f"{web.url_for('/slow')} did not answer completely within 1 seconds; nothing was attached."
 
 
-def test_a_page_too_slow_to_read_is_reported(web: HTTPServer, release: threading.Event, monkeypatch) -> None:
-    from deep_research.sources import extract
-
-    def stuck(*args, **kwargs):
-        release.wait(30)  # as trafilatura on a hostile page: held until the test ends
-        raise AssertionError("the reading was not given up")
-
-    monkeypatch.setattr(extract, "extract", stuck)
+def test_a_page_too_slow_to_read_is_reported_and_its_reading_stopped(web: HTTPServer) -> None:
+    """The reading hangs (as trafilatura on a hostile page): the source fails at the limit,
+    and the process that was reading is gone, not left running in the background."""
+    readers = Readers(target=read_forever)
     web.expect_request("/huge").respond_with_data("<html><body><table></table></body></html>", content_type="text/html")
-
-    async def attempt() -> str:
+    try:
         with pytest.raises(SourceError) as caught:
-            await fetch_page(web.url_for("/huge"), policy=INTERNET, limits=Limits(extract_timeout=0.5))
-        assert not release.is_set()  # given up while the reading was still stuck
-        release.set()  # now let it end (asyncio.run waits for its thread)
-        return caught.value.message
+            asyncio.run(fetch_page(web.url_for("/huge"), policy=INTERNET, limits=Limits(extract_timeout=0.5),
+                                   readers=readers))
+        assert caught.value.message == (f"Reading the text of {web.url_for('/huge')} (41 bytes of html) took longer "
+                                        "than 0.5 seconds; nothing was attached.")
+        assert readers.processes() == []  # killed and reaped when the limit was reached
+        assert not [p for p in multiprocessing.active_children() if p.name == "deep-research-reader"
+                    and p not in shared_processes()]
+    finally:
+        readers.close()
 
-    message = asyncio.run(attempt())
-    assert message == (f"Reading the text of {web.url_for('/huge')} (41 bytes of html) took longer than 0.5 seconds; "
-                       "nothing was attached.")
+
+def test_a_cancelled_reading_is_stopped_too(web: HTTPServer, tmp_path) -> None:
+    """The user cancels (the gathering's `cancelled()` says so) while a page is being read."""
+    readers = Readers(target=read_forever)
+    web.expect_request("/huge").respond_with_data("<p>big</p>", content_type="text/html")
+    need = Need(NeedKind.URL, web.url_for("/huge"))
+    try:
+        evidence = asyncio.run(gather([need], root=tmp_path, config=Config(), policy=INTERNET, readers=readers,
+                                      cancelled=lambda: readers.reading() > 0))
+        assert evidence is None
+        assert readers.processes() == []
+    finally:
+        readers.close()
+
+
+def test_readings_reuse_their_worker_process(web: HTTPServer) -> None:
+    readers = Readers(target=read_title)
+    web.expect_request("/a").respond_with_data("first", content_type="text/plain")
+    web.expect_request("/b").respond_with_data("second", content_type="text/plain")
+    try:
+        first = asyncio.run(fetch_page(web.url_for("/a"), policy=INTERNET, readers=readers))
+        second = asyncio.run(fetch_page(web.url_for("/b"), policy=INTERNET, readers=readers))
+        assert (first.text, second.text) == ("first", "second")
+        assert first.title == second.title != f"read by {os.getpid()}"  # one worker, not this process
+        assert len(readers.processes()) == 1
+    finally:
+        readers.close()
+    assert readers.processes() == []
+
+
+def shared_processes() -> list:
+    from deep_research.sources.reader import readers
+
+    return readers().processes()
 
 
 def test_a_connection_nobody_accepts_is_reported(web: HTTPServer) -> None:
