@@ -32,6 +32,12 @@ class TooSlow(Exception):
 
 def _serve(conn: Any, target: Callable[..., Any] | None) -> None:
     """The worker's loop: a job in, its result out, until idle or orphaned."""
+    import os
+    import sys
+
+    # The language server speaks on stdout: nothing a library prints here may reach it.
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     if target is None:
         from .extract import extract as target
     while True:
