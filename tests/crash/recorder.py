@@ -39,12 +39,19 @@ class Recorder:
         self.model: Image = self.initial.copy()
         self.ops: list[Op] = []
         self.outside: list[str] = []  # calls that changed something outside the sandbox
+        self.marks: list[int] = []  # numbers of operations after which the state is consistent
         self._real_ino: dict[int, int] = {}  # the real inode number of each model inode
         self._next = max(self.initial.inodes, default=0) + 1
         self._lock = threading.RLock()
         self._real: dict[str, Callable] = {}
         for path, ino in self.initial.names.items():
             self._real_ino[ino] = os.lstat(self.sandbox / path).st_ino
+
+    def mark(self) -> None:
+        """Note that the sandbox is in a consistent state now (see scenarios.Scenario)."""
+        with self._lock:
+            self._scan()
+            self.marks.append(len(self.ops))
 
     # -- the wrapping ------------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ def record(scenario: Scenario, folder: Path, full: bool) -> Recorder:
     with scenario.prepare(sandbox, full) as act:
         recorder = Recorder(sandbox)
         with recorder.recording():
-            act()
+            act(recorder.mark)
     _same_as_model(recorder, sandbox)
     return recorder
 
@@ -109,7 +109,9 @@ def run(scenario: Scenario, *, full: bool = False, kill_stride: int | None = 8,
         recorder = record(scenario, Path(recorded), full)
         ops, initial = recorder.ops, recorder.initial
         result = Result(scenario.name, len(ops), outside=list(recorder.outside))
-        checker = Checker(scenario, Path(scratch), initial, recorder.model)
+        marks = {f"after mark {n}": CrashState(k).build(initial, ops) for n, k in enumerate(recorder.marks, 1)
+                 if k < len(ops)}
+        checker = Checker(scenario, Path(scratch), initial, recorder.model, marks)
         seen: set[str] = set()  # disks checked
         checked: set[tuple[str, str]] = set()  # (disk, what it had to be: "" if anything consistent)
 
@@ -201,12 +203,16 @@ def split(snap: Snapshot) -> tuple[Snapshot, Snapshot]:
 
 
 class Checker:
-    def __init__(self, scenario: Scenario, scratch: Path, before: Image, after: Image) -> None:
+    def __init__(self, scenario: Scenario, scratch: Path, before: Image, after: Image,
+                 marks: dict[str, Image] | None = None) -> None:
         self.scenario = scenario
         self.scratch = scratch
         self.count = 0
         self.before, self.outside = self.reference(before)
         self.after, _ = self.reference(after)
+        self.references = {"before": self.before,
+                           **{name: self.reference(image)[0] for name, image in (marks or {}).items()},
+                           "after": self.after}
 
     def reference(self, image: Image) -> tuple[Snapshot, Snapshot]:
         """The snapshots (research, the rest) of `image` once opened."""
@@ -270,11 +276,10 @@ class Checker:
         return verdict, problems
 
     def same_as(self, inside: Snapshot) -> str | None:
-        if inside == self.before:
-            return "before"
-        if inside == self.after:
-            return "after"
-        return self.scenario.extra(inside, self.before, self.after)
+        for name, reference in self.references.items():
+            if inside == reference:
+                return name
+        return self.scenario.extra(inside, self.references)
 
     def _difference(self, inside: Snapshot) -> str:
         def diff(reference: Snapshot) -> str:

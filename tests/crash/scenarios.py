@@ -47,10 +47,12 @@ def wide_message(parts: int, attachment_bytes: int) -> str:
 class Scenario:
     name: str
     what: str  # for people: what is recorded
-    prepare: Callable[[Path, bool], contextlib.AbstractContextManager[Callable[[], None]]]
-    # States other than before and after that are consistent for this scenario: their
-    # name, given the research's snapshot and the two references (see replay.same_as).
-    extra: Callable[[dict, dict, dict], str | None] = field(default=lambda now, before, after: None)
+    # Yields the operation to record, which is given `mark`: a call that names the state at
+    # that moment a consistent one too (the autopilot's: after each round).
+    prepare: Callable[[Path, bool], contextlib.AbstractContextManager[Callable[[Callable[[], None]], None]]]
+    # States other than the references (before, each mark, after) that are consistent for
+    # this scenario: their name, given the research's snapshot and the references by name.
+    extra: Callable[[dict, dict], str | None] = field(default=lambda now, references: None)
     # Done after the next message in each state: the scenario's operation once more (whatever
     # sweeps its own temporary files).
     again: Callable[[Path], None] = field(default=lambda root: None)
@@ -80,7 +82,7 @@ def _execute(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     research = defined(sandbox)
     message = wide_message(6 if full else 2, 9000 if full else 300)
     (research.root / "message.dr").write_text(message)
-    yield lambda: _run(research.root, message)
+    yield lambda mark: _run(research.root, message)
 
 
 def _run(root: Path, message: str) -> None:
@@ -101,7 +103,7 @@ def _focus(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
         assert research.execute("///add_criteria Done\n///mark_criteria_as_done 1\n"
                                 + block("write_report", content="Summarized: part 0.\nConclusion: done.")
                                 + "///focus_up\n").executed
-    yield lambda: _run(research.root, message)
+    yield lambda mark: _run(research.root, message)
 
 
 @contextlib.contextmanager
@@ -112,36 +114,40 @@ def _undo(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     if full:  # undo a focus change too: a session file created, then removed
         assert research.execute("///focus_down Part 1\n").executed
         research.undo()
-    yield lambda: Research.open(research.root).undo()
+    yield lambda mark: Research.open(research.root).undo()
 
 
 @contextlib.contextmanager
 def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     from deep_research.autopilot.client import ModelClient
-    from deep_research.autopilot.loop import Autopilot, Settings
+    from deep_research.autopilot.loop import Autopilot, Observer, Settings
     from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN, MODEL, Say, ScriptedModel
 
     research = defined(sandbox)
     steps = [BREAK_DOWN, FOCUS_DOWN] if full else [BREAK_DOWN]
     with ScriptedModel([Say(text) for text in steps]) as model:
-        async def rounds() -> None:
+        async def rounds(mark: Callable[[], None]) -> None:
+            class Rounds(Observer):
+                def round_ended(self, report) -> None:  # noqa: ANN001
+                    mark()  # the research after a whole round is a consistent state
+
             client = ModelClient(model.base_url, MODEL, None, max_retries=0)
             try:
                 settings = Settings(max_rounds=len(steps), grammar="off")
-                await Autopilot(Research.open(research.root), client, settings).run()
+                await Autopilot(Research.open(research.root), client, settings, observer=Rounds()).run()
             finally:
                 await client.close()
 
-        yield lambda: asyncio.run(rounds())
+        yield lambda mark: asyncio.run(rounds(mark))
 
 
-def _autopilot_draft(now: dict, before: dict, after: dict) -> str | None:
+def _autopilot_draft(now: dict, references: dict) -> str | None:
     """The model's reply written to message.dr (not durably: it is a draft) and not run yet:
     the autopilot's resume asks about it."""
     from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN
 
     message = "research/message.dr"
-    for reference in (before, after):
+    for reference in references.values():
         for draft in (BREAK_DOWN, FOCUS_DOWN):
             if now.get(message) == draft.encode() and {**now, message: reference.get(message)} == reference:
                 return "a reply waiting in message.dr"
@@ -162,7 +168,7 @@ def _attachment(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
         body = CACHE_BLOCKING if not full else CACHE_BLOCKING.replace("</article>", "<p>More.</p>" * 800 + "</article>")
         server.expect_request("/cache-blocking").respond_with_data(body, content_type="text/html")
         message = f"Reading the source.\n///attach_url {server.url_for('/cache-blocking')}\n"
-        yield lambda: _run(research.root, message)
+        yield lambda mark: _run(research.root, message)
     finally:
         server.clear()
         server.stop()
@@ -180,17 +186,17 @@ def _new(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     argv = ["new", str(sandbox / RESEARCH), "--instruction", "Find the clearest tiling.",
             "--context", str(inputs / "course.md"), "--attach", str(inputs / "paper.md")]
 
-    def act() -> None:
+    def act(mark: Callable[[], None]) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
             assert main(argv) == 0
 
     yield act
 
 
-def _new_before(now: dict, before: dict, after: dict) -> str | None:
+def _new_before(now: dict, references: dict) -> str | None:
     """`deep-research new` interrupted before its commit point: the folder holds nothing
     (or only the lock); `new` runs again."""
-    return "no research yet" if not [p for p in now if not p.endswith("/")] and now != after else None
+    return "no research yet" if not [p for p in now if not p.endswith("/")] else None
 
 
 @contextlib.contextmanager
@@ -200,7 +206,7 @@ def _export(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     research = defined(sandbox)
     export(research.root, research.root / "dossier.html")  # the dossier of an earlier moment
     assert research.execute(wide_message(6 if full else 1, 100)).executed
-    yield lambda: export(research.root, research.root / "dossier.html")
+    yield lambda mark: export(research.root, research.root / "dossier.html")
 
 
 EDIT = b"A line the user added by hand after the message.\n"
@@ -215,8 +221,9 @@ def _edit(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     research = defined(sandbox)
     message = "///add_criteria Names a tile size\n" + block("append_to_problem_definition", content="Scope: doubles.")
 
-    def act() -> None:
+    def act(mark: Callable[[], None]) -> None:
         _run(research.root, message)
+        mark()  # the message ran, the edit is not made yet
         # The user edits a file the message wrote, and the editor saves it durably (a
         # temporary file, fsynced, renamed over the file, the folder fsynced).
         target = sandbox / EDITED
@@ -235,14 +242,10 @@ def _edit(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     yield act
 
 
-def _edit_states(now: dict, before: dict, after: dict) -> str | None:
-    """The message ran and the edit is not saved yet (the editor's temporary file may be there)."""
+def _edit_states(now: dict, references: dict) -> str | None:
+    """A reference state with the editor's temporary file of the save beside it."""
     now = {k: v for k, v in now.items() if k != SAVE}
-    if now == {**after, EDITED: after[EDITED].replace(EDIT, b"")}:
-        return "the message ran, not the edit yet"
-    if now == after or now == before:
-        return "with the editor's temporary file"
-    return None
+    return next((f"{name}, the editor's temporary file beside" for name, r in references.items() if now == r), None)
 
 
 def _export_again(root: Path) -> None:
@@ -263,7 +266,7 @@ def _continue(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     argv = ["continue", str(research.root), "--instruction", "Now also cover GPUs.",
             "--context", str(sandbox / OUTSIDE / "more.md")]
 
-    def act() -> None:
+    def act(mark: Callable[[], None]) -> None:
         with contextlib.redirect_stdout(io.StringIO()):
             assert main(argv) == 0
 

@@ -51,7 +51,7 @@ def test_a_pending_file_whose_removal_is_not_durable_is_found(monkeypatch: pytes
     result = run(scenario("edit"), kill_stride=None, log=lambda line: None)
     assert len(result.inconsistent) == 1
     assert "Unlink(path='research/.deep-research/pending.json')" in result.inconsistent[0]
-    assert "the operation had returned, yet the disk is 'the message ran, not the edit yet'" in result.inconsistent[0]
+    assert "the operation had returned, yet the disk is 'after mark 1'" in result.inconsistent[0]
 
 
 # -- the persistence model -------------------------------------------------------------------------------
