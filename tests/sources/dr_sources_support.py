@@ -64,7 +64,7 @@ loop's other data. Larger tiles fit L2 instead and trade latency for bandwidth.<
 
 def read_forever(*args, **kwargs):
     """A reading that never ends, as trafilatura on a hostile page (run in a reader process:
-    `reader.Readers(target=read_forever)`, so it is importable from there)."""
+    `reader.Readers(target="dr_sources_support:read_forever")`, importable from there)."""
     import threading
 
     threading.Event().wait()

@@ -4,9 +4,10 @@ and every limit (size, time, redirects, addresses, types, status codes)."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
+import signal
 import threading
+from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -20,7 +21,9 @@ from deep_research.sources.gather import fetch_page, gather
 from deep_research.sources.guard import AddressPolicy
 from deep_research.sources.reader import Readers
 
-from dr_sources_support import ARTICLE, INTERNET, PRIVATE_OK, make_pdf, read_forever, read_title
+from dr_sources_support import ARTICLE, INTERNET, PRIVATE_OK, make_pdf
+
+FOREVER = "dr_sources_support:read_forever"  # a reading that hangs, run in the reader process
 
 MB = 1024 * 1024
 
@@ -156,7 +159,7 @@ def test_a_slow_body_hits_the_total_timeout(web: HTTPServer, release: threading.
 def test_a_page_too_slow_to_read_is_reported_and_its_reading_stopped(web: HTTPServer) -> None:
     """The reading hangs (as trafilatura on a hostile page): the source fails at the limit,
     and the process that was reading is gone, not left running in the background."""
-    readers = Readers(target=read_forever)
+    readers = Readers(target=FOREVER)
     web.expect_request("/huge").respond_with_data("<html><body><table></table></body></html>", content_type="text/html")
     try:
         with pytest.raises(SourceError) as caught:
@@ -165,15 +168,14 @@ def test_a_page_too_slow_to_read_is_reported_and_its_reading_stopped(web: HTTPSe
         assert caught.value.message == (f"Reading the text of {web.url_for('/huge')} (41 bytes of html) took longer "
                                         "than 0.5 seconds; nothing was attached.")
         assert readers.processes() == []  # killed and reaped when the limit was reached
-        assert not [p for p in multiprocessing.active_children() if p.name == "deep-research-reader"
-                    and p not in shared_processes()]
+        assert [p.returncode for p in readers.started] == [-signal.SIGKILL]
     finally:
         readers.close()
 
 
 def test_a_cancelled_reading_is_stopped_too(web: HTTPServer, tmp_path) -> None:
     """The user cancels (the gathering's `cancelled()` says so) while a page is being read."""
-    readers = Readers(target=read_forever)
+    readers = Readers(target=FOREVER)
     web.expect_request("/huge").respond_with_data("<p>big</p>", content_type="text/html")
     need = Need(NeedKind.URL, web.url_for("/huge"))
     try:
@@ -181,12 +183,13 @@ def test_a_cancelled_reading_is_stopped_too(web: HTTPServer, tmp_path) -> None:
                                       cancelled=lambda: readers.reading() > 0))
         assert evidence is None
         assert readers.processes() == []
+        assert [p.returncode for p in readers.started] == [-signal.SIGKILL]
     finally:
         readers.close()
 
 
 def test_readings_reuse_their_worker_process(web: HTTPServer) -> None:
-    readers = Readers(target=read_title)
+    readers = Readers(target="dr_sources_support:read_title")
     web.expect_request("/a").respond_with_data("first", content_type="text/plain")
     web.expect_request("/b").respond_with_data("second", content_type="text/plain")
     try:
@@ -194,16 +197,10 @@ def test_readings_reuse_their_worker_process(web: HTTPServer) -> None:
         second = asyncio.run(fetch_page(web.url_for("/b"), policy=INTERNET, readers=readers))
         assert (first.text, second.text) == ("first", "second")
         assert first.title == second.title != f"read by {os.getpid()}"  # one worker, not this process
-        assert len(readers.processes()) == 1
+        assert len(readers.started) == 1 and len(readers.processes()) == 1
     finally:
         readers.close()
     assert readers.processes() == []
-
-
-def shared_processes() -> list:
-    from deep_research.sources.reader import readers
-
-    return readers().processes()
 
 
 def test_a_connection_nobody_accepts_is_reported(web: HTTPServer) -> None:
@@ -316,3 +313,29 @@ def test_raw_fetch_returns_bytes_and_metadata(web: HTTPServer) -> None:
     web.expect_request("/raw").respond_with_data(b"\x01\x02", content_type="application/octet-stream")
     fetched = asyncio.run(fetch(web.url_for("/raw"), policy=INTERNET))
     assert (fetched.body, fetched.media_type, fetched.status) == (b"\x01\x02", "application/octet-stream", 200)
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_reading(web: HTTPServer, tmp_path) -> None:
+    """A harness script (no `if __name__ == "__main__"`) reads a page: the reading process
+    must not import the script again (multiprocessing's spawn would: the script would run twice)."""
+    import subprocess
+    import sys
+
+    web.expect_request("/page").respond_with_data("<html><head><title>T</title></head><body><p>Words.</p></body></html>",
+                                                  content_type="text/html")
+    runs = tmp_path / "runs.txt"
+    script = tmp_path / "harness.py"
+    script.write_text(
+        "import asyncio, ipaddress\n"
+        "from deep_research.sources.gather import fetch_page\n"
+        "from deep_research.sources.guard import AddressPolicy\n"
+        f"with open({str(runs)!r}, 'a') as out:\n"
+        "    out.write('ran\\n')\n"
+        "policy = AddressPolicy(trusted=(ipaddress.ip_network('127.0.0.1/32'),))\n"
+        f"print(asyncio.run(fetch_page({web.url_for('/page')!r}, policy=policy)).title)\n")
+    server = str(Path(__file__).resolve().parents[2] / "server")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": server})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "T"
+    assert runs.read_text() == "ran\n"
