@@ -142,15 +142,17 @@ def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 
 
 def _autopilot_draft(now: dict, references: dict) -> str | None:
-    """The model's reply written to message.dr (not durably: it is a draft) and not run yet:
-    the autopilot's resume asks about it."""
+    """A reference state with the model's reply written to message.dr (not durably: it is a
+    draft) and not run yet: the autopilot's resume asks about it."""
     from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN
 
     message = "research/message.dr"
-    for reference in references.values():
-        for draft in (BREAK_DOWN, FOCUS_DOWN):
-            if now.get(message) == draft.encode() and {**now, message: reference.get(message)} == reference:
-                return "a reply waiting in message.dr"
+    draft = (now.get(message) or b"").strip()
+    if not draft or not any(reply.encode().startswith(draft) for reply in (BREAK_DOWN, FOCUS_DOWN)):
+        return None  # (a reply is cut after its focus change: the stream stops there)
+    for name, reference in references.items():
+        if {**now, message: reference.get(message)} == reference:
+            return f"{name}, a reply waiting in message.dr"
     return None
 
 
