@@ -159,7 +159,7 @@ def run(scenario: Scenario, *, full: bool = False, kill_stride: int | None = 8,
 Snapshot = dict  # path relative to the sandbox -> bytes (a folder: path + "/" -> None)
 
 
-def snapshot(sandbox: Path) -> Snapshot:
+def snapshot(sandbox: Path, *, garbage: bool = False) -> Snapshot:
     out: Snapshot = {}
     for current, dirs, files in os.walk(sandbox):
         rel = os.path.relpath(current, sandbox)
@@ -167,7 +167,7 @@ def snapshot(sandbox: Path) -> Snapshot:
             out[rel + "/"] = None
         for name in files:
             path = os.path.join(rel, name) if rel != "." else name
-            if _garbage(path):
+            if not garbage and _garbage(path):
                 continue
             with open(os.path.join(sandbox, path), "rb") as handle:
                 out[path] = handle.read()
@@ -208,6 +208,7 @@ class Checker:
         self.scenario = scenario
         self.scratch = scratch
         self.count = 0
+        self.used: dict[str, list[str]] = {}  # a disk as opened -> what was wrong when it was used
         self.before, self.outside = self.reference(before)
         self.after, _ = self.reference(after)
         self.references = {"before": self.before,
@@ -258,6 +259,17 @@ class Checker:
         if outside != self.outside:
             problems.append("something outside the research changed: "
                             + ", ".join(sorted(set(outside) ^ set(self.outside)) or ["contents"]))
+        # What follows depends only on the disk as opened, temporary files included: many
+        # crash states come to the same one (then it is checked once).
+        opened = _digest(snapshot(sandbox, garbage=True))
+        if opened not in self.used:
+            self.used[opened] = self._use(root, research, verdict, inside)
+        return verdict, problems + self.used[opened]
+
+    def _use(self, root: Path, research: Research | None, verdict: str, inside: Snapshot) -> list[str]:
+        """The research as it is used next: its journal and prompt, the next message, the
+        scenario's operation again; no temporary file is left after them."""
+        problems = []
         if research is None:
             if verdict == "after" or self.after.get(f"{RESEARCH}/{BOOK}/state.json") is None:
                 problems.append("the research cannot be opened")
@@ -273,7 +285,7 @@ class Checker:
         left = _leftovers(root)
         if left:
             problems.append(f"temporary files are left after the next message: {left[:3]}")
-        return verdict, problems
+        return problems
 
     def same_as(self, inside: Snapshot) -> str | None:
         for name, reference in self.references.items():
