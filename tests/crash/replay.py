@@ -13,8 +13,8 @@ For each distinct state (many crash states leave the same disk), in a scratch co
 5. the next message runs, and the research opens again with a matching prompt;
 6. nothing next to the research changed.
 
-Lock files and the bookkeeping's temporary files (swept by the next commit) are not part
-of the research's state.
+Lock files, temporary files and undo's links of a message that never committed are not
+part of the research's state (the next commit, or export, removes them: checked).
 """
 
 from __future__ import annotations
@@ -161,13 +161,14 @@ Snapshot = dict  # path relative to the sandbox -> bytes (a folder: path + "/" -
 
 def snapshot(sandbox: Path, *, garbage: bool = False) -> Snapshot:
     out: Snapshot = {}
+    spare = set(_spare_links(sandbox / RESEARCH)) if not garbage else set()
     for current, dirs, files in os.walk(sandbox):
         rel = os.path.relpath(current, sandbox)
         if rel != ".":
             out[rel + "/"] = None
         for name in files:
             path = os.path.join(rel, name) if rel != "." else name
-            if not garbage and _garbage(path):
+            if not garbage and (_garbage(path) or path in spare):
                 continue
             with open(os.path.join(sandbox, path), "rb") as handle:
                 out[path] = handle.read()
@@ -191,9 +192,22 @@ def _temporary(name: str) -> bool:
     return name.startswith(TMP_MARK) or (name.startswith(".dossier.html.") and name.endswith(".tmp"))
 
 
+def _spare_links(root: Path) -> list[str]:
+    """Undo's links of a message that never committed (made before its commit point; the
+    next message removes them): paths relative to the sandbox."""
+    folder = root / BOOK / "undo"
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    records = {n.partition(".")[0] for n in names if n.endswith(".json")}
+    return [f"{RESEARCH}/{BOOK}/undo/{n}" for n in names if n.endswith(".before") and n.partition(".")[0] not in records]
+
+
 def _leftovers(root: Path) -> list[str]:
-    return sorted(os.path.relpath(os.path.join(current, name), root)
-                  for current, _, files in os.walk(root) for name in files if _temporary(name))
+    temporaries = [os.path.relpath(os.path.join(current, name), root)
+                   for current, _, files in os.walk(root) for name in files if _temporary(name)]
+    return sorted(temporaries + _spare_links(root))
 
 
 def split(snap: Snapshot) -> tuple[Snapshot, Snapshot]:

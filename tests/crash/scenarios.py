@@ -67,6 +67,14 @@ def new_sandbox(sandbox: Path) -> Path:
     return sandbox / RESEARCH
 
 
+def long_prompt(research: Research) -> Research:
+    """A prompt over 16 KB: the next message's undo record keeps it by a hard link, made
+    before the commit point (engine/undo.py)."""
+    notes = "Measured tile sizes and their speed. " * 500
+    assert research.execute(block("add_attachment", name="Long notes", content=notes)).executed
+    return research
+
+
 def defined(sandbox: Path) -> Research:
     research = Research.create(new_sandbox(sandbox), "Find the clearest tiling for teaching.",
                                [("Background", "A course on performance.")])
@@ -79,7 +87,7 @@ def defined(sandbox: Path) -> Research:
 
 @contextlib.contextmanager
 def _execute(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
-    research = defined(sandbox)
+    research = long_prompt(defined(sandbox))
     message = wide_message(6 if full else 2, 9000 if full else 300)
     (research.root / "message.dr").write_text(message)
     yield lambda mark: _run(research.root, message)
@@ -108,7 +116,7 @@ def _focus(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 
 @contextlib.contextmanager
 def _undo(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
-    research = defined(sandbox)
+    research = long_prompt(defined(sandbox))  # the prompt comes back from a link
     assert research.execute(wide_message(6 if full else 2, 9000 if full else 300),
                             consume=research.root / "message.dr").executed
     if full:  # undo a focus change too: a session file created, then removed
