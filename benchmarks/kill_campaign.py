@@ -287,10 +287,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--parts", type=int, default=20, help="subproblems and attachments of the large message")
     parser.add_argument("--rounds", type=int, default=len(WHOLE_RESEARCH), help="autopilot rounds per run (at most 5)")
-    parser.add_argument("--quick", action="store_true", help="5 kills per kind, a small message, 2 rounds (CI)")
+    parser.add_argument("--quick", action="store_true", help="3 kills per kind, a small message, 1 round (CI)")
     parser.add_argument("kinds", nargs="*", choices=[[], *KINDS], default=[])
     args = parser.parse_args()
-    runs, parts, rounds = (5, 5, 2) if args.quick else (args.runs, args.parts, min(args.rounds, len(WHOLE_RESEARCH)))
+    runs, parts, rounds = (3, 5, 1) if args.quick else (args.runs, args.parts, min(args.rounds, len(WHOLE_RESEARCH)))
     rng = random.Random(args.seed)
     total_failures = 0
     with tempfile.TemporaryDirectory(prefix="kill-campaign-") as tmp:

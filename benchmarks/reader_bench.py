@@ -64,7 +64,7 @@ async def measure(page: bytes, reps: int) -> None:
             kept.append((time.perf_counter() - start) * 1000)
     finally:
         readers.close()
-    print(f"Reading a {len(page) / 1024:.0f} KB page:")
+    print(f"Reading a {len(page) / 1024:.1f} KB page:")
     print(f"  {'in a thread of this process (baseline, not stoppable)':<56} {figures(threaded)}")
     print(f"  {'in a kept worker process (stoppable)':<56} {figures(kept)}")
     print(f"  {'the first reading, which starts the worker':<56} {first:8.0f} ms")
