@@ -35,7 +35,7 @@ from deep_research.engine.state import Phase
 
 from .disk import CrashState, Image, crash_states, read_image
 from .recorder import Recorder
-from .scenarios import OUTSIDE, RESEARCH, Scenario
+from .scenarios import RESEARCH, Scenario
 
 BOOK = ".deep-research"
 TMP_MARK = ".tmp-dr-"
@@ -118,12 +118,13 @@ def run(scenario: Scenario, *, full: bool = False, kill_stride: int | None = 8,
         def check_all(sequence: list, points: range | None, done: int, end: Snapshot) -> None:
             """`done`: the crash point from which the operation had returned, and `end` what
             the research must then be."""
+            end_key = _digest(end)
             for state in crash_states(sequence, points):
                 result.states += 1
                 image = state.build(initial, sequence)
                 key = image.digest()
                 final = state.point >= done
-                task = (key, _digest(end) if final else "")
+                task = (key, end_key if final else "")
                 if task in checked:
                     continue
                 checked.add(task)
