@@ -82,7 +82,7 @@ def snapshot(folder: Path) -> dict[str, object]:
         out[rel_dir + "/"] = None
         for name in files:
             rel = os.path.normpath(os.path.join(rel_dir, name))
-            if rel == f"{BOOK}/lock" or (rel.startswith(BOOK + "/") and name.startswith(TMP_MARK)) \
+            if rel == f"{BOOK}/lock" or (rel_dir in (".", BOOK) and name.startswith(TMP_MARK)) \
                     or re.fullmatch(rf"{BOOK}/undo/\d+\.\d+\.before", rel):
                 continue  # not state: the lock; temporaries the next commit sweeps; undo's spare links
             text = Path(current, name).read_bytes().decode("utf-8", errors="replace")
@@ -102,7 +102,7 @@ def problems_of(folder: Path) -> list[str]:
     if (folder / BOOK / "pending.json").exists():
         found.append("a pending file is left")
     left = [str(p.relative_to(folder)) for p in folder.rglob(f"{TMP_MARK}*")
-            if p.parent != folder / BOOK]
+            if p.parent not in (folder, folder / BOOK)]  # there, the next commit sweeps them
     if left:
         found.append(f"temporary files are left: {left[:3]}")
     journal = folder / BOOK / "journal.jsonl"
@@ -224,9 +224,11 @@ class Run(Kind):
         if found is not None:
             return found
         now = snapshot(folder)
+        waiting = (now.get("message.dr") or "").strip()
         for name, draft in self.drafts.items():  # the next reply written, not yet executed
             reference = self.references[name]
-            if now.get("message.dr") == normal(draft) and {**now, "message.dr": reference["message.dr"]} == reference:
+            # (cut after its focus change, if it has one: the stream stops there)
+            if waiting and normal(draft).startswith(waiting) and {**now, "message.dr": reference["message.dr"]} == reference:
                 return f"{name} + a reply waiting"
         return None
 
