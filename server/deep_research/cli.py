@@ -210,10 +210,9 @@ def _continue(args: argparse.Namespace) -> int:
     from .engine.research import MESSAGE_FILE, Research
 
     folder = _folder(args.dir)
-    Research.open(folder)  # a clear error if this is not a research
+    research = Research.open(folder)  # a clear error if this is not a research
     instruction, context, attachments = _inputs(args)
-    research = Research.create(folder, instruction, context, attachments, exist_ok=True)
-    reopened = research.reopen()
+    reopened = research.continue_with(instruction, context, attachments)  # one transaction
     print(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
     print(f"Write the next message in {research.root / MESSAGE_FILE}.")

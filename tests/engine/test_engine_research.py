@@ -368,3 +368,12 @@ def test_an_unchanged_document_is_emptied_whatever_its_line_breaks(research: Res
     document.write_bytes(b"///add_criteria With CRLF\r\n\r\n")
     result = research.execute(read(research.root, "message.dr"), consume=document)
     assert result.consumed and document.read_bytes() == b""
+
+
+@pytest.mark.parametrize("content", ["Ends with blanks.   ", "\nStarts with a blank line.", "Trailing lines\n\n\n"])
+def test_the_prompt_written_at_commit_is_the_prompt_read_back(research: Research, content: str) -> None:
+    """The prompt is rendered from the draft at commit; opened again, the research must
+    render the same (an attachment's text is kept as its file reads back)."""
+    ok(research, attachment("Odd spacing", content))
+    stored = (research.root / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
+    assert stored == Research.open(research.root).prompt()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pathlib import Path
 
+from .conftest import ENV, SERVER
 from .helpers import DEFINE, change_doc, diagnostics, execute, open_doc
 
 NASTY = [
@@ -112,3 +116,52 @@ async def test_a_folder_that_cannot_take_the_changes_is_reported_and_nothing_cha
     assert not (research / ".deep-research" / "journal.jsonl").exists()
     assert not (research / "Subproblems").exists()
     await alive(client, uri)
+
+
+def test_a_request_whose_parameters_cannot_be_read_is_answered(tmp_path: Path):
+    """JSON-RPC's Invalid params, rather than no answer at all (pygls logs such a request
+    and drops it: an editor would wait for ever). Raw JSON-RPC on the server's stdio, since
+    a typed client cannot send such parameters."""
+    server = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env=ENV, cwd=tmp_path)
+
+    def send(message: dict) -> None:
+        body = json.dumps(message).encode()
+        server.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        server.stdin.flush()
+
+    def answer(ident: object) -> dict:
+        while True:  # messages in order; notifications and other answers are passed over
+            length = 0
+            while (line := server.stdout.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            assert length, "the server closed its output"
+            message = json.loads(server.stdout.read(length))
+            if message.get("id") == ident and "method" not in message:
+                return message
+
+    try:
+        send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}, "processId": None}})
+        assert "result" in answer(0)
+        send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        for ident, params in enumerate(({"textDocument": 5, "position": "here"}, {"textDocument": {}}, [1, 2]), 1):
+            send({"jsonrpc": "2.0", "id": ident, "method": "textDocument/hover", "params": params})
+            assert answer(ident)["error"]["code"] == -32602  # Invalid params
+        send({"jsonrpc": "2.0", "id": "last", "method": "shutdown", "params": None})
+        assert answer("last") == {"jsonrpc": "2.0", "id": "last", "result": None}
+        send({"jsonrpc": "2.0", "method": "exit", "params": None})
+        assert server.wait(60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+async def test_a_name_too_long_for_the_file_system_is_refused_with_a_sentence(client, research: Path):
+    too_long = (research / ("x" * 300)).as_uri()
+    with pytest.raises(JsonRpcException) as caught:
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="deepResearch.newResearch", arguments=[too_long]))
+    assert "cannot make a research at" in caught.value.message and "File name too long" in caught.value.message
+    await alive(client, open_doc(client, research / "message.dr", DEFINE))

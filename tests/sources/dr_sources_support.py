@@ -60,3 +60,20 @@ loop's other data. Larger tiles fit L2 instead and trade latency for bandwidth.<
 <footer>Copyright 2025 Example Blog. All rights reserved. Subscribe to our newsletter!</footer>
 </body></html>
 """
+
+
+def read_forever(*args, **kwargs):
+    """A reading that never ends, as trafilatura on a hostile page (run in a reader process:
+    `reader.Readers(target="dr_sources_support:read_forever")`, importable from there)."""
+    import threading
+
+    threading.Event().wait()
+
+
+def read_title(body: bytes, kind: str, **kwargs):
+    """A quick reading that says which process did it."""
+    import os
+
+    from deep_research.sources.extract import Extracted
+
+    return Extracted(f"read by {os.getpid()}", body.decode())

@@ -4,7 +4,10 @@ and every limit (size, time, redirects, addresses, types, status codes)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
+from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -12,10 +15,15 @@ from werkzeug import Request, Response
 
 from deep_research.sources import SourceError
 from deep_research.sources.fetch import USER_AGENT, Limits, fetch
-from deep_research.sources.gather import fetch_page
+from deep_research.config import Config
+from deep_research.engine.evidence import Need, NeedKind
+from deep_research.sources.gather import fetch_page, gather
 from deep_research.sources.guard import AddressPolicy
+from deep_research.sources.reader import Readers
 
 from dr_sources_support import ARTICLE, INTERNET, PRIVATE_OK, make_pdf
+
+FOREVER = "dr_sources_support:read_forever"  # a reading that hangs, run in the reader process
 
 MB = 1024 * 1024
 
@@ -148,26 +156,51 @@ def test_a_slow_body_hits_the_total_timeout(web: HTTPServer, release: threading.
     assert message == f"{web.url_for('/slow')} did not answer completely within 1 seconds; nothing was attached."
 
 
-def test_a_page_too_slow_to_read_is_reported(web: HTTPServer, release: threading.Event, monkeypatch) -> None:
-    from deep_research.sources import extract
-
-    def stuck(*args, **kwargs):
-        release.wait(30)  # as trafilatura on a hostile page: held until the test ends
-        raise AssertionError("the reading was not given up")
-
-    monkeypatch.setattr(extract, "extract", stuck)
+def test_a_page_too_slow_to_read_is_reported_and_its_reading_stopped(web: HTTPServer) -> None:
+    """The reading hangs (as trafilatura on a hostile page): the source fails at the limit,
+    and the process that was reading is gone, not left running in the background."""
+    readers = Readers(target=FOREVER)
     web.expect_request("/huge").respond_with_data("<html><body><table></table></body></html>", content_type="text/html")
-
-    async def attempt() -> str:
+    try:
         with pytest.raises(SourceError) as caught:
-            await fetch_page(web.url_for("/huge"), policy=INTERNET, limits=Limits(extract_timeout=0.5))
-        assert not release.is_set()  # given up while the reading was still stuck
-        release.set()  # now let it end (asyncio.run waits for its thread)
-        return caught.value.message
+            asyncio.run(fetch_page(web.url_for("/huge"), policy=INTERNET, limits=Limits(extract_timeout=0.5),
+                                   readers=readers))
+        assert caught.value.message == (f"Reading the text of {web.url_for('/huge')} (41 bytes of html) took longer "
+                                        "than 0.5 seconds; nothing was attached.")
+        assert readers.processes() == []  # killed and reaped when the limit was reached
+        assert [p.returncode for p in readers.started] == [-signal.SIGKILL]
+    finally:
+        readers.close()
 
-    message = asyncio.run(attempt())
-    assert message == (f"Reading the text of {web.url_for('/huge')} (41 bytes of html) took longer than 0.5 seconds; "
-                       "nothing was attached.")
+
+def test_a_cancelled_reading_is_stopped_too(web: HTTPServer, tmp_path) -> None:
+    """The user cancels (the gathering's `cancelled()` says so) while a page is being read."""
+    readers = Readers(target=FOREVER)
+    web.expect_request("/huge").respond_with_data("<p>big</p>", content_type="text/html")
+    need = Need(NeedKind.URL, web.url_for("/huge"))
+    try:
+        evidence = asyncio.run(gather([need], root=tmp_path, config=Config(), policy=INTERNET, readers=readers,
+                                      cancelled=lambda: readers.reading() > 0))
+        assert evidence is None
+        assert readers.processes() == []
+        assert [p.returncode for p in readers.started] == [-signal.SIGKILL]
+    finally:
+        readers.close()
+
+
+def test_readings_reuse_their_worker_process(web: HTTPServer) -> None:
+    readers = Readers(target="dr_sources_support:read_title")
+    web.expect_request("/a").respond_with_data("first", content_type="text/plain")
+    web.expect_request("/b").respond_with_data("second", content_type="text/plain")
+    try:
+        first = asyncio.run(fetch_page(web.url_for("/a"), policy=INTERNET, readers=readers))
+        second = asyncio.run(fetch_page(web.url_for("/b"), policy=INTERNET, readers=readers))
+        assert (first.text, second.text) == ("first", "second")
+        assert first.title == second.title != f"read by {os.getpid()}"  # one worker, not this process
+        assert len(readers.started) == 1 and len(readers.processes()) == 1
+    finally:
+        readers.close()
+    assert readers.processes() == []
 
 
 def test_a_connection_nobody_accepts_is_reported(web: HTTPServer) -> None:
@@ -280,3 +313,29 @@ def test_raw_fetch_returns_bytes_and_metadata(web: HTTPServer) -> None:
     web.expect_request("/raw").respond_with_data(b"\x01\x02", content_type="application/octet-stream")
     fetched = asyncio.run(fetch(web.url_for("/raw"), policy=INTERNET))
     assert (fetched.body, fetched.media_type, fetched.status) == (b"\x01\x02", "application/octet-stream", 200)
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_the_reading(web: HTTPServer, tmp_path) -> None:
+    """A harness script (no `if __name__ == "__main__"`) reads a page: the reading process
+    must not import the script again (multiprocessing's spawn would: the script would run twice)."""
+    import subprocess
+    import sys
+
+    web.expect_request("/page").respond_with_data("<html><head><title>T</title></head><body><p>Words.</p></body></html>",
+                                                  content_type="text/html")
+    runs = tmp_path / "runs.txt"
+    script = tmp_path / "harness.py"
+    script.write_text(
+        "import asyncio, ipaddress\n"
+        "from deep_research.sources.gather import fetch_page\n"
+        "from deep_research.sources.guard import AddressPolicy\n"
+        f"with open({str(runs)!r}, 'a') as out:\n"
+        "    out.write('ran\\n')\n"
+        "policy = AddressPolicy(trusted=(ipaddress.ip_network('127.0.0.1/32'),))\n"
+        f"print(asyncio.run(fetch_page({web.url_for('/page')!r}, policy=policy)).title)\n")
+    server = str(Path(__file__).resolve().parents[2] / "server")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": server})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "T"
+    assert runs.read_text() == "ran\n"

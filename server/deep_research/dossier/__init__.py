@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..engine.research import Research
 from ..engine.state import Phase
-from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping
+from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping, fsync_folder
 from .page import Page
 
 DEFAULT_NAME = "dossier.html"
@@ -90,13 +90,65 @@ def _moment(root: Path) -> tuple:
 
 
 def _write(research: Research, target: Path) -> int:
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
+    """Write the page to a temporary file next to `target`, then rename it over `target`,
+    durably (data, then name): after a power loss the dossier is the old one or the new one.
+    The temporary file is locked while it is written, so that the next export can tell one
+    left by a crash (removed) from one being written (left alone)."""
+    _sweep(target)
+    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}{_TMP_SUFFIX}"
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+            _hold(out.fileno())
             problems = Page(research.root, research.tree, out).write(_PHASES[research.state().phase])
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    fsync_folder(target.parent)
     return problems
+
+
+_TMP_SUFFIX = ".tmp"
+
+
+def _sweep(target: Path) -> None:
+    """Remove the temporary files of exports of `target` that were interrupted (a crash, a
+    power loss): those nobody holds locked."""
+    prefix = f".{target.name}."
+    try:
+        names = [n for n in os.listdir(target.parent) if n.startswith(prefix) and n.endswith(_TMP_SUFFIX)]
+    except OSError:
+        return
+    for name in names:
+        path = target.parent / name
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                if _try_hold(fd):
+                    os.unlink(path)
+            finally:
+                os.close(fd)
+
+
+try:
+    import fcntl
+
+    def _hold(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def _try_hold(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False
+        return True
+
+except ImportError:  # pragma: no cover - Windows: stale temporaries stay (hidden files)
+    def _hold(fd: int) -> None:
+        return None
+
+    def _try_hold(fd: int) -> bool:
+        return False

@@ -216,7 +216,10 @@ class Draft:
         taken = self.tree.taken_names(self.tree.folder(path) / ATTACHMENTS)
         taken |= {name_key(n.file_name) for n in self.new_attachments if n.path == path}
         file_name = unique_component(name, taken, suffix=".md")
-        self.new_attachments.append(NewAttachment(path, file_name, Attachment(name, content, now(), **origin)))
+        # As it will read back from its file (trailing blanks dropped …), so that the prompt
+        # rendered from the draft at commit is the prompt rendered from disk afterwards.
+        text = formats.render_attachment(Attachment(name, content, now(), **origin))
+        self.new_attachments.append(NewAttachment(path, file_name, formats.parse_attachment(text, file_name[:-3])))
 
     # -- to disk ----------------------------------------------------------------------------
 

@@ -35,10 +35,11 @@ from .state import ROOT, Phase, State, now
 from .state import Status as RootStatus
 from .store import (
     ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
-    SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, read_text, recover, session_file,
+    SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path, read_text,
+    recover, session_file,
 )
 from .text import clean_text
-from .tree import Tree, read_attachments
+from .tree import Tree, attachment_files, ordered_attachments, read_attachments
 
 MESSAGE_FILE = "message.dr"
 MESSAGE_SUFFIX = ".dr"
@@ -67,14 +68,20 @@ def locate(folder: Path) -> tuple[Location, Path]:
     other folder below a research root (`notes/code/`) is not the research's business.
     """
     folder = folder.resolve()
-    if (bookkeeping(folder) / STATE).is_file():
+    if _is_research(folder):
         return Location.RESEARCH, folder
     for parent in folder.parents:
-        if (bookkeeping(parent) / STATE).is_file() and in_tree(folder.relative_to(parent).parts):
+        if _is_research(parent) and in_tree(folder.relative_to(parent).parts):
             return Location.INSIDE, parent
     if (folder / DEFINITION).is_file():
         return Location.ADOPTABLE, folder
     return Location.NONE, folder
+
+
+def _is_research(folder: Path) -> bool:
+    """A folder with bookkeeping, or whose creation was interrupted after its commit point
+    (the pending file; opening it finishes the creation)."""
+    return (bookkeeping(folder) / STATE).is_file() or pending_path(folder).is_file()
 
 
 def in_tree(parts: tuple[str, ...]) -> bool:
@@ -135,7 +142,7 @@ class Research:
         if where is Location.NONE or (where is Location.INSIDE and found != root.resolve()):
             raise NotAResearch(_not_a_research(root, where, found))
         research = cls(found, cache)
-        if (bookkeeping(found) / "pending.json").exists():
+        if pending_path(found).exists():
             with locked(found):
                 recover(found, research.cache)
         return research
@@ -150,11 +157,12 @@ class Research:
         *,
         exist_ok: bool = False,
     ) -> Research:
-        """Make `root` a research: bookkeeping, an empty message document, the first prompt."""
+        """Make `root` a research: bookkeeping, an empty message document, the first prompt,
+        in one transaction (with `exist_ok`, a research there gets what is given)."""
         refusal = refuse_as_research(root)
         if refusal is not None:
             raise NotAResearch(refusal)
-        root.mkdir(parents=True, exist_ok=True)
+        make_folders(root.absolute(), durable=True)
         where, found = locate(root)
         if where is Location.INSIDE:
             raise NotAResearch(_not_a_research(root, where, found))
@@ -163,73 +171,94 @@ class Research:
             raise FileExistsError(f"{root} already holds a research; continue it instead of creating it again")
         with locked(research.root):
             recover(research.root, research.cache)
-            state = research.state()
-            tx = Transaction(research.root, durable=research.durable)
-            book = bookkeeping(research.root)
-            if where is not Location.RESEARCH:
-                tx.write(book / STATE, state.to_json())
-            if instruction.strip() or where is not Location.RESEARCH:
-                tx.write(book / INSTRUCTION, instruction.strip() + "\n" if instruction.strip() else "")
-            research._add_named(tx, book / CONTEXT, context or [])
-            pending_target = book / PENDING_ATTACHMENTS if state.phase is Phase.NO_PROBLEM else None
-            if pending_target is not None:
-                research._add_named(tx, pending_target, attachments or [])
-            message = research.root / MESSAGE_FILE
-            if not message.exists():
-                tx.write(message, "")
-            if where is Location.RESEARCH and (instruction.strip() or context or attachments):
-                undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
-            tx.commit(research.cache)
-            if pending_target is None and attachments:
-                research._attach_to_root(attachments)
-        research.write_prompt()
+            research._give(instruction, context or [], attachments or [], new=where is not Location.RESEARCH)
         return research
+
+    def continue_with(
+        self, instruction: str = "", context: list[tuple[str, str]] | None = None,
+        attachments: list[tuple[str, str]] | None = None,
+    ) -> bool:
+        """`deep-research continue`: what the user gives (a new instruction, more context or
+        attachments) and, for a finished or shut-down research, the reopening, in one
+        transaction. True if it reopened the research."""
+        with locked(self.root):
+            recover(self.root, self.cache)
+            return self._give(instruction, context or [], attachments or [], new=False, reopen=True)
 
     def reopen(self) -> bool:
         """Continue a finished or shut-down research: the root is open again and in focus, in
         a new session. False if the research had not ended (nothing to do)."""
         with locked(self.root):
             recover(self.root, self.cache)
-            before = self.state()
-            if before.phase not in (Phase.FINISHED, Phase.SHUT_DOWN):
+            if self.state().phase not in (Phase.FINISHED, Phase.SHUT_DOWN):
                 return False
-            draft = Draft(self.tree, before)
+            return self._give("", [], [], new=False, reopen=True)
+
+    def _give(
+        self, instruction: str, context: list[tuple[str, str]], attachments: list[tuple[str, str]], *,
+        new: bool, reopen: bool = False,
+    ) -> bool:
+        """One transaction (under the lock): the bookkeeping of a new research, or what the user
+        gives an existing one, and with `reopen` an ended research reopened; the prompt that
+        results is rendered from the same values, so it is in the transaction too."""
+        before = state = self.state()
+        tx = Transaction(self.root, durable=self.durable)
+        book = bookkeeping(self.root)
+        draft = Draft(self.tree, before)
+        if new:
+            tx.write(book / STATE, before.to_json())
+        given = instruction.strip() + "\n" if instruction.strip() else ""
+        if given or new:
+            tx.write(book / INSTRUCTION, given)
+        else:
+            given = self.instruction()
+        context_now = self._add_named(tx, book / CONTEXT, context)
+        if before.phase is Phase.NO_PROBLEM:
+            pending_now = self._add_named(tx, book / PENDING_ATTACHMENTS, attachments)
+        else:
+            pending_now = self.pending_attachments()
+            for name, content in attachments:
+                if not draft.attachment_taken(ROOT, name):
+                    draft.add_attachment(ROOT, name, content)
+        message = self.root / MESSAGE_FILE
+        if not message.exists():
+            tx.write(message, "")
+        transcript = self.transcript(before.session)
+        reopened = reopen and before.phase in (Phase.FINISHED, Phase.SHUT_DOWN)
+        if reopened:
             draft.set_status(ROOT, RootStatus.OPEN)
-            after = before.evolve(phase=Phase.IN_FOCUS, focus=ROOT, session=before.session + 1)
+            state = before.evolve(phase=Phase.IN_FOCUS, focus=ROOT, session=before.session + 1)
             note = Entry("system", (
                 f"The user reopened the research (it had {'finished' if before.phase is Phase.FINISHED else 'been shut down'}). "
                 "A new session starts at the root problem: read the instruction and the context again, they may have changed."
             ), now())
-            tx = Transaction(self.root, durable=self.durable)
-            for path, content in draft.files().items():
-                tx.write(path, content)
-            book = bookkeeping(self.root)
-            tx.write(book / STATE, after.to_json())
-            tx.append(session_file(self.root, after.session), note.to_json())
-            record = {"message": after.messages, "session": after.session, "command": "reopen", "kind": "update",
+            transcript = [note]
+            tx.write(book / STATE, state.to_json())
+            tx.append(session_file(self.root, state.session), note.to_json())
+            record = {"message": state.messages, "session": state.session, "command": "reopen", "kind": "update",
                       "started": note.at, "ended": now(), "status": "ok", "result": note.text, "error": None}
             tx.append(book / JOURNAL, json.dumps(record, ensure_ascii=False) + "\n")
-            tx.write(book / PROMPT, render_prompt(draft, after, self.bookkeeping([note])))
-            undoing.forget_all(tx)  # a reopened research is a boundary: see engine/undo.py
-            tx.commit(self.cache)
-        return True
+        for path, content in draft.files().items():
+            tx.write(path, content)
+        tx.write(book / PROMPT, render_prompt(draft, state, Bookkeeping(given, context_now, pending_now, transcript,
+                                                                        self.rules())))
+        if not new and (instruction.strip() or context or attachments or reopened):
+            undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
+        tx.commit(self.cache)
+        return reopened
 
-    def _add_named(self, tx: Transaction, folder: Path, items: list[tuple[str, str]]) -> None:
+    def _add_named(self, tx: Transaction, folder: Path, items: list[tuple[str, str]]) -> list[Attachment]:
+        """Add `items` to `tx` as attachment files in `folder`; the folder's attachments as
+        they will read back once it is committed."""
+        present = attachment_files(folder, self.cache)
         taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
         for name, content in items:
             file_name = unique_component(name, taken, suffix=".md")
             taken.add(name_key(file_name))
-            tx.write(folder / file_name, formats.render_attachment(Attachment(name, content, now())))
-
-    def _attach_to_root(self, attachments: list[tuple[str, str]]) -> None:
-        draft = Draft(self.tree, self.state())
-        for name, content in attachments:
-            if not draft.attachment_taken(ROOT, name):
-                draft.add_attachment(ROOT, name, content)
-        tx = Transaction(self.root, durable=self.durable)
-        for path, text in draft.files().items():
-            tx.write(path, text)
-        tx.commit(self.cache)
+            text = formats.render_attachment(Attachment(name, content, now()))
+            tx.write(folder / file_name, text)
+            present.append((formats.parse_attachment(text, fallback_name=file_name[:-3]), folder / file_name))
+        return [item for item, _ in ordered_attachments(present)]
 
     # -- reading ----------------------------------------------------------------------------
 

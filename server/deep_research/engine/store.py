@@ -12,6 +12,15 @@ removed. A process killed at any moment
 leaves either no pending file (nothing applied; stray temporary files are swept) or a
 complete one, which `recover()` applies again on the next start. Every step is
 idempotent, so the tree ends up either before or after the message, never half-way.
+
+A power loss can also drop what the kernel had not yet written, in any order, so every
+step is made durable before the next one relies on it (`durable=True`, the default):
+a file's data is fsynced before it is renamed into place, and a folder is fsynced after
+a name in it is created, replaced or removed (a new folder's parent too), before the
+pending file is removed; that removal is fsynced as well, so that a pending file cannot
+come back and be applied again over later edits. Recovery makes durable what an
+interrupted commit had already done before it removes the pending file.
+(tests/crash replays every disk a power loss may leave; docs/decisions.md, issue 20.)
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ CONTEXT = "context"
 PENDING_ATTACHMENTS = "pending-attachments"
 SESSIONS = "sessions"
 CONFIG_FILE = "deep-research.toml"  # the research's own settings (deep_research.config; engine.rules)
-_PENDING = "pending.json"
+PENDING = "pending.json"
 _LOCK = "lock"
 _TMP_MARK = ".tmp-dr-"
 
@@ -324,28 +333,60 @@ def ensure_inside(root: Path, target: Path) -> Path:
     return Path(real_target)
 
 
+def make_folders(folder: Path, *, durable: bool) -> None:
+    """`folder` and the folders above it that are missing; with `durable`, each new
+    folder's name is fsynced into its parent (a new folder is otherwise lost with all it
+    holds by a power loss, even after its files were fsynced)."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for new in reversed(missing):
+        try:
+            os.mkdir(new)
+        except FileExistsError:
+            if not new.is_dir():
+                raise
+            continue  # made meanwhile by someone else, who makes it durable
+        if durable:
+            fsync_folder(new.parent)
+
+
 def atomic_write(path: Path, text: str | bytes, *, durable: bool) -> None:
-    """Replace `path` with `text` in one step: readers see the old or the new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{_TMP_MARK}{secrets.token_hex(6)}"
+    """Replace `path` with `text` in one step: readers see the old or the new file; with
+    `durable`, the new file is on disk (data and name) when this returns."""
+    make_folders(path.parent, durable=durable)
     data = text.encode("utf-8") if isinstance(text, str) else text
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            if durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    for attempt in (1, 2):
+        tmp = path.parent / f"{_TMP_MARK}{secrets.token_hex(6)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            os.replace(tmp, path)
+            break
+        except FileNotFoundError:
+            # Swept by another process's commit (see `recover`) between its creation and the
+            # rename: write it again. Anything else missing fails the second time.
+            if attempt == 2 or os.path.lexists(tmp) or not path.parent.is_dir():
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     if durable:
-        _fsync_dir(path.parent)
+        fsync_folder(path.parent)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_folder(folder: Path) -> None:
+    """Make the names in `folder` durable (created, replaced, removed); best effort."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:
@@ -433,10 +474,9 @@ class Transaction:
         if self.folders:
             pending["folders"] = self.folders
         book = bookkeeping(self.root)
-        book.mkdir(parents=True, exist_ok=True)
-        atomic_write(book / _PENDING, json.dumps(pending, ensure_ascii=False), durable=self.durable)
+        atomic_write(book / PENDING, json.dumps(pending, ensure_ascii=False), durable=self.durable)
         changed = _apply(self.root, pending, self.durable, cache)
-        os.unlink(book / _PENDING)
+        _finish(book, self.durable)
         return changed
 
 
@@ -463,7 +503,20 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) -> list[Path]:
+def _finish(book: Path, durable: bool) -> None:
+    """Remove the pending file once everything it holds is applied (and durable): its
+    removal is made durable too, or a power loss could bring it back to be applied again
+    over what was changed since (a hand edit)."""
+    os.unlink(book / PENDING)
+    if durable:
+        fsync_folder(book)
+
+
+def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None, *, recovering: bool = False) -> list[Path]:
+    """Apply a pending record. `recovering`: an interrupted attempt may have done part of it
+    without making it durable (a replace or a new folder whose parent was not fsynced yet, a
+    deletion, a truncation), and what is found done is skipped: so every folder on the way
+    to what the record names is fsynced at the end, and so are truncated files."""
     changed = []
     for rel, text in pending["writes"].items():
         target = ensure_inside(root, root / rel)
@@ -491,10 +544,11 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) ->
         changed.append(target)
         if cache is not None:
             cache.forget(target)
-    changed += _remove(root, pending, durable, cache)
+    changed += _remove(root, pending, durable, cache, recovering=recovering)
     for item in pending["appends"]:
         target = ensure_inside(root, root / item["path"])
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(target.parent, durable=durable)
+        new = not target.exists()
         with open(target, "ab") as handle:
             # A torn tail from a killed earlier attempt is cut before appending again.
             handle.truncate(item["offset"])
@@ -502,25 +556,48 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None) ->
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
+        if new and durable:
+            fsync_folder(target.parent)  # the new file's name, not only its data
         changed.append(target)
+    if recovering and durable:
+        named = [*pending["writes"], *pending.get("clears", {}), *pending.get("raw", {}),
+                 *(item["path"] for item in pending["appends"]), *pending.get("deletes", []), *pending.get("folders", [])]
+        folders: set[Path] = set()
+        for rel in named:
+            folder = (root / rel).parent
+            while folder not in folders and folder.is_dir():
+                folders.add(folder)
+                if folder == root or folder.parent == folder:
+                    break
+                folder = folder.parent
+        for folder in sorted(folders, key=lambda f: len(f.parts), reverse=True):
+            fsync_folder(folder)
     return changed
 
 
-def _remove(root: Path, pending: dict, durable: bool, cache: FileCache | None) -> list[Path]:
-    """Deletions, truncations and emptied folders: each step may be done again after a crash."""
+def _remove(root: Path, pending: dict, durable: bool, cache: FileCache | None, *, recovering: bool = False) -> list[Path]:
+    """Deletions, truncations and emptied folders: each step may be done again after a crash.
+    A folder is fsynced after names in it are removed, before it is removed itself."""
     changed = []
+    emptied: set[Path] = set()
     for rel in pending.get("deletes", []):
         target = _entry_inside(root, rel)
         try:
             os.unlink(target)
         except FileNotFoundError:
             continue
+        emptied.add(target.parent)
         changed.append(target)
         if cache is not None:
             cache.forget(target)
+    if durable:
+        for folder in emptied:
+            fsync_folder(folder)
     for rel, size in pending.get("truncates", {}).items():
         target = _entry_inside(root, rel)
         if not target.is_file() or target.stat().st_size <= size:
+            if recovering and durable and target.is_file():
+                _fsync_file(target)  # cut by the interrupted attempt, perhaps not durably
             continue
         with open(target, "r+b") as handle:
             handle.truncate(size)
@@ -535,16 +612,26 @@ def _remove(root: Path, pending: dict, durable: bool, cache: FileCache | None) -
         if folder.is_symlink() or not folder.is_dir():
             continue
         _sweep_temporaries(folder, recursive=False)  # ours, from an interrupted write
+        if durable:
+            fsync_folder(folder)  # the removals inside it are durable before it goes
         try:
             folder.rmdir()
         except OSError as error:  # not empty: something was put there; leave it
             log.warning("kept the folder %s: %s", folder, error)
             continue
+        if durable:
+            fsync_folder(folder.parent)
         changed.append(folder)
-    if durable:
-        for parent in {p.parent for p in changed}:
-            _fsync_dir(parent)
     return changed
+
+
+def _fsync_file(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _entry_inside(root: Path, rel: str) -> Path:
@@ -565,7 +652,7 @@ def read_bytes(path: Path) -> bytes | None:
 def recover(root: Path, cache: FileCache | None = None) -> bool:
     """Finish a message whose commit was interrupted; sweep temporary files. True if it did."""
     book = bookkeeping(root)
-    pending_file = book / _PENDING
+    pending_file = book / PENDING
     finished = False
     text = read_text(pending_file)
     if text is not None:
@@ -574,38 +661,61 @@ def recover(root: Path, cache: FileCache | None = None) -> bool:
         except ValueError:
             pending = None  # torn before the atomic rename finished: nothing was applied
         if pending is not None:
+            # A kill may have come before the commit point was durable: make it so before
+            # anything is applied on its strength.
+            _fsync_file(pending_file)
+            fsync_folder(book)
             try:
-                _apply(root, pending, True, cache)
+                _apply(root, pending, True, cache, recovering=True)
                 finished = True
             except OSError as error:
                 # Applying failed for a reason retrying cannot fix (a file made by hand where
                 # a folder must go …): keep the record for a person, and carry on.
                 kept = book / f"pending-failed-{secrets.token_hex(4)}.json"
                 os.replace(pending_file, kept)
+                fsync_folder(book)
                 log.error("could not finish an interrupted message (%s); its record is kept in %s", error, kept)
+        # Temporaries elsewhere in the tree exist only if a commit was interrupted; their
+        # removal is durable before the pending file's (nothing else would sweep them).
+        for folder in _sweep_temporaries(root, recursive=True):
+            fsync_folder(folder)
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(pending_file)
-        # Temporaries elsewhere in the tree exist only if a commit was interrupted.
-        _sweep_temporaries(root, recursive=True)
+            _finish(book, True)
+    else:
+        # …or in the root, from a draft of the message document written without a commit (the
+        # autopilot's) when the power went: a writer that loses its temporary writes it again.
+        _sweep_temporaries(root, recursive=False)
     _sweep_temporaries(book, recursive=False)
     return finished
 
 
-def _sweep_temporaries(folder: Path, *, recursive: bool) -> None:
+def pending_path(root: Path) -> Path:
+    """The commit point of an interrupted transaction, if it exists (see `recover`)."""
+    return bookkeeping(root) / PENDING
+
+
+def _sweep_temporaries(folder: Path, *, recursive: bool) -> list[Path]:
+    """Remove our temporary files; the folders where some were removed."""
+    swept = []
     for current, _dirs, files in os.walk(folder):
+        removed = False
         for name in files:
             if name.startswith(_TMP_MARK):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(current, name))
+                    removed = True
+        if removed:
+            swept.append(Path(current))
         if not recursive:
             break
+    return swept
 
 
 @contextlib.contextmanager
 def locked(root: Path) -> Iterator[None]:
     """Exclusive lock on the research, across processes (CLI and server)."""
     book = bookkeeping(root)
-    book.mkdir(parents=True, exist_ok=True)
+    make_folders(book, durable=True)  # once per research: the folder the commits rely on
     fd = os.open(book / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _lock_file(fd)

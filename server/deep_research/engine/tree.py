@@ -125,6 +125,11 @@ def attachment_files(folder: Path, cache: FileCache) -> list[tuple[Attachment, P
             path = Path(entry.path)
             item = cache.read(path, partial(formats.parse_attachment, fallback_name=stem))
             if item is not None:
-                found.append((item.added, name_key(entry.name), item, path))
-    return [(item, path) for _, _, item, path in sorted(found, key=lambda t: (t[0], t[1]))]
+                found.append((item, path))
+    return ordered_attachments(found)
+
+
+def ordered_attachments(files: list[tuple[Attachment, Path]]) -> list[tuple[Attachment, Path]]:
+    """Attachments with their files in the order they are read: oldest first, then by file name."""
+    return sorted(files, key=lambda pair: (pair[0].added, name_key(pair[1].name)))
 

@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .state import State, now
-from .store import _TMP_MARK, BOOKKEEPING, JOURNAL, STATE, Transaction, bookkeeping, locked, read_bytes, read_text, recover
+from .store import (
+    _TMP_MARK, BOOKKEEPING, JOURNAL, STATE, Transaction, bookkeeping, fsync_folder, locked, make_folders, read_bytes,
+    read_text, recover,
+)
 
 KEEP = 20  # messages that can be undone, newest first
 _LINK_FROM = 16 * 1024  # bytes: a larger file's content before a message is kept by a hard link
@@ -91,10 +94,12 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
     once everything the message writes is in `tx`."""
     root = Path(os.path.realpath(tx.root))
     book = bookkeeping(root)
+    _sweep_spare_links(root)
     skip = {_rel(root, book / STATE), _rel(root, book / JOURNAL)}
     own = _rel(root, records_folder(root))
     files: dict[str, dict] = {}
     created: set[str] = set()
+    linked = False
     for rel, new in [*tx.writes.items(), *tx.raw.items()]:
         if rel in skip or rel.startswith(own + os.sep):
             continue
@@ -102,10 +107,13 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
         new_bytes = new.encode("utf-8") if isinstance(new, str) else new
         if old is not None and (old == new_bytes or isinstance(new, str) and _same_text(old, new)):
             continue  # the transaction leaves this file alone (see store._apply)
-        kept = _keep_large(root, rel, old, after.messages, len(files)) if old is not None else None
+        kept = _keep_large(root, rel, old, after.messages, len(files), tx.durable) if old is not None else None
+        linked = linked or kept is not None
         files[rel] = {**(kept or _encode(old)), "after": _digest(new_bytes)}
         if old is None:
             created.update(_new_folders(root, rel))
+    if linked and tx.durable:
+        fsync_folder(records_folder(root))  # the links' names, before the record relies on them
     logs = {}
     for rel, _ in tx.appends:
         if rel in skip or rel in logs:
@@ -147,7 +155,24 @@ def _forget(tx: Transaction, numbers: set[int] | None) -> None:
             tx.delete(folder / name)
 
 
-def _keep_large(root: Path, rel: str, old: bytes, message: int, index: int) -> dict | None:
+def _sweep_spare_links(root: Path) -> None:
+    """Remove the links `_keep_large` made for a message that never committed (a crash
+    before its commit point): those of no record. Nothing else holds them."""
+    folder = records_folder(root)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    records = {name.partition(".")[0] for name in names if name.endswith(".json")}
+    for name in names:
+        if name.endswith(".before") and name.partition(".")[0] not in records:
+            try:
+                os.unlink(folder / name)
+            except OSError:
+                continue
+
+
+def _keep_large(root: Path, rel: str, old: bytes, message: int, index: int, durable: bool) -> dict | None:
     """Keep a large file's bytes before the message by a hard link to it, rather than a copy
     in the record: the message replaces the file (a new inode), so the link keeps the old
     content for free. The prompt is the usual case (it holds the whole session). Made before
@@ -157,7 +182,7 @@ def _keep_large(root: Path, rel: str, old: bytes, message: int, index: int) -> d
         return None
     kept = records_folder(root) / f"{message:0{_RECORD_DIGITS}d}.{index}.before"
     try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
+        make_folders(kept.parent, durable=durable)
         if kept.exists() or kept.is_symlink():
             kept.unlink()
         os.link(root / rel, kept)

@@ -39,7 +39,10 @@ def message_document(ls: DeepResearchServer, uri: str) -> Path:
 
 def disk_text(uri: str) -> str:
     path = fs_path(uri)
-    text = read_text(path) if path.is_file() else None
+    try:
+        text = read_text(path) if path.is_file() else None
+    except OSError:  # a name too long for the file system …
+        text = None
     if text is None:
         raise JsonRpcInvalidParams(f"no open document and no readable file for {uri}")
     return text

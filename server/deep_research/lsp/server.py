@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
@@ -87,6 +88,17 @@ class _Protocol(LanguageServerProtocol):
         for done in [key for key, future in futures.items() if future.done()]:
             futures.pop(done, None)
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
+
+    def structure_message(self, data):  # type: ignore[no-untyped-def]
+        """pygls logs a request whose parameters do not fit the method and drops it: the
+        client would wait for ever. Answer it with the error (JSON-RPC's Invalid params)."""
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            ident = data.get("id") if isinstance(data, dict) else None
+            if isinstance(data, dict) and "method" in data and isinstance(ident, (int, str)) and not isinstance(ident, bool):
+                self._send_response(ident, error=error.to_response_error())
+            raise
 
 
 class DeepResearchServer(LanguageServer):

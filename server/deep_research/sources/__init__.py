@@ -8,6 +8,7 @@ and this package gets it before the message's transaction. Modules:
               timeouts, a size cap, redirects followed by hand and each one re-checked.
 - `extract` — bytes to text: HTML to markdown (trafilatura), PDF to text (pypdf), text
               types as they are, with charset handling; other types refused.
+- `reader`  — `extract` in worker processes, killed when a reading runs past its limit.
 - `files`   — reading a workspace file behind the root guard.
 - `search`  — web search providers (SearXNG, Tavily, Brave) behind one small interface.
 - `gather`  — gathers a message's needs concurrently, then executes it:

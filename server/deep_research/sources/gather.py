@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.research import Execution, Research
     from .fetch import Limits
     from .guard import AddressPolicy, Resolver
+    from .reader import Readers
 
 log = logging.getLogger("deep_research.sources")
 
@@ -54,8 +55,10 @@ async def gather(
     limits: Limits | None = None,
     policy: AddressPolicy | None = None,
     environ: Mapping[str, str] | None = None,
+    readers: Readers | None = None,
 ) -> Evidence | None:
-    """A result for every need; None if cancelled (nothing else happened)."""
+    """A result for every need; None if cancelled (nothing else happened; a page being read
+    stops being read). `readers`: the processes that read pages (by default the shared ones)."""
     from .fetch import Limits
     from .guard import AddressPolicy
 
@@ -76,7 +79,7 @@ async def gather(
         nonlocal done
         async with semaphore:
             try:
-                results[need] = await _get(need, root, roots, config, limits, policy, environ)
+                results[need] = await _get(need, root, roots, config, limits, policy, environ, readers)
             except SourceError as error:
                 results[need] = Failed(error.message)
             except Exception as error:  # a bug or a hostile document must not sink the message
@@ -104,9 +107,9 @@ async def gather(
 
 
 async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, limits: Limits,
-               policy: AddressPolicy, environ: Mapping[str, str]) -> Gathered:
+               policy: AddressPolicy, environ: Mapping[str, str], readers: Readers | None) -> Gathered:
     if need.kind is NeedKind.URL:
-        return await fetch_page(need.target, policy=policy, limits=limits)
+        return await fetch_page(need.target, policy=policy, limits=limits, readers=readers)
     if need.kind is NeedKind.FILE:
         from .files import read_file
 
@@ -116,21 +119,24 @@ async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, 
 
 async def fetch_page(
     url: str, *, policy: AddressPolicy, limits: Limits | None = None, resolver: Resolver | None = None,
+    readers: Readers | None = None,
 ) -> Found:
-    """A web page or document as an attachment: fetched within the limits, then extracted."""
+    """A web page or document as an attachment: fetched within the limits, then read (in a
+    worker process that is stopped if it runs past the limit: see `reader`)."""
     from . import extract
     from .fetch import Limits, fetch
+    from .reader import TooSlow
+    from .reader import readers as shared_readers
 
     limits = limits or Limits()
     fetched = await fetch(url, policy=policy, limits=limits, accept=extract.refusal, resolver=resolver)
     kind = extract.kind_of(fetched.media_type) or extract.sniff(fetched.body)
-    reading = asyncio.to_thread(extract.extract, fetched.body, kind, charset=fetched.charset,
-                                url=fetched.final_url, fallback_title=extract.name_from_url(fetched.final_url))
     try:
-        page = await asyncio.wait_for(reading, limits.extract_timeout)
-    except asyncio.TimeoutError:
-        # The message goes on without this source. The thread cannot be stopped: it ends
-        # on its own (the body is at most max_bytes) and its result is dropped.
+        page = await (readers or shared_readers()).read(
+            fetched.body, kind, charset=fetched.charset, url=fetched.final_url,
+            fallback_title=extract.name_from_url(fetched.final_url), timeout=limits.extract_timeout,
+        )
+    except TooSlow:  # the message goes on without this source; the reading was stopped
         raise SourceError(f"Reading the text of {fetched.final_url} ({len(fetched.body):,} bytes of {kind}) took longer "
                           f"than {limits.extract_timeout:g} seconds; nothing was attached.") from None
     return Found(

@@ -79,7 +79,11 @@ def register(server: DeepResearchServer) -> None:
         from ...engine.research import Research, is_message_document, refuse_as_research
 
         path = fs_path(uri)
-        if path.is_dir() or (not path.exists() and not path.suffix):
+        try:
+            is_folder = path.is_dir() or (not path.exists() and not path.suffix)
+        except OSError as error:  # a name too long for the file system …
+            raise JsonRpcInvalidParams(f"cannot make a research at {uri}: {error.strerror}") from None
+        if is_folder:
             folder = path  # a folder, made if missing
         elif is_message_document(path):
             folder = path.parent

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""kill -9 campaigns: `deep-research execute`, `undo` and `run` (autopilot rounds) killed at
+random moments, the research opened again, and checked.
+
+    PYTHONPATH=server python benchmarks/kill_campaign.py [--runs 1000] [--seed 1] [--quick] [execute undo run]
+
+For each kind, a base research is made once, and the uninterrupted operation gives the
+reference states (for `run`, one per number of rounds done: the scripted model on loopback
+replies the same every time). Each run copies the base, starts the command, and kills it
+with SIGKILL either after a random delay within the command's usual duration, or a random
+delay after its commit's pending file appears (so that many kills land inside commits).
+Then the research is opened as the next command would (`Research.open` finishes an
+interrupted commit) and must be exactly one of the reference states (timestamps and run
+ids aside), or, for `run`, such a state with the next reply waiting unexecuted in
+message.dr; its journal must parse, no pending or temporary file may be left, and its
+prompt file must be the prompt of the research as it is. Prints the outcomes per kind;
+exit status 1 if any run left anything else. (tests/cli/test_cli_kill.py kills at chosen
+points in CI; this is the long campaign.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "server"), str(ROOT)]
+
+from deep_research.engine.research import Research  # noqa: E402
+from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel  # noqa: E402
+
+BOOK = ".deep-research"
+TMP_MARK = ".tmp-dr-"
+COMMAND = [sys.executable, "-m", "deep_research"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "server"), "OPENAI_API_KEY": "scripted"}
+DEFINE = "<<< define_problem\n///title\nA wide problem\n///content\nMany parts.\n>>>\n"
+VOLATILE = {"started", "ended", "at", "run", "latency_ms", "first_token_ms", "prompt_tokens", "completion_tokens",
+            "tokens_estimated", "added", "created", "fetched"}
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)?")
+_DIGEST = re.compile(r"\b[0-9a-f]{64}\b")
+_RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{6}")
+
+
+def large_message(parts: int) -> str:
+    text = "Planning the breakdown.\n///add_criteria Every part is covered\n"
+    for n in range(parts):
+        text += f"<<< add_subproblem\n///title\nPart {n:03d}\n///content\nWhat part {n} must answer.\n>>>\n"
+    for n in range(parts):
+        text += f"<<< add_attachment\n///name\nSource {n:03d}\n///content\n" + f"Excerpt {n}. " * 40 + "\n>>>\n"
+    return text + "<<< append_to_problem_definition\n///content\nScope grew.\n>>>\n"
+
+
+# -- what a research is, timestamps aside -----------------------------------------------------------------
+
+
+def normal(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: normal(v) for k, v in sorted(value.items()) if k not in VOLATILE}
+    if isinstance(value, list):
+        return [normal(v) for v in value]
+    if isinstance(value, str):
+        return _RUN_ID.sub("<run>", _DIGEST.sub("<digest>", _TIME.sub("<time>", value)))
+    return value
+
+
+def snapshot(folder: Path) -> dict[str, object]:
+    """Every file and folder, JSON and JSON lines compared without their volatile fields."""
+    out: dict[str, object] = {}
+    for current, dirs, files in os.walk(folder):
+        rel_dir = os.path.relpath(current, folder)
+        out[rel_dir + "/"] = None
+        for name in files:
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if rel == f"{BOOK}/lock" or (rel_dir in (".", BOOK) and name.startswith(TMP_MARK)) \
+                    or re.fullmatch(rf"{BOOK}/undo/\d+\.\d+\.before", rel):
+                continue  # not state: the lock; temporaries the next commit sweeps; undo's spare links
+            text = Path(current, name).read_bytes().decode("utf-8", errors="replace")
+            if name.endswith(".json"):
+                out[rel] = normal(json.loads(text))
+            elif name.endswith(".jsonl"):
+                out[rel] = [normal(json.loads(line)) for line in text.splitlines() if line.strip()]
+            else:
+                out[rel] = normal(text)
+    return out
+
+
+def problems_of(folder: Path) -> list[str]:
+    """What must hold of any research once opened after a kill, whatever state it is in."""
+    research = Research.open(folder)  # as the next command: finishes an interrupted commit
+    found = []
+    if (folder / BOOK / "pending.json").exists():
+        found.append("a pending file is left")
+    left = [str(p.relative_to(folder)) for p in folder.rglob(f"{TMP_MARK}*")
+            if p.parent not in (folder, folder / BOOK)]  # there, the next commit sweeps them
+    if left:
+        found.append(f"temporary files are left: {left[:3]}")
+    journal = folder / BOOK / "journal.jsonl"
+    if journal.exists():
+        text = journal.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            found.append("the journal ends with a torn line")
+        for number, line in enumerate(text.splitlines(), 1):
+            try:
+                json.loads(line)
+            except ValueError:
+                found.append(f"journal line {number} does not parse")
+                break
+    if (folder / BOOK / "prompt.md").read_text(encoding="utf-8") != research.prompt():
+        found.append("prompt.md is not the prompt of the research")
+    return found
+
+
+# -- the three kinds ----------------------------------------------------------------------------------------
+
+
+class Kind:
+    name = ""
+
+    def __init__(self, work: Path, parts: int, rounds: int) -> None:
+        self.work = work
+        self.parts = parts
+        self.rounds = rounds
+        self.base = work / f"{self.name}-base"
+        self.references: dict[str, dict] = {}
+        self.duration = 0.0
+
+    def command(self, folder: Path) -> list[str]:
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Before each run (the autopilot's model starts its script again)."""
+
+    def run_to_end(self, folder: Path, *extra: str) -> None:
+        self.reset()
+        started = time.perf_counter()
+        command = self.command(folder)
+        if extra:  # `run` with fewer rounds, for the references
+            command = command[:-2] + list(extra)
+        done = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=600)
+        assert done.returncode in (0, 4), done.stderr  # 4: `run` stopped at --max-rounds
+        self.duration = max(self.duration, time.perf_counter() - started)
+
+    def reference(self, name: str, build) -> None:
+        folder = self.work / f"{self.name}-{name}"
+        shutil.copytree(self.base, folder)
+        build(folder)
+        Research.open(folder)
+        self.references[name] = snapshot(folder)
+
+    def judge(self, folder: Path) -> str | None:
+        now = snapshot(folder)
+        for name, reference in self.references.items():
+            if now == reference:
+                return name
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class Execute(Kind):
+    name = "execute"
+
+    def prepare(self) -> None:
+        research = Research.create(self.base, "Cover everything.", [("Background", "Context text.")])
+        assert research.execute(DEFINE).executed
+        (self.base / "message.dr").write_text(large_message(self.parts), encoding="utf-8")
+        self.references["before"] = snapshot(self.base)
+        self.reference("after", lambda folder: self.run_to_end(folder))
+
+    def command(self, folder: Path) -> list[str]:
+        return COMMAND + ["execute", str(folder / "message.dr")]
+
+
+class Undo(Kind):
+    name = "undo"
+
+    def prepare(self) -> None:
+        research = Research.create(self.base, "Cover everything.", [("Background", "Context text.")])
+        assert research.execute(DEFINE).executed
+        assert research.execute(large_message(self.parts), consume=self.base / "message.dr").executed
+        self.references["before"] = snapshot(self.base)
+        self.reference("after", lambda folder: self.run_to_end(folder))
+
+    def command(self, folder: Path) -> list[str]:
+        return COMMAND + ["undo", str(folder)]
+
+
+class Run(Kind):
+    """`deep-research run` through the whole scripted research (five rounds)."""
+
+    name = "run"
+
+    def prepare(self) -> None:
+        self.model = ScriptedModel().start()
+        Research.create(self.base, "Find the clearest tiled matrix multiplication for teaching.")
+        (self.base / "deep-research.toml").write_text(
+            f'base_url = "{self.model.base_url}"\nmodel = "scripted-model"\ngrammar = "off"\napproval_mode = "delete"\n')
+        self.references["0 rounds"] = snapshot(self.base)
+        for rounds in range(1, self.rounds + 1):
+            self.reference(f"{rounds} rounds", lambda folder, r=rounds: self.run_to_end(folder, "--max-rounds", str(r)))
+        self.drafts = {f"{r} rounds": WHOLE_RESEARCH[r] for r in range(self.rounds)}
+
+    def reset(self) -> None:
+        with self.model._changed:
+            self.model.steps[:] = [Say(text) for text in WHOLE_RESEARCH]
+
+    def command(self, folder: Path) -> list[str]:
+        return COMMAND + ["run", str(folder), "--max-rounds", str(self.rounds)]
+
+    def judge(self, folder: Path) -> str | None:
+        found = super().judge(folder)
+        if found is not None:
+            return found
+        now = snapshot(folder)
+        waiting = (now.get("message.dr") or "").strip()
+        for name, draft in self.drafts.items():  # the next reply written, not yet executed
+            reference = self.references[name]
+            # (cut after its focus change, if it has one: the stream stops there)
+            if waiting and normal(draft).startswith(waiting) and {**now, "message.dr": reference["message.dr"]} == reference:
+                return f"{name} + a reply waiting"
+        return None
+
+    def close(self) -> None:
+        self.model.stop()
+
+
+KINDS = {"execute": Execute, "undo": Undo, "run": Run}
+
+
+def campaign(kind: Kind, runs: int, rng: random.Random, log) -> tuple[Counter, list[str]]:
+    outcomes: Counter = Counter()
+    failures: list[str] = []
+    for number in range(1, runs + 1):
+        folder = kind.work / f"{kind.name}-run"
+        shutil.rmtree(folder, ignore_errors=True)
+        shutil.copytree(kind.base, folder)
+        kind.reset()
+        at_commit = rng.random() < 0.5
+        process = subprocess.Popen(kind.command(folder), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started = time.perf_counter()
+        if at_commit:  # wait for a commit point (for `run`, of a random round), then a little
+            pending = folder / BOOK / "pending.json"
+            if isinstance(kind, Run):
+                time.sleep(rng.uniform(0, kind.duration * 0.8))
+            while process.poll() is None and not pending.exists():
+                time.sleep(0.0005)
+            delay = rng.uniform(0, 0.05)
+        else:
+            delay = rng.uniform(0, kind.duration)
+        deadline = time.perf_counter() + delay
+        while process.poll() is None and time.perf_counter() < deadline:
+            time.sleep(0.0005)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        killed = process.returncode == -signal.SIGKILL
+        try:
+            problems = problems_of(folder)
+            verdict = kind.judge(folder)
+        except Exception as error:  # the research cannot even be opened: a finding
+            problems, verdict = [f"{type(error).__name__}: {error}"], None
+        label = ("killed" if killed else "finished") + (" at a commit" if at_commit and killed else "")
+        outcomes[f"{label} -> {verdict or 'INCONSISTENT'}"] += 1
+        if verdict is None or problems:
+            kept = kind.work / f"{kind.name}-failure-{number}"
+            shutil.copytree(folder, kept)
+            failures.append(f"{kind.name} run {number} ({label} after {time.perf_counter() - started:.2f} s): "
+                            f"{verdict or 'matches no reference'}; {problems} (kept in {kept})")
+            log(f"  FAILURE {failures[-1]}")
+        if number % 100 == 0:
+            log(f"  {kind.name}: {number} runs, {len(failures)} failures")
+    return outcomes, failures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1000, help="kills per kind")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--parts", type=int, default=20, help="subproblems and attachments of the large message")
+    parser.add_argument("--rounds", type=int, default=len(WHOLE_RESEARCH), help="autopilot rounds per run (at most 5)")
+    parser.add_argument("--quick", action="store_true", help="3 kills per kind, a small message, 1 round (CI)")
+    parser.add_argument("kinds", nargs="*", choices=[[], *KINDS], default=[])
+    args = parser.parse_args()
+    runs, parts, rounds = (3, 5, 1) if args.quick else (args.runs, args.parts, min(args.rounds, len(WHOLE_RESEARCH)))
+    rng = random.Random(args.seed)
+    total_failures = 0
+    with tempfile.TemporaryDirectory(prefix="kill-campaign-") as tmp:
+        for name in args.kinds or list(KINDS):
+            kind = KINDS[name](Path(tmp), parts, rounds)
+            try:
+                kind.prepare()
+                started = time.perf_counter()
+                outcomes, failures = campaign(kind, runs, rng, lambda line: print(line, flush=True))
+            finally:
+                kind.close()
+            total_failures += len(failures)
+            print(f"{name}: {runs} kill -9 runs in {time.perf_counter() - started:.0f} s (an uninterrupted run takes "
+                  f"{kind.duration:.2f} s): {len(failures)} inconsistent", flush=True)
+            for outcome, count in sorted(outcomes.items()):
+                print(f"  {count:5d}  {outcome}")
+            if failures and args.quick:
+                return 1
+    return 1 if total_failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""What the crash harness records: each scenario prepares a sandbox (not recorded), then
+does one thing to the research in it (recorded). The research is `<sandbox>/research`; a
+file of the user's, `<sandbox>/outside/notes.txt`, lies next to it and must never change.
+
+`quick` scenarios are CI's (small messages); the full run (`python -m tests.crash --full`)
+uses larger ones: more folders, attachments longer than a disk block, more rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from deep_research.engine.research import Research
+
+RESEARCH = "research"
+OUTSIDE = "outside"
+
+ROOT_TITLE = "How fast is tiled matrix multiplication"
+DEFINE = (
+    "<<< define_problem\n///title\n" + ROOT_TITLE + "\n///content\n"
+    "Which tile sizes make matrix multiplication fastest on common CPUs, and why.\n>>>\n"
+)
+
+
+def block(command: str, **sections: str) -> str:
+    return f"<<< {command}\n" + "".join(f"///{k}\n{v}\n" for k, v in sections.items()) + ">>>\n"
+
+
+def wide_message(parts: int, attachment_bytes: int) -> str:
+    """A message that makes folders (subproblems, the attachments folder), files in them,
+    and changes the root's files: the commit's every kind of write."""
+    text = "Breaking the problem down.\n///add_criteria Names a tile size\n"
+    for n in range(parts):
+        text += block("add_subproblem", title=f"Part {n}", content=f"What part {n} must answer.")
+    excerpt = ("Blocking keeps a working set in cache. " * (attachment_bytes // 40 + 1))[:attachment_bytes]
+    text += block("add_attachment", name="Measurements", content=excerpt)
+    text += block("append_to_problem_definition", content="Scope: double precision only.")
+    return text
+
+
+@dataclass
+class Scenario:
+    name: str
+    what: str  # for people: what is recorded
+    # Yields the operation to record, which is given `mark`: a call that names the state at
+    # that moment a consistent one too (the autopilot's: after each round).
+    prepare: Callable[[Path, bool], contextlib.AbstractContextManager[Callable[[Callable[[], None]], None]]]
+    # States other than the references (before, each mark, after) that are consistent for
+    # this scenario: their name, given the research's snapshot and the references by name.
+    extra: Callable[[dict, dict], str | None] = field(default=lambda now, references: None)
+    # Done after the next message in each state: the scenario's operation once more (whatever
+    # sweeps its own temporary files).
+    again: Callable[[Path], None] = field(default=lambda root: None)
+    # Whether the research holds a hand edit (then prompt.md is not yet the prompt: it is
+    # written by the next message, which is checked).
+    hand_edited: Callable[[dict], bool] = field(default=lambda now: False)
+
+
+def new_sandbox(sandbox: Path) -> Path:
+    (sandbox / OUTSIDE).mkdir(parents=True)
+    (sandbox / OUTSIDE / "notes.txt").write_text("The user's own notes, next to the research.\n")
+    return sandbox / RESEARCH
+
+
+def long_prompt(research: Research) -> Research:
+    """A prompt over 16 KB: the next message's undo record keeps it by a hard link, made
+    before the commit point (engine/undo.py)."""
+    notes = "Measured tile sizes and their speed. " * 500
+    assert research.execute(block("add_attachment", name="Long notes", content=notes)).executed
+    return research
+
+
+def defined(sandbox: Path) -> Research:
+    research = Research.create(new_sandbox(sandbox), "Find the clearest tiling for teaching.",
+                               [("Background", "A course on performance.")])
+    assert research.execute(DEFINE).executed
+    return research
+
+
+# -- the scenarios ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _execute(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    research = long_prompt(defined(sandbox))
+    message = wide_message(6 if full else 2, 9000 if full else 300)
+    (research.root / "message.dr").write_text(message)
+    yield lambda mark: _run(research.root, message)
+
+
+def _run(root: Path, message: str) -> None:
+    from deep_research.sources.gather import gather_and_execute_sync
+
+    research = Research.open(root)
+    result = gather_and_execute_sync(research, message, consume=root / "message.dr")
+    assert result.executed, result.reason
+
+
+@contextlib.contextmanager
+def _focus(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    research = defined(sandbox)
+    assert research.execute(wide_message(2, 100)).executed
+    message = "The first part first.\n///add_criteria Every part is covered\n///focus_down Part 1\n"
+    if full:
+        assert research.execute("///focus_down Part 0\n").executed
+        assert research.execute("///add_criteria Done\n///mark_criteria_as_done 1\n"
+                                + block("write_report", content="Summarized: part 0.\nConclusion: done.")
+                                + "///focus_up\n").executed
+    yield lambda mark: _run(research.root, message)
+
+
+@contextlib.contextmanager
+def _undo(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    research = long_prompt(defined(sandbox))  # the prompt comes back from a link
+    assert research.execute(wide_message(6 if full else 2, 9000 if full else 300),
+                            consume=research.root / "message.dr").executed
+    if full:  # undo a focus change too: a session file created, then removed
+        assert research.execute("///focus_down Part 1\n").executed
+        research.undo()
+    yield lambda mark: Research.open(research.root).undo()
+
+
+@contextlib.contextmanager
+def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    from deep_research.autopilot.client import ModelClient
+    from deep_research.autopilot.loop import Autopilot, Observer, Settings
+    from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN, MODEL, Say, ScriptedModel
+
+    research = defined(sandbox)
+    steps = [BREAK_DOWN, FOCUS_DOWN] if full else [BREAK_DOWN]
+    with ScriptedModel([Say(text) for text in steps]) as model:
+        async def rounds(mark: Callable[[], None]) -> None:
+            class Rounds(Observer):
+                def round_ended(self, report) -> None:  # noqa: ANN001
+                    mark()  # the research after a whole round is a consistent state
+
+            client = ModelClient(model.base_url, MODEL, None, max_retries=0)
+            try:
+                settings = Settings(max_rounds=len(steps), grammar="off")
+                await Autopilot(Research.open(research.root), client, settings, observer=Rounds()).run()
+            finally:
+                await client.close()
+
+        yield lambda mark: asyncio.run(rounds(mark))
+
+
+def _autopilot_draft(now: dict, references: dict) -> str | None:
+    """A reference state with the model's reply written to message.dr (not durably: it is a
+    draft) and not run yet: the autopilot's resume asks about it."""
+    from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN
+
+    message = "research/message.dr"
+    draft = (now.get(message) or b"").strip()
+    if not draft or not any(reply.encode().startswith(draft) for reply in (BREAK_DOWN, FOCUS_DOWN)):
+        return None  # (a reply is cut after its focus change: the stream stops there)
+    for name, reference in references.items():
+        if {**now, message: reference.get(message)} == reference:
+            return f"{name}, a reply waiting in message.dr"
+    return None
+
+
+@contextlib.contextmanager
+def _attachment(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    from pytest_httpserver import HTTPServer
+
+    from tests.pages import CACHE_BLOCKING
+
+    research = defined(sandbox)
+    (research.root / "deep-research.toml").write_text("[fetch]\nallow_private_networks = true\n")
+    server = HTTPServer(host="127.0.0.1", port=0)
+    server.start()
+    try:
+        body = CACHE_BLOCKING if not full else CACHE_BLOCKING.replace("</article>", "<p>More.</p>" * 800 + "</article>")
+        server.expect_request("/cache-blocking").respond_with_data(body, content_type="text/html")
+        message = f"Reading the source.\n///attach_url {server.url_for('/cache-blocking')}\n"
+        yield lambda mark: _run(research.root, message)
+    finally:
+        server.clear()
+        server.stop()
+
+
+@contextlib.contextmanager
+def _new(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    from deep_research.cli import main
+
+    new_sandbox(sandbox)
+    inputs = sandbox / OUTSIDE / "inputs"
+    inputs.mkdir()
+    (inputs / "course.md").write_text("A course on performance, second year.\n")
+    (inputs / "paper.md").write_text("# A paper\n" + "Tiling results. " * (400 if full else 20) + "\n")
+    argv = ["new", str(sandbox / RESEARCH), "--instruction", "Find the clearest tiling.",
+            "--context", str(inputs / "course.md"), "--attach", str(inputs / "paper.md")]
+
+    def act(mark: Callable[[], None]) -> None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(argv) == 0
+
+    yield act
+
+
+def _new_before(now: dict, references: dict) -> str | None:
+    """`deep-research new` interrupted before its commit point: the folder holds nothing
+    (or only the lock); `new` runs again."""
+    return "no research yet" if not [p for p in now if not p.endswith("/")] else None
+
+
+@contextlib.contextmanager
+def _export(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    from deep_research.dossier import export
+
+    research = defined(sandbox)
+    export(research.root, research.root / "dossier.html")  # the dossier of an earlier moment
+    assert research.execute(wide_message(6 if full else 1, 100)).executed
+    yield lambda mark: export(research.root, research.root / "dossier.html")
+
+
+EDIT = b"A line the user added by hand after the message.\n"
+EDITED = f"{RESEARCH}/Problem Definition.md"
+SAVE = f"{RESEARCH}/.Problem Definition.md.save"  # the editor's temporary file
+
+
+@contextlib.contextmanager
+def _edit(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    import os
+
+    research = defined(sandbox)
+    message = "///add_criteria Names a tile size\n" + block("append_to_problem_definition", content="Scope: doubles.")
+
+    def act(mark: Callable[[], None]) -> None:
+        _run(research.root, message)
+        mark()  # the message ran, the edit is not made yet
+        # The user edits a file the message wrote, and the editor saves it durably (a
+        # temporary file, fsynced, renamed over the file, the folder fsynced).
+        target = sandbox / EDITED
+        saved = sandbox / SAVE
+        with open(saved, "wb") as out:
+            out.write(target.read_bytes() + EDIT)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(saved, target)
+        folder = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+    yield act
+
+
+def _edit_states(now: dict, references: dict) -> str | None:
+    """A reference state with the editor's temporary file of the save beside it."""
+    now = {k: v for k, v in now.items() if k != SAVE}
+    return next((f"{name}, the editor's temporary file beside" for name, r in references.items() if now == r), None)
+
+
+def _export_again(root: Path) -> None:
+    from deep_research.dossier import export
+
+    export(root, root / "dossier.html")
+
+
+@contextlib.contextmanager
+def _continue(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    from deep_research.cli import main
+
+    research = defined(sandbox)
+    assert research.execute("///add_criteria One\n///mark_criteria_as_done 1\n"
+                            + block("write_report", content="Summarized: done.\nConclusion: 16x16.")
+                            + "///focus_up\n").executed
+    (sandbox / OUTSIDE / "more.md").write_text("More context from the user.\n")
+    argv = ["continue", str(research.root), "--instruction", "Now also cover GPUs.",
+            "--context", str(sandbox / OUTSIDE / "more.md")]
+
+    def act(mark: Callable[[], None]) -> None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(argv) == 0
+
+    yield act
+
+
+SCENARIOS = [
+    Scenario("execute", "a message making subproblems, an attachment and criteria", _execute),
+    Scenario("focus", "a message that changes the focus (a new session file)", _focus),
+    Scenario("undo", "undoing a message that made folders", _undo),
+    Scenario("autopilot", "autopilot rounds against a scripted model on loopback", _autopilot, _autopilot_draft),
+    Scenario("attachment", "a message with attach_url, the page served on loopback", _attachment),
+    Scenario("new", "`deep-research new` with context and an attachment", _new, _new_before),
+    Scenario("export", "exporting the dossier over an older one", _export, again=_export_again),
+    Scenario("edit", "a message, then the user's durable save of a file it wrote", _edit, _edit_states,
+             hand_edited=lambda now: EDIT in (now.get(EDITED) or b"")),
+    Scenario("continue", "`deep-research continue` of a finished research: instruction, context, reopen", _continue),
+]
