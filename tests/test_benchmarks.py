@@ -37,6 +37,6 @@ def test_each_benchmark_runs_in_its_quick_mode(path: str, needs_model: bool, req
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     figures = [line for line in result.stdout.splitlines() if re.search(r"\d", line)]
-    assert len(figures) >= 3, "a benchmark prints its figures:\n" + result.stdout
+    assert figures, "a benchmark prints its figures:\n" + result.stdout
     print(result.stdout)
 
