@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -145,16 +146,30 @@ class Research:
         cls,
         root: Path,
         instruction: str = "",
-        context: list[tuple[str, str]] | None = None,
-        attachments: list[tuple[str, str]] | None = None,
+        context: Sequence[tuple[str, str] | Attachment] | None = None,
+        attachments: Sequence[tuple[str, str] | Attachment] | None = None,
         *,
         exist_ok: bool = False,
     ) -> Research:
-        """Make `root` a research: bookkeeping, an empty message document, the first prompt."""
+        """Make `root` a research: bookkeeping, an empty message document, the first prompt.
+        Context and attachments are `(name, text)` pairs or `Attachment`s (a fetched page keeps
+        its source); everything the user gives is written in one transaction. A folder this
+        call made is removed again if it fails: nothing half-made is left."""
         refusal = refuse_as_research(root)
         if refusal is not None:
             raise NotAResearch(refusal)
+        made = not root.exists()
         root.mkdir(parents=True, exist_ok=True)
+        try:
+            return cls._create(root, _named(context), _named(attachments), instruction, exist_ok)
+        except BaseException:
+            if made:
+                shutil.rmtree(root, ignore_errors=True)
+            raise
+
+    @classmethod
+    def _create(cls, root: Path, context: list[Attachment], attachments: list[Attachment], instruction: str,
+                exist_ok: bool) -> Research:
         where, found = locate(root)
         if where is Location.INSIDE:
             raise NotAResearch(_not_a_research(root, where, found))
@@ -170,18 +185,17 @@ class Research:
                 tx.write(book / STATE, state.to_json())
             if instruction.strip() or where is not Location.RESEARCH:
                 tx.write(book / INSTRUCTION, instruction.strip() + "\n" if instruction.strip() else "")
-            research._add_named(tx, book / CONTEXT, context or [])
-            pending_target = book / PENDING_ATTACHMENTS if state.phase is Phase.NO_PROBLEM else None
-            if pending_target is not None:
-                research._add_named(tx, pending_target, attachments or [])
+            research._add_named(tx, book / CONTEXT, context)
+            if state.phase is Phase.NO_PROBLEM:
+                research._add_named(tx, book / PENDING_ATTACHMENTS, attachments)
+            else:
+                research._attach_to_root(tx, state, attachments)
             message = research.root / MESSAGE_FILE
             if not message.exists():
                 tx.write(message, "")
             if where is Location.RESEARCH and (instruction.strip() or context or attachments):
                 undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
             tx.commit(research.cache)
-            if pending_target is None and attachments:
-                research._attach_to_root(attachments)
         research.write_prompt()
         return research
 
@@ -214,22 +228,23 @@ class Research:
             tx.commit(self.cache)
         return True
 
-    def _add_named(self, tx: Transaction, folder: Path, items: list[tuple[str, str]]) -> None:
+    def _add_named(self, tx: Transaction, folder: Path, items: list[Attachment]) -> None:
         taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
-        for name, content in items:
-            file_name = unique_component(name, taken, suffix=".md")
+        for item in items:
+            file_name = unique_component(item.name, taken, suffix=".md")
             taken.add(name_key(file_name))
-            tx.write(folder / file_name, formats.render_attachment(Attachment(name, content, now())))
+            tx.write(folder / file_name, formats.render_attachment(item))
 
-    def _attach_to_root(self, attachments: list[tuple[str, str]]) -> None:
-        draft = Draft(self.tree, self.state())
-        for name, content in attachments:
-            if not draft.attachment_taken(ROOT, name):
-                draft.add_attachment(ROOT, name, content)
-        tx = Transaction(self.root, durable=self.durable)
+    def _attach_to_root(self, tx: Transaction, state: State, attachments: list[Attachment]) -> None:
+        """Attachments given once the problem exists go to the root problem (a name it has is skipped)."""
+        if not attachments:
+            return
+        draft = Draft(self.tree, state)
+        for item in attachments:
+            if not draft.attachment_taken(ROOT, item.name):
+                draft.add_attachment(ROOT, item.name, item.content, **item.origin())
         for path, text in draft.files().items():
             tx.write(path, text)
-        tx.commit(self.cache)
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -406,6 +421,13 @@ class Research:
         """Take back the last executed message (see engine/undo.py); raises undo.UndoRefused
         (nothing changed) when that would lose a hand edit or nothing is left to undo."""
         return undoing.revert(self, document=document)
+
+
+def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachment]:
+    stamp = now()
+    return [item if isinstance(item, Attachment) and item.added else
+            replace(item, added=stamp) if isinstance(item, Attachment) else Attachment(item[0], item[1], stamp)
+            for item in items or ()]
 
 
 def message_digest(text: str) -> str:
