@@ -89,6 +89,9 @@ async def prepare(
     if sources > MAX_SOURCES:
         raise InputError(f"{sources} files and pages were given; at most {MAX_SOURCES} can be read at once. Give the "
                          "others later (`deep-research continue`, or `///attach_file` and `///attach_url` in a message).")
+    if len(inputs.context_text) > MAX_SOURCES:
+        raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
+                         "some of them, or put them in a file.")
     notes: list[str] = []
     context = [_typed(text, number) for number, text in enumerate(inputs.context_text, 1)]
     files = [Path(p) for p in inputs.context] + [Path(a) for a in inputs.attachments if not is_url(str(a))]
