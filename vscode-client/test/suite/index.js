@@ -401,6 +401,22 @@ test('Continue Research… replaces the instruction; Add as Context and Attach t
   assert.doesNotMatch(read(), /not in the workspace/);
 });
 
+test('Install Python Packages: a failed pip is a plain message, its output in the log, the server unchanged', async () => {
+  assert.ok(await api().ready(), 'the server is not running');
+  const before = api().python().found.executable;
+  const installed = await vscode.commands.executeCommand('deep-research.installPackages');
+  assert.equal(installed, false);
+  const logs = path.dirname(process.env.DR_TEST_LOG);
+  const channel = fs.readdirSync(logs, { recursive: true }).map(String).find((f) => f.endsWith('Deep Research.log'));
+  assert.ok(channel, 'no log of the Deep Research output channel');
+  const text = fs.readFileSync(path.join(logs, channel), 'utf8');
+  assert.match(text, /-m pip install --disable-pip-version-check --no-input openai/);
+  assert.match(text, /No matching distribution found for openai/); // pip's own words
+  assert.match(text, /The install failed: pip exited with 1/);
+  assert.equal(api().serverState(), 'running');
+  assert.equal(api().python().found.executable, before);
+}, 120000);
+
 test('no suitable Python: clear state, then recovery when the setting is fixed', async () => {
   // a "Python 3.8" (a script answering the version probe), then one that does not exist
   const old = path.join(WS, 'python3.8');
