@@ -15,6 +15,7 @@ be had stops everything with one sentence naming it (`InputError`); only then do
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,9 +83,10 @@ async def prepare(
 ) -> Prepared | None:
     """Read every file and fetch every page the user gave; InputError on the first that cannot
     be had, None if cancelled. `root` is the research's folder, `config` its settings (the
-    `[fetch]` table's apply to pages). `may_read(path)` says why a file must not be read (the language
-    server: outside the workspace), or None. Files are checked and read first: a typo fails
-    before anything goes to the network."""
+    `[fetch]` table's apply to pages). `may_read(real)` says why the file at that real path
+    (symlinks resolved) must not be read (the language server: outside the workspace), or
+    None; that same path is then read. Files are checked and read first: a typo fails before
+    anything goes to the network."""
     sources = len(inputs.context) + len(inputs.attachments)
     if sources > MAX_SOURCES:
         raise InputError(f"{sources} files and pages were given; at most {MAX_SOURCES} can be read at once. Give the "
@@ -95,11 +97,12 @@ async def prepare(
     notes: list[str] = []
     context = [_typed(text, number) for number, text in enumerate(inputs.context_text, 1)]
     files = [Path(p) for p in inputs.context] + [Path(a) for a in inputs.attachments if not is_url(str(a))]
-    for path in files:
-        refusal = may_read(path) if may_read is not None else None
+    reals = [Path(os.path.realpath(path)) for path in files]
+    for real in reals:
+        refusal = may_read(real) if may_read is not None else None
         if refusal:
             raise InputError(refusal)
-    read = [await asyncio.to_thread(_read, path) for path in files]
+    read = [await asyncio.to_thread(_read, real, path) for real, path in zip(reals, files)]
     by_path = dict(zip(files, read))
     context += [_attachment(by_path[Path(p)], Path(p).name, notes) for p in inputs.context]
     urls = [_checked_url(str(a)) for a in inputs.attachments if is_url(str(a))]
@@ -132,11 +135,11 @@ def _typed(text: str, number: int) -> Attachment:
     return Attachment(name, text.strip())
 
 
-def _read(path: Path) -> Found:
+def _read(real: Path, given: Path) -> Found:
     from .files import read_user_file
 
     try:
-        return read_user_file(path)
+        return read_user_file(real, shown=str(given))
     except SourceError as error:
         raise InputError(error.message) from None
 

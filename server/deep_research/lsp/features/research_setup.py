@@ -150,11 +150,10 @@ async def _prepare(ls: DeepResearchServer, folder: Path, inputs: Inputs, outcome
     config = ls.config(folder)
     roots = [Path(os.path.realpath(r)) for r in config.fetch.allowed_roots]
 
-    def may_read(path: Path) -> str | None:
-        real = Path(os.path.realpath(path))
+    def may_read(real: Path) -> str | None:
         if ls.in_workspace(real) or any(real == r or r in real.parents for r in roots):
             return None
-        return (f"{path} is outside the workspace folders: the server reads only files inside them (or in the "
+        return (f"{real} is outside the workspace folders: the server reads only files inside them (or in the "
                 f"research's [fetch] allowed_roots). {outcome}")
 
     progress = await Progress.start(ls, "Deep Research: reading the sources")
