@@ -135,7 +135,7 @@ export class PythonPackages {
   /** Asks, then installs. `missing`: the packages to name in the question. */
   async offer(base: PythonFound, missing: string[], why?: string): Promise<boolean> {
     const choice = await vscode.window.showInformationMessage(
-      `Deep Research: ${why ?? 'the autopilot and reading web pages need'} Python packages that ${base.executable} lacks: ` +
+      `Deep Research: ${why ?? 'the autopilot, reading web pages and the MCP server need'} Python packages that ${base.executable} lacks: ` +
         `${missing.join(', ')}. Install them into a private environment of the extension? Your Python is not changed.`,
       'Install',
       'Not Now',
