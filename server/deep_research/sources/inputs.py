@@ -50,10 +50,6 @@ class Inputs:
     context_text: Sequence[str] = ()  # text chunks shown in every prompt
     attachments: Sequence[str | Path] = ()  # files, or http(s) URLs
 
-    @property
-    def empty(self) -> bool:
-        return not (self.instruction.strip() or self.context or self.context_text or self.attachments)
-
 
 @dataclass(frozen=True)
 class Prepared:

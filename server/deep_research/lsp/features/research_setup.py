@@ -26,6 +26,7 @@ from ..server import DeepResearchServer
 from .diagnostics import refresh_diagnostics
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.research import Research
     from ...sources.inputs import Inputs, Prepared
 
 OPTIONS = {"instruction": str, "context": list, "contextText": list, "attachments": list}
@@ -35,12 +36,12 @@ MAX_INSTRUCTION_CHARS = 100_000
 def register(server: DeepResearchServer) -> None:
     @server.command("deepResearch.newResearch")
     async def new_research(ls: DeepResearchServer, uri: str, *options: Any) -> dict[str, Any]:
-        from ...engine.research import Location, Research, locate
+        from ...engine.research import Location, locate
 
         folder, document = _folder_of(ls, uri)
         inputs = _inputs(options, "deepResearch.newResearch")
         if not options:  # as before options came: the folder made a research (an existing one left as it is)
-            research = _create(Research.create, folder, exist_ok=True)
+            research = _create(folder, exist_ok=True)
             refresh_diagnostics(ls)
             answer = _answer(research, document, created=True)
             return {"root": answer["root"], "document": answer["document"]}
@@ -51,13 +52,13 @@ def register(server: DeepResearchServer) -> None:
         if prepared is None:
             return {"created": False, "reason": "cancelled"}
         research = await asyncio.to_thread(
-            _create, Research.create, folder, prepared.instruction, prepared.context, prepared.attachments)
+            _create, folder, prepared.instruction, prepared.context, prepared.attachments)
         refresh_diagnostics(ls)
         return _answer(research, document, created=True, notes=prepared.notes)
 
     @server.command("deepResearch.continueResearch")
     async def continue_research(ls: DeepResearchServer, uri: str, *options: Any) -> dict[str, Any]:
-        from ...engine.research import Location, Research, locate
+        from ...engine.research import Location, locate
 
         folder, document = _folder_of(ls, uri)
         if not folder.is_dir() or locate(folder)[0] is not Location.RESEARCH:
@@ -70,8 +71,7 @@ def register(server: DeepResearchServer) -> None:
         research = ls.research(folder)
 
         def apply() -> bool:
-            _create(Research.create, research.root, prepared.instruction, prepared.context, prepared.attachments,
-                    exist_ok=True)
+            _create(research.root, prepared.instruction, prepared.context, prepared.attachments, exist_ok=True)
             return research.reopen()
 
         reopened = await asyncio.to_thread(apply)
@@ -167,12 +167,12 @@ async def _prepare(ls: DeepResearchServer, folder: Path, inputs: Inputs, outcome
         progress.end()
 
 
-def _create(create: Any, folder: Path, *args: Any, **kwargs: Any) -> Any:
+def _create(folder: Path, *args: Any, **kwargs: Any) -> Research:
     """`Research.create`, its failures as sentences for the client."""
-    from ...engine.research import NotAResearch
+    from ...engine.research import NotAResearch, Research
 
     try:
-        return create(folder, *args, **kwargs)
+        return Research.create(folder, *args, **kwargs)
     except FileExistsError as error:
         raise JsonRpcInvalidParams(str(error)) from None
     except (OSError, ValueError) as error:
@@ -181,7 +181,7 @@ def _create(create: Any, folder: Path, *args: Any, **kwargs: Any) -> Any:
         raise JsonRpcInvalidParams(str(error)) from None
 
 
-def _answer(research: Any, document: Path | None, *, created: bool, notes: list[str] = ()) -> dict[str, Any]:
+def _answer(research: Research, document: Path | None, *, created: bool, notes: list[str] = ()) -> dict[str, Any]:
     from ...engine.research import MESSAGE_FILE
 
     return {
