@@ -4,13 +4,17 @@
 - `pip install --target vscode-client/bundled/libs` the server's runtime dependencies,
   read from the root pyproject.toml ([project].dependencies), resolved for Python 3.10
   (the oldest supported) as pure-Python wheels, so one set works on 3.10 and newer;
-- copies server/deep_research to vscode-client/bundled/deep_research.
+- copies server/deep_research to vscode-client/bundled/deep_research;
+- writes vscode-client/bundled/not-bundled.json: the requirements left out (see
+  NOT_BUNDLED), as pyproject.toml states them; the extension installs them on request
+  into a private environment, and scripts/setup-wheelhouse downloads them for its test.
 
 The extension then runs `<python> -m deep_research serve` with PYTHONPATH set to
 bundled/ and bundled/libs. pip runs only when the dependency list changed (a stamp
 file records it); the copy of the sources is always fresh.
 
     python3 scripts/bundle-server.py [--force]
+    python3 scripts/bundle-server.py --print-not-bundled     # one requirement a line
 """
 
 from __future__ import annotations
@@ -35,12 +39,15 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache"
 # Libraries that pull compiled modules (openai: pydantic-core and jiter; trafilatura: lxml;
 # mcp: pydantic-core, cryptography) cannot be bundled once for every platform and Python.
 # The server imports them only where the autopilot, web pages or `deep-research mcp` need
-# them, and says how to install them when missing.
+# them; the extension offers to install them (not-bundled.json), and the server says how
+# to when they are missing.
 NOT_BUNDLED = {"openai", "trafilatura", "mcp"}
+EXTRAS_FILE = BUNDLED / "not-bundled.json"
 
 
-def dependencies() -> list[str]:
-    """The runtime dependencies to bundle: [project].dependencies minus NOT_BUNDLED."""
+def dependencies(bundled: bool = True) -> list[str]:
+    """The runtime dependencies to bundle ([project].dependencies minus NOT_BUNDLED), or with
+    `bundled=False` those left out, exactly as pyproject.toml states them."""
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     try:
         import tomllib
@@ -50,7 +57,7 @@ def dependencies() -> list[str]:
         except ModuleNotFoundError:
             sys.exit("bundle-server needs Python >= 3.11 (tomllib) or the tomli package")
     deps = tomllib.loads(text)["project"]["dependencies"]
-    return [d for d in deps if _canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) not in NOT_BUNDLED]
+    return [d for d in deps if (_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) not in NOT_BUNDLED) == bundled]
 
 
 # pip's --python-version picks wheels but evaluates environment markers for the running
@@ -128,15 +135,26 @@ def copy_server() -> int:
     return sum(1 for _ in dest.rglob("*.py"))
 
 
+def write_extras() -> list[str]:
+    extras = dependencies(bundled=False)
+    names = [_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) for d in extras]
+    EXTRAS_FILE.write_text(json.dumps({"requirements": extras, "names": names}, indent=1) + "\n", encoding="utf-8")
+    return extras
+
+
 def main() -> int:
+    if "--print-not-bundled" in sys.argv:
+        print("\n".join(dependencies(bundled=False)))
+        return 0
     started = time.monotonic()
     if not (REPO / "server" / "deep_research" / "__init__.py").exists():
         sys.exit("bundle-server: server/deep_research is missing")
     deps = dependencies()
     libs = install_libs(deps, force="--force" in sys.argv)
     files = copy_server()
+    extras = write_extras()
     print(f"bundled the server into {BUNDLED.relative_to(REPO)}: deep_research ({files} .py files); "
-          f"libs {libs}; {time.monotonic() - started:.1f}s")
+          f"libs {libs}; not bundled (installed on request): {', '.join(extras)}; {time.monotonic() - started:.1f}s")
     return 0
 
 

@@ -81,11 +81,14 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("dir", type=Path)
         p.add_argument("--instruction", default="", help="the user's instruction, shown in every prompt")
         p.add_argument("--instruction-file", type=Path, help="read the instruction from a file")
-        p.add_argument("--context", type=Path, action="append", default=[], metavar="FILE",
+        p.add_argument("--context", type=Path, action="append", default=[], metavar="PATH",
                        help="a context file, shown in every prompt (repeatable)")
-        p.add_argument("--attach", type=Path, action="append", default=[], metavar="FILE",
-                       help="an attachment: for defining the problem, or of the root problem once "
-                            "it exists (repeatable)")
+        p.add_argument("--context-text", action="append", default=[], metavar="TEXT",
+                       help="context typed in, shown in every prompt (repeatable)")
+        p.add_argument("--attach", action="append", default=[], metavar="PATH|URL",
+                       help="an attachment, a file or an http(s) URL (fetched like ///attach_url, with the "
+                            "[fetch] settings of DIR/deep-research.toml): for defining the problem, or of the "
+                            "root problem once it exists (repeatable)")
 
     user_inputs(command("new", _new, "Create a research in DIR, with its message document DIR/message.dr."))
     user_inputs(command(
@@ -182,25 +185,45 @@ def _serve(args: argparse.Namespace) -> int:
     return run_server(tcp=args.tcp, log_file=args.log_file)
 
 
-def _inputs(args: argparse.Namespace) -> tuple[str, list[tuple[str, str]], list[tuple[str, str]]]:
-    """The instruction, context and attachments the user gave, read from their files."""
-    instruction = _read(args.instruction_file) if args.instruction_file else args.instruction
-    return instruction, [(p.name, _read(p)) for p in args.context], [(p.name, _read(p)) for p in args.attach]
+def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources.inputs.Prepared
+    """The instruction, context and attachments the user gave: every file read and every page
+    fetched now, before anything is written (`outcome` says what a failure leaves)."""
+    from .sources.inputs import InputError, Inputs, prepare_sync
+
+    if args.instruction_file:
+        from .engine.evidence import MAX_TEXT_CHARS
+
+        instruction = _read(args.instruction_file)
+        if len(instruction) > MAX_TEXT_CHARS:
+            raise UserError(f"{args.instruction_file} holds {len(instruction):,} characters; an instruction is at "
+                            f"most {MAX_TEXT_CHARS:,}. {outcome}")
+    else:
+        instruction = args.instruction
+    inputs = Inputs(instruction, args.context, args.context_text, args.attach)
+    try:
+        prepared = prepare_sync(inputs, root=folder, config=_config(folder), progress=_progress)
+    except InputError as error:
+        raise UserError(f"{error.message} {outcome}") from None
+    assert prepared is not None  # nothing cancels it here (Ctrl-C stops the process)
+    for note in prepared.notes:
+        print(f"deep-research: note: {note}", file=sys.stderr)
+    return prepared
 
 
 def _new(args: argparse.Namespace) -> int:
-    from .engine.research import MESSAGE_FILE, Research
+    from .engine.research import MESSAGE_FILE, Location, Research, locate
 
-    instruction, context, attachments = _inputs(args)
     if args.dir.exists() and not args.dir.is_dir():
         raise UserError(f"{args.dir} exists and is not a folder")
+    existing = f"{args.dir} already holds a research. Continue it: write the next message in " \
+               f"{args.dir / MESSAGE_FILE} and run `deep-research execute`, or `deep-research continue {args.dir}`."
+    if args.dir.is_dir() and locate(args.dir)[0] is Location.RESEARCH:
+        raise UserError(existing)  # said before anything is fetched
+    prepared = _inputs(args, args.dir, "Nothing was created.")
     try:
-        research = Research.create(args.dir, instruction, context, attachments)
+        research = Research.create(args.dir, prepared.instruction, prepared.context, prepared.attachments)
     except FileExistsError:
-        raise UserError(
-            f"{args.dir} already holds a research. Continue it: write the next message in "
-            f"{args.dir / MESSAGE_FILE} and run `deep-research execute`, or `deep-research repl {args.dir}`."
-        ) from None
+        raise UserError(existing) from None
     print(f"Created a research in {research.root}")
     print(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
     return EXIT_OK
@@ -211,8 +234,8 @@ def _continue(args: argparse.Namespace) -> int:
 
     folder = _folder(args.dir)
     research = Research.open(folder)  # a clear error if this is not a research
-    instruction, context, attachments = _inputs(args)
-    reopened = research.continue_with(instruction, context, attachments)  # one transaction
+    prepared = _inputs(args, folder, "Nothing was changed.")
+    reopened = research.continue_with(prepared.instruction, prepared.context, prepared.attachments)  # one transaction
     print(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
     print(f"Write the next message in {research.root / MESSAGE_FILE}.")

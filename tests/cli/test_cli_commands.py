@@ -303,7 +303,7 @@ def test_unreadable_file(run, research: Path, tmp_path: Path) -> None:
         result = run("execute", path, code=2)
         assert "cannot read" in result.stderr
         result = run("new", tmp_path / "other", "--context", path, code=2)
-        assert "cannot read" in result.stderr
+        assert f"{path} is not a regular file" in result.stderr and "Nothing was created." in result.stderr
         assert not (tmp_path / "other").exists()
     finally:
         server.close()

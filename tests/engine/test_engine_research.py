@@ -136,6 +136,27 @@ def test_create_on_an_existing_research_refuses(research: Research, root: Path) 
         Research.create(root)
 
 
+def test_a_failed_create_leaves_no_folder_it_made(deep: Research, root: Path) -> None:
+    inside = root / A / "Subproblems" / "New one"
+    with pytest.raises(NotAResearch):
+        Research.create(inside, "I", [("c", "text")])
+    assert not inside.exists()
+
+
+def test_given_pages_keep_their_source_and_reach_the_root_in_one_transaction(research: Research, root: Path,
+                                                                            tmp_path: Path) -> None:
+    from deep_research.engine.model import Attachment
+
+    page = Attachment("A page", "Text of the page.", source="https://example.org/p", sha256="ab" * 32)
+    fresh = Research.create(tmp_path / "fresh", "I", attachments=[page, ("notes.txt", "Typed.")])
+    ok(fresh, define("Root", "Content"))
+    assert 'source: "https://example.org/p"' in (fresh.root / "Attachments" / "A page.md").read_text(encoding="utf-8")
+    journal = (root / JOURNAL).read_text(encoding="utf-8")
+    Research.create(root, attachments=[page], exist_ok=True)  # a research with its problem: to the root
+    assert 'source: "https://example.org/p"' in read(root, ".", "Attachments/A page.md")
+    assert (root / JOURNAL).read_text(encoding="utf-8") == journal
+    assert not (root / BOOK / "pending.json").exists()
+
 def test_a_tree_without_bookkeeping_is_adopted_at_the_root(deep: Research, root: Path, tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     shutil.copytree(root, clone, ignore=shutil.ignore_patterns(BOOK))

@@ -23,7 +23,8 @@ from .conftest import ENV, PRESETS, SERVER, make_client
 from .helpers import DEFINE, configure, execute, open_doc
 
 COMMANDS = ["deepResearch.execute", "deepResearch.executeOnSave", "deepResearch.showPrompt",
-            "deepResearch.tree", "deepResearch.newResearch", "deepResearch.undo", "deepResearch.export"]
+            "deepResearch.tree", "deepResearch.newResearch", "deepResearch.continueResearch", "deepResearch.undo",
+            "deepResearch.export"]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -206,6 +207,8 @@ async def test_a_fuzzed_stream_of_workspace_commands_changes_nothing_outside(ws_
                 text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
                 content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
         arguments: list[object] = [rng.choice(pool)] if rng.random() < 0.95 else rng.choice([[], [1], [None, None]])
+        if arguments and rng.random() < 0.2:  # what the user gives a research, from outside too
+            arguments.append({"instruction": "fuzz", "context": [rng.choice(pool)], "attachments": [rng.choice(pool)]})
         try:
             await call(client, rng.choice(COMMANDS), *arguments)
         except JsonRpcException:

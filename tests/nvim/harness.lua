@@ -34,6 +34,7 @@ end
 function H.setup(config)
   vim.opt.runtimepath:append(H.env.runtime)
   vim.cmd('filetype plugin on') -- -u NONE leaves detection off; this also sources ftdetect/
+  vim.cmd.runtime('plugin/deep_research.lua') -- -u NONE loads no plugin/ (the lazy.nvim spec sources it too)
   vim.o.shortmess = vim.o.shortmess .. 'F'
   vim.o.report = 9999
   if H.env.server_cmd then

@@ -80,8 +80,8 @@ def nvim() -> str:
 def _server_env() -> dict[str, str]:
     """The runtime's own cmd (`deep-research serve`) when this Python has the console
     script; else the same server as `python -m deep_research serve`."""
-    if (BIN / "deep-research").exists():
-        return {"PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
+    if (BIN / "deep-research").exists():  # PYTHONPATH: this checkout's server, whatever the script was installed from
+        return {**PYTHON_ENV, "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")])}
     return {**PYTHON_ENV, "DR_SERVER_CMD": json.dumps([sys.executable, "-m", "deep_research", "serve"])}
 
 
@@ -381,3 +381,36 @@ def test_a_tree_file_shows_check_findings(nvim: str, tmp_path: Path, defined: Pa
     assert seen["tree_decision"] == {"started": True, "root": str(defined)}
     assert seen["other_filetype"] == "markdown" and seen["other_decision"] == {"started": False}
     assert seen["prompt_decision"] == {"started": False}
+
+
+def test_new_and_continue_research_with_vim_ui(nvim: str, tmp_path: Path, web) -> None:
+    """:DeepResearchNew walks through vim.ui.input/select, the server reads and fetches,
+    the message opens beside the prompt; :DeepResearchContinue; a file outside is refused."""
+    web.expect_request("/blocking").respond_with_data(CACHE_BLOCKING, content_type="text/html")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.md").write_text("Tiles of 64 were slow.", encoding="utf-8")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours", encoding="utf-8")
+    anchor = work / "anchor.txt"  # run_scenario starts Neovim in the document's folder
+    anchor.write_text("", encoding="utf-8")
+    seen = run_scenario(nvim, tmp_path, "scenario_new.lua", anchor, extra_env={
+        "DR_PAGE_URL": web.url_for("/blocking"), "DR_NOTES": str(work / "notes.md"), "DR_OUTSIDE": str(outside)})
+    folder = work / "gpu study"
+    assert "outside.txt is outside the workspace folders" in seen["refused"]
+    assert seen["asked_first"][0] == "Research folder: "
+    assert seen["made_after_refusal"] is False
+    assert seen["asked"][:2] == ["Instruction (what should the research find out? empty: skip): ",
+                                 "Context (shown in every prompt): Continue | Add a context file | Type context text"]
+    assert seen["asked"][-1] == "Attachments (for defining the problem): Create the research | Attach a file | " \
+                                "Attach a web page (URL)"
+    assert seen["current"] == str(folder / "message.dr")
+    assert sorted(seen["windows"]) == sorted([str(folder / "message.dr"), str(folder / ".deep-research" / "prompt.md")])
+    assert seen["clients"] == 1  # the message document's client is the one that made the research
+    prompt = (folder / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
+    assert "Now compare 32x32 tiles too." in prompt and "Which tile size" not in prompt
+    context = prompt.split("# Context", 1)[1]
+    assert "The course uses C." in context and "Tiles of 64 were slow." in context
+    assert f'source="{web.url_for("/blocking")}"' in prompt and "Blocking a loop nest" in prompt
+    assert seen["continued"]["reopened"] is False
+    assert seen["asked_continue"] == ["New instruction (replaces the current one; empty: keep it): "]

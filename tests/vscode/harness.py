@@ -13,6 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SETUP = "scripts/setup-vscode-test-env"
 VSIX = REPO / "vscode-client" / "dist" / "deep-research.vsix"
+SCREENSHOTS = REPO / ".test-output" / "screenshots"  # kept after the run (git ignores it)
 
 
 def run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

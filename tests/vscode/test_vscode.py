@@ -10,11 +10,13 @@ Needs scripts/setup-vscode-test-env to have run; skipped only with DEEP_RESEARCH
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from .harness import REPO, SETUP, driver_env, run
+from .harness import REPO, SCREENSHOTS, SETUP, driver_env, run
 
 pytestmark = [pytest.mark.vscode, pytest.mark.editor, pytest.mark.timeout(420)]
 
@@ -47,3 +49,34 @@ def test_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
         # Set API Key reached the server's environment: the model endpoint saw it.
         assert set(model.authorizations) == {f"Bearer {key}"}
         model.wait_for(lambda m: m.disconnects >= 1, timeout=10)  # stopping closed the request in flight
+
+
+def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package: Path, vscode_env: Path,
+                                                              tmp_path: Path, web) -> None:
+    """From a Python without openai or trafilatura: Install (offline, from the wheelhouse), New
+    Research's walk-through with a page on loopback, Run Autopilot finishes, Continue Research…,
+    the Explorer's Attach to Research. Screenshots in .test-output/screenshots/vscode-setup/."""
+    import subprocess
+    import sys
+
+    from tests.pages import CACHE_BLOCKING
+    from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel
+
+    wheelhouse = subprocess.run(["bash", str(REPO / "scripts" / "setup-wheelhouse"), "--print-dir"],
+                                capture_output=True, text=True, env={**os.environ, "PY": sys.executable})
+    if wheelhouse.returncode != 0:
+        pytest.fail("The wheelhouse for the install test is missing. Run: scripts/setup-wheelhouse", pytrace=False)
+    bare = tmp_path / "bare-python"  # the bundle's libraries, and nothing else
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    lacks = subprocess.run([str(bare / "bin" / "python"), "-c", "import openai"], capture_output=True)
+    assert lacks.returncode != 0, "the bare Python must lack openai"
+    web.expect_request("/blocking").respond_with_data(CACHE_BLOCKING, content_type="text/html; charset=utf-8")
+    shots = SCREENSHOTS / "vscode-setup"
+    shutil.rmtree(shots, ignore_errors=True)
+    with ScriptedModel([Say(text) for text in WHOLE_RESEARCH]) as model:
+        run_driver("setup.mjs", vscode_env, DR_MODEL_URL=model.base_url, DR_PAGE_URL=web.url_for("/blocking"),
+                   DR_WHEELHOUSE=wheelhouse.stdout.strip(), DR_BARE_PYTHON=str(bare / "bin" / "python"),
+                   DR_SCREENSHOTS=str(shots))
+        assert len(model.requests) == len(WHOLE_RESEARCH)
+    print("screenshots:", *sorted(str(p) for p in shots.glob("*.png")), sep="\n  ")
+    assert len(list(shots.glob("setup-0*.png"))) == 8

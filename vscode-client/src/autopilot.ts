@@ -167,7 +167,12 @@ export function registerAutopilotCommands(
         return undefined;
       }
       const result = await runServerCommand<RunResult>(c, ServerCommand.run, uri.toString());
-      if (!result.started) {
+      if (!result.started && result.reason === 'no-openai') {
+        // The package is missing from the server's Python: offer the private environment (packages.ts).
+        void vscode.window
+          .showWarningMessage('Deep Research: the autopilot needs the Python package openai, which the server\'s Python lacks.', 'Install Python Packages')
+          .then((choice) => choice && vscode.commands.executeCommand(ClientCommand.installPackages));
+      } else if (!result.started) {
         void vscode.window.showWarningMessage(`Deep Research: the autopilot did not start: ${result.message ?? result.reason}`);
       }
       await model.setDocument(uri);

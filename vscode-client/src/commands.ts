@@ -1,4 +1,4 @@
-// Palette commands. They call the server with `workspace/executeCommand` directly
+// Palette commands (setting up a research: setup.ts). They call the server with `workspace/executeCommand` directly
 // (see protocol.ts for why their ids differ from the server's).
 import * as vscode from 'vscode';
 import { ResearchModel } from './model';
@@ -7,7 +7,6 @@ import {
   ExecutionResult,
   ExportResult,
   LANGUAGE_ID,
-  NewResearchResult,
   runServerCommand,
   ServerCommand,
   ShowPromptResult,
@@ -56,33 +55,6 @@ export function registerCommands(
   const messageDocument = messageDocumentOf(model);
 
   context.subscriptions.push(
-    vscode.commands.registerCommand(ClientCommand.newResearch, async (arg?: unknown): Promise<NewResearchResult | undefined> => {
-      let target = asUri(arg);
-      if (!target) {
-        const picked = await vscode.window.showOpenDialog({
-          canSelectFiles: false,
-          canSelectFolders: true,
-          canSelectMany: false,
-          defaultUri: vscode.workspace.workspaceFolders?.[0]?.uri,
-          openLabel: 'Start Research Here',
-          title: 'Deep Research: choose (or create) the research folder',
-        });
-        target = picked?.[0];
-      }
-      if (!target) {
-        return undefined;
-      }
-      const client = await needClient();
-      if (!client) {
-        return undefined;
-      }
-      const result = await runServerCommand<NewResearchResult>(client, ServerCommand.newResearch, target.toString());
-      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.document));
-      await vscode.window.showTextDocument(doc);
-      await model.setDocument(doc.uri);
-      return result;
-    }),
-
     vscode.commands.registerCommand(ClientCommand.executeMessage, async (arg?: unknown): Promise<ExecutionResult | undefined> => {
       const uri = messageDocument(arg);
       if (!uri) {

@@ -9,6 +9,7 @@ import { ResearchModel } from './model';
 import { AutopilotParams, ResearchView } from './protocol';
 import { onPythonExtensionInterpreterChange, PythonDiscovery } from './python';
 import { ServerManager, ServerState } from './server';
+import { registerSetupCommands } from './setup';
 import { StatusBar } from './statusBar';
 import { MORE_COMMAND, MoreRow, ProblemTreeProvider, TREE_VIEW_ID, TreeItemSnapshot, TreeNode } from './tree';
 
@@ -51,6 +52,7 @@ export function activate(context: vscode.ExtensionContext): DeepResearchApi {
     vscode.commands.registerCommand(MORE_COMMAND, (row: MoreRow) => tree.more(row)),
   );
   registerCommands(context, server, model, output);
+  registerSetupCommands(context, server, model, output);
   registerAutopilotCommands(context, server, model, autopilot, messageDocumentOf(model));
   const mcpServers = registerMcpServers(context, server, output); // agents as the researcher (docs/mcp.md)
   if (mcpServers) {

@@ -58,7 +58,7 @@ export function registerMcpServers(
           continue;
         }
         // Resolved when VS Code starts it (the Python is known only once the language server looked for it).
-        const python = server.discovery?.found?.command[0] ?? 'python3';
+        const python = server.python?.[0] ?? 'python3';
         const definition = new Definition(`Deep Research: ${folder.name}`, python, ['-m', 'deep_research', 'mcp', folder.uri.fsPath], {}, version);
         definition.cwd = folder.uri;
         found.push(definition);
@@ -67,28 +67,30 @@ export function registerMcpServers(
     },
     async resolveMcpServerDefinition(definition) {
       await server.start(); // finds the Python, as for the language server
-      const python = server.discovery?.found;
+      const found = server.discovery?.found;
       const located = serverPythonPath(context.extensionPath);
-      if (!python || !located) {
+      // the language server's Python: the private environment's once the packages are installed (packages.ts)
+      const command = server.python ?? found?.command;
+      if (!found || !command || !located) {
         output.warn(`Deep Research MCP server "${definition.label}" not started: no Python (>= 3.10) or no server package was found; see the messages above.`);
         return undefined;
       }
       const pythonPath = [...located.entries, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
-      const key = `${python.command.join('\0')}\0${pythonPath}`;
+      const key = `${command.join('\0')}\0${pythonPath}`;
       if (!checked.has(key)) {
-        checked.set(key, missingMcp(python.command, pythonPath));
+        checked.set(key, missingMcp(command, pythonPath));
       }
       const missing = await checked.get(key);
       if (missing) {
         checked.delete(key); // check again next time: the user may have installed it meanwhile
         output.warn(
-          `Deep Research MCP server "${definition.label}" not started: ${python.executable} cannot import the Python package mcp (${missing}). ` +
-            `Install it into that Python (python -m pip install "mcp>=2.3,<3"); the language server works without it.`,
+          `Deep Research MCP server "${definition.label}" not started: ${command.join(' ')} cannot import the Python package mcp (${missing}). ` +
+            'Run "Deep Research: Install Python Packages" (a private environment of the extension); the language server works without it.',
         );
         return undefined;
       }
-      definition.command = python.command[0];
-      definition.args = [...python.command.slice(1), '-m', 'deep_research', 'mcp', definition.args[definition.args.length - 1]];
+      definition.command = command[0];
+      definition.args = [...command.slice(1), '-m', 'deep_research', 'mcp', definition.args[definition.args.length - 1]];
       definition.env = { ...definition.env, PYTHONPATH: pythonPath, PYTHONIOENCODING: 'utf-8' };
       output.info(`Starting the Deep Research MCP server "${definition.label}": ${definition.command} ${definition.args.join(' ')}`);
       return definition;

@@ -10,6 +10,7 @@ export const ServerCommand = {
   showPrompt: 'deepResearch.showPrompt',
   tree: 'deepResearch.tree',
   newResearch: 'deepResearch.newResearch',
+  continueResearch: 'deepResearch.continueResearch',
   undo: 'deepResearch.undo',
   export: 'deepResearch.export',
   run: 'deepResearch.run',
@@ -24,6 +25,10 @@ export const ServerCommand = {
  */
 export const ClientCommand = {
   newResearch: 'deep-research.newResearch',
+  continueResearch: 'deep-research.continueResearch',
+  attachToResearch: 'deep-research.attachToResearch',
+  addAsContext: 'deep-research.addAsContext',
+  installPackages: 'deep-research.installPackages',
   executeMessage: 'deep-research.executeMessage',
   showPrompt: 'deep-research.showPrompt',
   restartServer: 'deep-research.restartServer',
@@ -80,9 +85,27 @@ export interface ShowPromptResult {
   shown: boolean;
 }
 
+/** What the user gives a research (`deepResearch.newResearch` / `continueResearch`): URIs as strings. */
+export interface ResearchOptions {
+  instruction?: string;
+  /** file URIs */
+  context?: string[];
+  contextText?: string[];
+  /** file URIs or http(s) URLs */
+  attachments?: string[];
+}
+
 export interface NewResearchResult {
   root: string;
   document: string;
+  /** Set when options were given: whether a research was made, or `reason` (`cancelled`). */
+  created?: boolean;
+  reason?: string;
+  promptUri?: string;
+  /** Worth saying about the sources (a page cut short …). */
+  notes?: string[];
+  /** continueResearch: whether a finished research was reopened. */
+  reopened?: boolean;
 }
 
 export interface ProblemNode {

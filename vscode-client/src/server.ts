@@ -15,6 +15,7 @@ import {
   State,
   TransportKind,
 } from 'vscode-languageclient/node';
+import { PythonPackages } from './packages';
 import { AutopilotNotification, AutopilotParams, DidExecuteNotification, DidExecuteParams, LANGUAGE_ID } from './protocol';
 import { describeRejections, discoverPython, PythonDiscovery } from './python';
 
@@ -90,12 +91,16 @@ export class ServerManager implements vscode.Disposable {
   readonly onDidExecute = this.executedEmitter.event;
   /** `deepResearch/autopilot` from the server. */
   readonly onAutopilot = this.autopilotEmitter.event;
+  /** The private environment with the packages the bundle cannot hold (packages.ts). */
+  readonly packages: PythonPackages;
+  private _python: string[] | undefined;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
     private readonly output: vscode.LogOutputChannel,
   ) {
     this.traceChannel = vscode.window.createOutputChannel('Deep Research Trace', { log: true });
+    this.packages = new PythonPackages(context, output, () => this.restart());
   }
 
   get state(): ServerState {
@@ -103,6 +108,10 @@ export class ServerManager implements vscode.Disposable {
   }
   get discovery(): PythonDiscovery | undefined {
     return this._discovery;
+  }
+  /** The command of the Python the server runs with (the private environment's, once installed). */
+  get python(): string[] | undefined {
+    return this._python;
   }
   /** The running client, or undefined. */
   get running(): LanguageClient | undefined {
@@ -156,9 +165,13 @@ export class ServerManager implements vscode.Disposable {
       return undefined;
     }
     const py = discovery.found;
+    const privatePython = this.packages.environmentFor(py);
+    const command = privatePython ? [privatePython] : py.command;
+    this._python = command;
     const pythonPath = [...located.entries, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
     this.output.appendLine(
-      `Starting the server: ${py.command.join(' ')} -m deep_research serve (Python ${py.version}, ${py.executable}, from ${py.source}; ${located.layout} server; PYTHONPATH=${pythonPath})`,
+      `Starting the server: ${command.join(' ')} -m deep_research serve (Python ${py.version}, ${py.executable}, from ${py.source}` +
+        `${privatePython ? ', in the private environment with the installed packages' : ''}; ${located.layout} server; PYTHONPATH=${pythonPath})`,
     );
     // The API key reaches the server through its environment only, as the openai package reads it.
     const apiKey = await this.context.secrets.get(API_KEY_SECRET);
@@ -168,8 +181,8 @@ export class ServerManager implements vscode.Disposable {
     }
     this.output.appendLine(`API key for the model: ${apiKey ? 'from VS Code secret storage' : env.OPENAI_API_KEY ? 'from the environment' : 'none set'}`);
     const serverOptions: ServerOptions = {
-      command: py.command[0],
-      args: [...py.command.slice(1), '-m', 'deep_research', 'serve'],
+      command: command[0],
+      args: [...command.slice(1), '-m', 'deep_research', 'serve'],
       transport: TransportKind.stdio, // adds --stdio, which the server accepts
       options: { env },
     };
@@ -214,6 +227,7 @@ export class ServerManager implements vscode.Disposable {
       return undefined;
     }
     this.setState('running');
+    void this.packages.offerOnce(py, command, env);
     return client;
   }
 

@@ -265,10 +265,10 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
                           f"{_quote(existing.name)}, unchanged; nothing was added.", arg.span)],
             )
     warnings = [Warning_(note, arg.span) for note in result.notes]
-    if len(text) > MAX_TEXT_CHARS:
-        warnings.append(Warning_(f"Only the first {MAX_TEXT_CHARS:,} of {len(text):,} characters were kept.", arg.span))
-        text = text[:MAX_TEXT_CHARS] + f"\n\n[… cut: {len(text) - MAX_TEXT_CHARS:,} more characters were not kept …]"
-    name = _free_name(draft, focus.path, _title(result))
+    text, cut = kept_text(text)
+    if cut:
+        warnings.append(Warning_(cut, arg.span))
+    name = _free_name(draft, focus.path, title_of(result))
     draft.add_attachment(
         focus.path, name, text, source=result.source, final_url=result.final_url,
         fetched=result.fetched, content_type=result.content_type, sha256=digest,
@@ -279,9 +279,18 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
                   warnings)
 
 
-def _title(result: Found) -> str:
+def title_of(result: Found) -> str:
+    """The attachment's name: the page's title (or its address), on one line, not too long."""
     title = one_line(result.title) or one_line(result.final_url or result.source) or "Untitled source"
     return title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1].rstrip() + "…"
+
+
+def kept_text(text: str) -> tuple[str, str | None]:
+    """An attachment's text, cut after MAX_TEXT_CHARS with the cut marked, and what to say about the cut."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text, None
+    return (text[:MAX_TEXT_CHARS] + f"\n\n[… cut: {len(text) - MAX_TEXT_CHARS:,} more characters were not kept …]",
+            f"Only the first {MAX_TEXT_CHARS:,} of {len(text):,} characters were kept.")
 
 
 def _free_name(draft: Draft, path: tuple[str, ...], title: str) -> str:

@@ -12,7 +12,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from .model import Attachment, Criterion, Problem
+from .model import ORIGIN_FIELDS, Attachment, Criterion, Problem
 from .state import ProblemPath, Status
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -130,12 +130,8 @@ def render_breakdown(children: list[Problem]) -> str:
 # -- Attachments/<name>.md and the context files -------------------------------------------------
 
 
-SOURCE_FIELDS = ("source", "final_url", "fetched", "content_type", "sha256")  # written only when set
-
-
 def render_attachment(attachment: Attachment) -> str:
-    origin = {key: getattr(attachment, key) for key in SOURCE_FIELDS if getattr(attachment, key)}
-    meta = front_matter(name=attachment.name, added=attachment.added, **origin)
+    meta = front_matter(name=attachment.name, added=attachment.added, **attachment.origin())  # only those set
     return f"{meta}\n{attachment.content.rstrip()}\n"
 
 
@@ -143,7 +139,7 @@ def parse_attachment(text: str, fallback_name: str) -> Attachment:
     meta, body = split_front_matter(text)
     if meta:
         body = body[1:] if body.startswith("\n") else body
-    origin = {key: meta.get(key, "") for key in SOURCE_FIELDS}
+    origin = {key: meta.get(key, "") for key in ORIGIN_FIELDS}
     return Attachment(meta.get("name") or fallback_name, body.rstrip("\n"), meta.get("added", ""), **origin)
 
 

@@ -58,3 +58,10 @@ class Attachment:
     fetched: str = ""
     content_type: str = ""
     sha256: str = ""
+
+    def origin(self) -> dict[str, str]:
+        """The source fields that are set, as `Draft.add_attachment` takes them."""
+        return {key: value for key in ORIGIN_FIELDS if (value := getattr(self, key))}
+
+
+ORIGIN_FIELDS = ("source", "final_url", "fetched", "content_type", "sha256")

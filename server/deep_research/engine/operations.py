@@ -78,7 +78,7 @@ def define_problem(draft: Draft, args: Args) -> Result:
     draft.create_root(title, content)
     copied = draft.pending()
     for attachment in copied:
-        draft.add_attachment(ROOT, attachment.name, attachment.content)
+        draft.add_attachment(ROOT, attachment.name, attachment.content, **attachment.origin())  # a URL stays one
     _new_session(draft, phase=Phase.IN_FOCUS, focus=ROOT)
     note = f" Its {len(copied)} attachment(s) were copied to it." if copied else ""
     return Result(f"Defined the research problem {_quote(title)}.{note}")

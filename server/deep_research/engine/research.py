@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
@@ -152,17 +153,30 @@ class Research:
         cls,
         root: Path,
         instruction: str = "",
-        context: list[tuple[str, str]] | None = None,
-        attachments: list[tuple[str, str]] | None = None,
+        context: Sequence[tuple[str, str] | Attachment] | None = None,
+        attachments: Sequence[tuple[str, str] | Attachment] | None = None,
         *,
         exist_ok: bool = False,
     ) -> Research:
         """Make `root` a research: bookkeeping, an empty message document, the first prompt,
-        in one transaction (with `exist_ok`, a research there gets what is given)."""
+        in one transaction (with `exist_ok`, a research there gets what is given). Context and
+        attachments are `(name, text)` pairs or `Attachment`s (a fetched page keeps its
+        source). A folder this call made is removed again if it fails: nothing half-made is left."""
         refusal = refuse_as_research(root)
         if refusal is not None:
             raise NotAResearch(refusal)
+        made = not root.exists()
         make_folders(root.absolute(), durable=True)
+        try:
+            return cls._create(root, instruction, _named(context), _named(attachments), exist_ok)
+        except BaseException:
+            if made:
+                shutil.rmtree(root, ignore_errors=True)
+            raise
+
+    @classmethod
+    def _create(cls, root: Path, instruction: str, context: list[Attachment], attachments: list[Attachment],
+                exist_ok: bool) -> Research:
         where, found = locate(root)
         if where is Location.INSIDE:
             raise NotAResearch(_not_a_research(root, where, found))
@@ -171,19 +185,19 @@ class Research:
             raise FileExistsError(f"{root} already holds a research; continue it instead of creating it again")
         with locked(research.root):
             recover(research.root, research.cache)
-            research._give(instruction, context or [], attachments or [], new=where is not Location.RESEARCH)
+            research._give(instruction, context, attachments, new=where is not Location.RESEARCH)
         return research
 
     def continue_with(
-        self, instruction: str = "", context: list[tuple[str, str]] | None = None,
-        attachments: list[tuple[str, str]] | None = None,
+        self, instruction: str = "", context: Sequence[tuple[str, str] | Attachment] | None = None,
+        attachments: Sequence[tuple[str, str] | Attachment] | None = None,
     ) -> bool:
         """`deep-research continue`: what the user gives (a new instruction, more context or
-        attachments) and, for a finished or shut-down research, the reopening, in one
-        transaction. True if it reopened the research."""
+        attachments, as `create` takes them) and, for a finished or shut-down research, the
+        reopening, in one transaction. True if it reopened the research."""
         with locked(self.root):
             recover(self.root, self.cache)
-            return self._give(instruction, context or [], attachments or [], new=False, reopen=True)
+            return self._give(instruction, _named(context), _named(attachments), new=False, reopen=True)
 
     def reopen(self) -> bool:
         """Continue a finished or shut-down research: the root is open again and in focus, in
@@ -195,7 +209,7 @@ class Research:
             return self._give("", [], [], new=False, reopen=True)
 
     def _give(
-        self, instruction: str, context: list[tuple[str, str]], attachments: list[tuple[str, str]], *,
+        self, instruction: str, context: list[Attachment], attachments: list[Attachment], *,
         new: bool, reopen: bool = False,
     ) -> bool:
         """One transaction (under the lock): the bookkeeping of a new research, or what the user
@@ -217,9 +231,9 @@ class Research:
             pending_now = self._add_named(tx, book / PENDING_ATTACHMENTS, attachments)
         else:
             pending_now = self.pending_attachments()
-            for name, content in attachments:
-                if not draft.attachment_taken(ROOT, name):
-                    draft.add_attachment(ROOT, name, content)
+            for item in attachments:  # once the problem exists they go to the root (a name it has is skipped)
+                if not draft.attachment_taken(ROOT, item.name):
+                    draft.add_attachment(ROOT, item.name, item.content, **item.origin())
         message = self.root / MESSAGE_FILE
         if not message.exists():
             tx.write(message, "")
@@ -247,15 +261,15 @@ class Research:
         tx.commit(self.cache)
         return reopened
 
-    def _add_named(self, tx: Transaction, folder: Path, items: list[tuple[str, str]]) -> list[Attachment]:
+    def _add_named(self, tx: Transaction, folder: Path, items: list[Attachment]) -> list[Attachment]:
         """Add `items` to `tx` as attachment files in `folder`; the folder's attachments as
         they will read back once it is committed."""
         present = attachment_files(folder, self.cache)
         taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
-        for name, content in items:
-            file_name = unique_component(name, taken, suffix=".md")
+        for item in items:
+            file_name = unique_component(item.name, taken, suffix=".md")
             taken.add(name_key(file_name))
-            text = formats.render_attachment(Attachment(name, content, now()))
+            text = formats.render_attachment(item)
             tx.write(folder / file_name, text)
             present.append((formats.parse_attachment(text, fallback_name=file_name[:-3]), folder / file_name))
         return [item for item, _ in ordered_attachments(present)]
@@ -444,6 +458,13 @@ class Research:
         """Take back the last executed message (see engine/undo.py); raises undo.UndoRefused
         (nothing changed) when that would lose a hand edit or nothing is left to undo."""
         return undoing.revert(self, document=document)
+
+
+def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachment]:
+    stamp = now()
+    return [item if isinstance(item, Attachment) and item.added else
+            replace(item, added=stamp) if isinstance(item, Attachment) else Attachment(item[0], item[1], stamp)
+            for item in items or ()]
 
 
 def message_digest(text: str) -> str:

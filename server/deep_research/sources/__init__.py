@@ -9,8 +9,10 @@ and this package gets it before the message's transaction. Modules:
 - `extract` — bytes to text: HTML to markdown (trafilatura), PDF to text (pypdf), text
               types as they are, with charset handling; other types refused.
 - `reader`  — `extract` in worker processes, killed when a reading runs past its limit.
-- `files`   — reading a workspace file behind the root guard.
+- `files`   — reading a workspace file behind the root guard, or a file the user gave.
 - `search`  — web search providers (SearXNG, Tavily, Brave) behind one small interface.
+- `inputs`  — what the user gives a new research (context and attachments, files or
+              URLs), all read and fetched before it is created.
 - `gather`  — gathers a message's needs concurrently, then executes it:
               `gather_and_execute`, the one path the CLI, the server and the autopilot use.
 

@@ -37,8 +37,35 @@ def read_file(target: str, root: Path, roots: Sequence[Path] = (), max_bytes: in
         real = locate_file(target, root, roots)
     except Refused as refused:
         raise SourceError(str(refused)) from None
+    return _found(real, shown_path(real, root), max_bytes)
+
+
+def read_user_file(path: Path, max_bytes: int = MAX_FILE_BYTES, *, shown: str | None = None) -> Found:
+    """A file the user gave (`deep-research new --context/--attach`, picked in an editor, named
+    by an agent): a regular file of at most `max_bytes`, read like `read_file` (checked again
+    on the open file). Where it may be is the caller's to check, on its real path (give that
+    path here, so the file checked is the file read). SourceError naming it (`shown`) otherwise."""
+    real = Path(os.path.realpath(path))
+    name = shown or str(path)
+    try:
+        info = os.stat(real)
+    except FileNotFoundError:
+        raise SourceError(f"{name}: no such file.") from None
+    except OSError as error:
+        raise SourceError(f"{name} cannot be read: {error.strerror or error}.") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SourceError(f"{name} is a folder, not a file: give the files in it one by one.")
+    if not stat.S_ISREG(info.st_mode):
+        raise SourceError(f"{name} is not a regular file (a pipe, a device or a socket); only files are read.")
+    if info.st_size > max_bytes:
+        raise SourceError(f"{name} is {size_text(info.st_size)}; files larger than {size_text(max_bytes)} are not read.")
+    if not os.access(real, os.R_OK):
+        raise SourceError(f"{name}: permission denied.")
+    return _found(real, name, max_bytes)
+
+
+def _found(real: Path, display: str, max_bytes: int) -> Found:
     data = _read(real, max_bytes)
-    display = shown_path(real, root)
     kind = _kind(real, data, display)
     extracted = extract(data, kind, fallback_title=real.name) if kind != TEXT else None
     text = extracted.text if extracted else decode(data)

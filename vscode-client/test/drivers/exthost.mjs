@@ -53,6 +53,10 @@ try {
         DR_TEST_PYTHON: python,
         DR_TEST_LOG: path.join(dirs.logs, 'suite.log'),
         DR_TEST_FILTER: process.env.DR_TEST_FILTER || '',
+        // "Install Python Packages" must fail here, offline: no index, an empty wheelhouse
+        PIP_NO_INDEX: '1',
+        PIP_FIND_LINKS: dirs.logs,
+        PIP_DISABLE_PIP_VERSION_CHECK: '1',
       }),
     },
   );

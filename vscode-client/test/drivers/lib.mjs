@@ -264,10 +264,12 @@ export function requireBuilt() {
  * Installs the packaged .vsix into a fresh code-server, makes a research in its workspace,
  * opens the workbench in headless chromium and `research/message.dr` in an editor.
  * `machineSettings` are added to the remote machine's settings (where machine-overridable
- * and model settings of a code-server window live). Exits 2 when the .vsix is missing.
+ * and model settings of a code-server window live), `env` to code-server's environment
+ * (the extension host's and the server's); `before(dirs)` runs before code-server starts.
+ * Exits 2 when the .vsix is missing.
  * Returns what a driver needs, and `close(ok)` to take it all down.
  */
-export async function openWorkbench(name, { machineSettings = {} } = {}) {
+export async function openWorkbench(name, { machineSettings = {}, env: extraEnv = {}, before } = {}) {
   const VSIX = process.env.DR_VSIX || path.join(REPO, 'vscode-client', 'dist', 'deep-research.vsix');
   const env = testEnv();
   if (!fs.existsSync(VSIX)) {
@@ -286,7 +288,8 @@ export async function openWorkbench(name, { machineSettings = {} } = {}) {
   const config = path.join(dirs.root, 'config.yaml');
   fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
   const cs = (...args) => [env.codeServerBin, '--config', config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions, ...args];
-  const csEnv = isolatedEnv(dirs);
+  const csEnv = isolatedEnv(dirs, extraEnv);
+  await before?.(dirs);
   const bench = { env, dirs, research, message, prompt: path.join(research, '.deep-research', 'prompt.md') };
   bench.close = async (ok) => {
     const family = bench.server ? descendants(bench.server.pid) : [];
@@ -335,4 +338,17 @@ export async function runPaletteCommand(page, title) {
   await page.keyboard.type(title);
   await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor();
   await page.keyboard.press('Enter');
+}
+
+/**
+ * Saves a screenshot as `<DR_SCREENSHOTS>/<name>.png` (the pytest side points it at the test
+ * output, .test-output/screenshots/); without DR_SCREENSHOTS, into the driver's temp root.
+ */
+export async function screenshot(page, dirs, name) {
+  const dir = process.env.DR_SCREENSHOTS || dirs.root;
+  fs.mkdirSync(dir, { recursive: true });
+  const file = path.join(dir, `${name}.png`);
+  await page.screenshot({ path: file });
+  log(`screenshot: ${file}`);
+  return file;
 }

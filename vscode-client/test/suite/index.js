@@ -90,7 +90,8 @@ test('.dr documents get the language deep-research', async () => {
 test('contributions: palette commands, settings and execute-on-save default', async () => {
   const all = await vscode.commands.getCommands(true);
   for (const id of ['deep-research.newResearch', 'deep-research.executeMessage', 'deep-research.showPrompt', 'deep-research.restartServer',
-    'deep-research.undoMessage', 'deep-research.exportDossier']) {
+    'deep-research.undoMessage', 'deep-research.exportDossier', 'deep-research.continueResearch', 'deep-research.attachToResearch',
+    'deep-research.addAsContext', 'deep-research.installPackages']) {
     assert.ok(all.includes(id), `command ${id} missing`);
   }
   const cfg = vscode.workspace.getConfiguration('deepResearch');
@@ -354,16 +355,67 @@ test('Restart Server restarts it and features work again', async () => {
   await editor.document.save();
 });
 
-test('New Research makes a research folder and opens its message', async () => {
+test('New Research makes a research folder and opens its message beside the prompt', async () => {
   const dir = path.join(WS, 'second research');
-  const result = await vscode.commands.executeCommand('deep-research.newResearch', vscode.Uri.file(dir));
-  assert.ok(result && result.document, JSON.stringify(result));
-  assert.ok(fs.existsSync(path.join(dir, '.deep-research')), 'no .deep-research/');
+  const notes = path.join(WS, 'notes.md');
+  fs.writeFileSync(notes, 'L1 is 32 KiB.');
+  const result = await vscode.commands.executeCommand('deep-research.newResearch', vscode.Uri.file(dir), {
+    instruction: 'Cover ARM too.', contextText: ['One week.'], attachments: [vscode.Uri.file(notes).toString()],
+  });
+  assert.ok(result && result.created && result.document, JSON.stringify(result));
+  const prompt = fs.readFileSync(path.join(dir, '.deep-research', 'prompt.md'), 'utf8');
+  assert.match(prompt, /Cover ARM too\./);
+  assert.match(prompt.split('# Context')[1], /One week\./);
+  assert.match(prompt, /L1 is 32 KiB\./);
   const active = vscode.window.activeTextEditor;
   assert.ok(active && active.document.languageId === 'deep-research', 'the new message is not open');
   assert.equal(path.dirname(active.document.uri.fsPath), dir);
+  const beside = vscode.window.visibleTextEditors.find((e) => e.document.uri.fsPath === path.join(dir, '.deep-research', 'prompt.md'));
+  assert.ok(beside && beside.viewColumn !== active.viewColumn, 'the prompt is not open beside the message');
   await waitFor('the status bar for the new research', () => /No problem defined/.test(api().statusBar().text));
 });
+
+test('Continue Research… replaces the instruction; Add as Context and Attach to Research take Explorer files', async () => {
+  const dir = path.join(WS, 'second research');
+  const result = await vscode.commands.executeCommand('deep-research.continueResearch', vscode.Uri.file(dir), { instruction: 'Only x86 after all.' });
+  assert.ok(result && result.created === false, JSON.stringify(result));
+  const read = () => fs.readFileSync(path.join(dir, '.deep-research', 'prompt.md'), 'utf8');
+  assert.match(read(), /Only x86 after all\./);
+  assert.doesNotMatch(read(), /Cover ARM too/);
+  const a = path.join(WS, 'bench.csv');
+  const b = path.join(WS, 'paper.md');
+  fs.writeFileSync(a, 'tile,gflops\n32,19\n');
+  fs.writeFileSync(b, '# A paper on tiling');
+  // the Explorer passes the clicked file and the whole selection; the research is the current message's
+  await vscode.commands.executeCommand('deep-research.attachToResearch', vscode.Uri.file(a), [vscode.Uri.file(a), vscode.Uri.file(b)]);
+  await vscode.commands.executeCommand('deep-research.addAsContext', vscode.Uri.file(b), [vscode.Uri.file(b)]);
+  const attachments = read().split('# Attachments')[1].split('# Context')[0];
+  assert.match(attachments, /tile,gflops/);
+  assert.match(attachments, /A paper on tiling/);
+  assert.match(read().split('# Context')[1], /A paper on tiling/);
+  // a file outside the workspace: the server's sentence, nothing attached
+  const outside = path.join(path.dirname(WS), 'outside.txt');
+  fs.writeFileSync(outside, 'not in the workspace');
+  const refused = await vscode.commands.executeCommand('deep-research.attachToResearch', vscode.Uri.file(outside));
+  assert.equal(refused, undefined);
+  assert.doesNotMatch(read(), /not in the workspace/);
+});
+
+test('Install Python Packages: a failed pip is a plain message, its output in the log, the server unchanged', async () => {
+  assert.ok(await api().ready(), 'the server is not running');
+  const before = api().python().found.executable;
+  const installed = await vscode.commands.executeCommand('deep-research.installPackages');
+  assert.equal(installed, false);
+  const logs = path.dirname(process.env.DR_TEST_LOG);
+  const channel = fs.readdirSync(logs, { recursive: true }).map(String).find((f) => f.endsWith('Deep Research.log'));
+  assert.ok(channel, 'no log of the Deep Research output channel');
+  const text = fs.readFileSync(path.join(logs, channel), 'utf8');
+  assert.match(text, /-m pip install --disable-pip-version-check --no-input openai/);
+  assert.match(text, /No matching distribution found for openai/); // pip's own words
+  assert.match(text, /The install failed: pip exited with 1/);
+  assert.equal(api().serverState(), 'running');
+  assert.equal(api().python().found.executable, before);
+}, 120000);
 
 test('no suitable Python: clear state, then recovery when the setting is fixed', async () => {
   // a "Python 3.8" (a script answering the version probe), then one that does not exist

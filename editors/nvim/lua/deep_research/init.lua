@@ -1,10 +1,12 @@
--- Deep Research for Neovim 0.11: execute a message on write, show the prompt, run the
--- autopilot (:DeepResearchRun / :DeepResearchStop, M.statusline() for 'statusline').
+-- Deep Research for Neovim 0.11: start a research (:DeepResearchNew, :DeepResearchContinue),
+-- execute a message on write, show the prompt, run the autopilot (:DeepResearchRun /
+-- :DeepResearchStop, M.statusline() for 'statusline').
 --
 -- Everything here goes through the language server's public protocol
 -- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
 -- the workspace commands `deepResearch.execute`, `deepResearch.showPrompt`,
--- `deepResearch.undo` and `deepResearch.export`.
+-- `deepResearch.undo`, `deepResearch.export`, `deepResearch.newResearch` and
+-- `deepResearch.continueResearch`.
 -- The server clears the executed message with workspace/applyEdit and opens the
 -- prompt with window/showDocument; Neovim handles both itself.
 --
@@ -254,6 +256,195 @@ function M.export(bufnr, on_done)
       end
     end
     if on_done then on_done(result, nil) end
+  end)
+end
+
+-- -- setting up and steering a research -----------------------------------------------------
+
+--- A deep_research client whose workspace holds `folder` (reused when one does; made
+--- otherwise, attached to no buffer), passed to `callback` once initialised. Its workspace
+--- is the folder and, when the folder is inside it, the current directory: context files
+--- and attachments are read from there (the server reads nothing outside its workspace).
+local function client_for(folder, callback)
+  local config = vim.deepcopy(vim.lsp.config['deep_research'] or {})
+  if not config.cmd then
+    notify('the deep_research language server is not configured (vim.lsp.config)', vim.log.levels.ERROR)
+    return
+  end
+  local cwd = vim.fs.normalize(vim.fn.getcwd())
+  local folders = { { uri = vim.uri_from_fname(folder), name = folder } }
+  if cwd ~= folder and vim.startswith(folder, cwd .. '/') then
+    table.insert(folders, { uri = vim.uri_from_fname(cwd), name = cwd })
+  end
+  config.name, config.root_dir, config.workspace_folders = 'deep_research', folder, folders
+  local id = vim.lsp.start(config, { attach = false })
+  local client = id and vim.lsp.get_client_by_id(id)
+  if not client then
+    notify('the language server did not start', vim.log.levels.ERROR)
+    return
+  end
+  local waited = 0
+  local function ready()
+    if client.initialized then
+      return callback(client)
+    elseif client:is_stopped() or waited > timeout() then
+      return notify('the language server did not start', vim.log.levels.ERROR)
+    end
+    waited = waited + 20
+    vim.defer_fn(ready, 20)
+  end
+  ready()
+end
+
+--- Ask with vim.ui.select until the user picks the first choice ("Continue"); `choices`
+--- are { label, run(next) } pairs, `run` calling `next` when done. Cancelling (nil) stops.
+local function ask_many(prompt, choices, done)
+  local labels = vim.tbl_map(function(c) return c[1] end, choices)
+  local function again()
+    vim.ui.select(labels, { prompt = prompt }, function(_, index)
+      if not index then
+        return notify('cancelled: nothing was created')
+      end
+      if index == 1 then
+        return done()
+      end
+      choices[index][2](again)
+    end)
+  end
+  again()
+end
+
+--- Ask for a line with vim.ui.input; `then_` gets it trimmed (nil if cancelled).
+local function ask(opts, then_)
+  vim.ui.input(opts, function(text)
+    then_(text and vim.trim(text) or nil)
+  end)
+end
+
+--- The options object of deepResearch.newResearch: only what was given (empty lists left out).
+local function options_of(instruction, context, context_text, attachments)
+  local options = vim.empty_dict()
+  if instruction ~= '' then options.instruction = instruction end
+  if #context > 0 then options.context = context end
+  if #context_text > 0 then options.contextText = context_text end
+  if #attachments > 0 then options.attachments = attachments end
+  return options
+end
+
+--- Open the research's message document, and its prompt beside it (focus stays on the message).
+local function open_research(result)
+  vim.cmd.edit(vim.fn.fnameescape(vim.uri_to_fname(result.document)))
+  if result.promptUri then
+    local message_win = vim.api.nvim_get_current_win()
+    vim.cmd('rightbelow vsplit ' .. vim.fn.fnameescape(vim.uri_to_fname(result.promptUri)))
+    vim.api.nvim_set_current_win(message_win)
+  end
+end
+
+--- Send a setup command and report: a refusal is the server's own sentence.
+local function send(client, command, folder, options, on_done)
+  local params = { command = command, arguments = { vim.uri_from_fname(folder), options } }
+  client:request('workspace/executeCommand', params, function(err, result)
+    if err then
+      notify(err.message or vim.inspect(err), vim.log.levels.ERROR)
+    elseif type(result) == 'table' and result.reason == 'cancelled' then
+      notify('cancelled: nothing was changed')
+    elseif type(result) == 'table' then
+      for _, note in ipairs(result.notes or {}) do
+        notify(note, vim.log.levels.WARN)
+      end
+      open_research(result)
+    end
+    if on_done then on_done(err == nil and result or nil, err and err.message or nil) end
+  end)
+end
+
+--- :DeepResearchNew [dir]: the folder (asked if not given), the instruction, context
+--- (files or text) and attachments (files or URLs), each step skippable; then the
+--- research is made (deepResearch.newResearch: the server reads and fetches everything
+--- first) and its message document opens beside the prompt.
+--- @param dir string? the research folder (relative to the current directory)
+--- @param on_done fun(result: table?, err: string?)? called when the server answered
+function M.new_research(dir, on_done)
+  local function with_folder(folder)
+    if not folder or folder == '' then
+      return notify('cancelled: nothing was created')
+    end
+    folder = vim.fs.normalize(vim.fn.fnamemodify(vim.fn.expand(folder), ':p')):gsub('/$', '')
+    if vim.uv.fs_stat(folder .. '/.deep-research/state.json') then
+      return notify(folder .. ' already holds a research: open its message.dr, or :DeepResearchContinue',
+        vim.log.levels.WARN)
+    end
+    ask({ prompt = 'Instruction (what should the research find out? empty: skip): ' }, function(instruction)
+      if not instruction then
+        return notify('cancelled: nothing was created')
+      end
+      local context, context_text, attachments = {}, {}, {}
+      local function create()
+        client_for(folder, function(client)
+          send(client, 'deepResearch.newResearch', folder,
+            options_of(instruction, context, context_text, attachments), on_done)
+        end)
+      end
+      local function ask_attachments()
+        ask_many('Attachments (for defining the problem):', {
+          { 'Create the research' },
+          { 'Attach a file', function(next)
+            ask({ prompt = 'File to attach: ', completion = 'file' }, function(path)
+              if path and path ~= '' then
+                table.insert(attachments, vim.uri_from_fname(vim.fn.fnamemodify(vim.fn.expand(path), ':p')))
+              end
+              next()
+            end)
+          end },
+          { 'Attach a web page (URL)', function(next)
+            ask({ prompt = 'URL (http or https): ' }, function(url)
+              if url and url ~= '' then table.insert(attachments, url) end
+              next()
+            end)
+          end },
+        }, create)
+      end
+      ask_many('Context (shown in every prompt):', {
+        { 'Continue' },
+        { 'Add a context file', function(next)
+          ask({ prompt = 'Context file: ', completion = 'file' }, function(path)
+            if path and path ~= '' then
+              table.insert(context, vim.uri_from_fname(vim.fn.fnamemodify(vim.fn.expand(path), ':p')))
+            end
+            next()
+          end)
+        end },
+        { 'Type context text', function(next)
+          ask({ prompt = 'Context text: ' }, function(text)
+            if text and text ~= '' then table.insert(context_text, text) end
+            next()
+          end)
+        end },
+      }, ask_attachments)
+    end)
+  end
+  if dir and dir ~= '' then
+    return with_folder(dir)
+  end
+  ask({ prompt = 'Research folder: ', default = vim.fn.getcwd() .. '/', completion = 'dir' }, with_folder)
+end
+
+--- :DeepResearchContinue: a new instruction for the research of the current buffer (or of
+--- the current directory); a finished research reopens at its root (deepResearch.continueResearch).
+--- @param on_done fun(result: table?, err: string?)? called when the server answered
+function M.continue_research(on_done)
+  local root = vim.fs.root(0, '.deep-research') or vim.fs.root(vim.fn.getcwd(), '.deep-research')
+  if not root then
+    return notify('no research here: open its message.dr first, or :DeepResearchNew', vim.log.levels.WARN)
+  end
+  ask({ prompt = 'New instruction (replaces the current one; empty: keep it): ' }, function(instruction)
+    if not instruction then
+      return notify('cancelled: nothing was changed')
+    end
+    client_for(root, function(client)
+      send(client, 'deepResearch.continueResearch', root, options_of(instruction, {}, {}, {}), on_done)
+    end)
   end)
 end
 

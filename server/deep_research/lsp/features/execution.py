@@ -1,4 +1,4 @@
-"""Workspace commands: execute a message, show the prompt, the tree, new research.
+"""Workspace commands: execute a message (and execute on save), show the prompt, the tree.
 
 Execution awaits the client (progress, the edit that consumes the message, showing
 the prompt), so it is async; the engine's work runs in a worker thread so the server
@@ -73,38 +73,6 @@ def register(server: DeepResearchServer) -> None:
             return await asyncio.to_thread(_view, ls, research)
         path, offset = _page_arguments(more)
         return await asyncio.to_thread(_page, research, path, offset)
-
-    @server.command("deepResearch.newResearch")
-    def new_research(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
-        from ...engine.research import Research, is_message_document, refuse_as_research
-
-        path = fs_path(uri)
-        try:
-            is_folder = path.is_dir() or (not path.exists() and not path.suffix)
-        except OSError as error:  # a name too long for the file system …
-            raise JsonRpcInvalidParams(f"cannot make a research at {uri}: {error.strerror}") from None
-        if is_folder:
-            folder = path  # a folder, made if missing
-        elif is_message_document(path):
-            folder = path.parent
-        else:
-            raise JsonRpcInvalidParams(
-                f"{uri} is neither a folder nor a .dr message document: a research is made from its folder "
-                "or from the .dr document that will hold its messages")
-        if not ls.in_workspace(folder):
-            raise JsonRpcInvalidParams(f"{folder} is outside the workspace folders: the server makes researches only inside them")
-        refusal = refuse_as_research(folder)
-        if refusal is not None:
-            raise JsonRpcInvalidParams(refusal)
-        try:
-            research = Research.create(folder, exist_ok=True)
-        except (OSError, ValueError) as error:
-            raise JsonRpcInvalidParams(f"cannot make {folder} a research: {error}") from None
-        except Exception as error:  # NotAResearch: inside another research
-            raise JsonRpcInvalidParams(str(error)) from None
-        document = path if path.suffix == ".dr" else research.root / "message.dr"
-        refresh_diagnostics(ls)
-        return {"root": from_fs_path(str(research.root)), "document": from_fs_path(str(document))}
 
 
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:

@@ -1,0 +1,101 @@
+"""`deep-research new` and `continue` with everything seed 000 lets the user give: context as
+files or text, attachments as files or URLs (fetched like `///attach_url`, with the
+research's `[fetch]` settings), against a real HTTP server on loopback. A source that cannot
+be had fails with a sentence naming it and leaves nothing half-made."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pytest_httpserver import HTTPServer
+
+from tests.pages import CACHE_BLOCKING as PAGE
+
+from dr_cli_support import BOOK, DEFINE, snapshot
+
+ALLOW_LOOPBACK = "[fetch]\nallow_private_networks = true\n"
+
+
+def test_new_in_a_folder_with_only_its_settings_takes_text_files_and_a_page(run, tmp_path: Path, web: HTTPServer) -> None:
+    web.expect_request("/blocking").respond_with_data(PAGE, content_type="text/html; charset=utf-8")
+    folder = tmp_path / "research"
+    folder.mkdir()
+    (folder / "deep-research.toml").write_text(ALLOW_LOOPBACK, encoding="utf-8")  # its [fetch] settings apply
+    (tmp_path / "background.md").write_text("Caches are 32 KiB.", encoding="utf-8")
+    (tmp_path / "bench.csv").write_text("tile,gflops\n32,19\n", encoding="utf-8")
+    url = web.url_for("/blocking")
+    result = run("new", folder, "--instruction", "Focus on x86.", "--context", tmp_path / "background.md",
+                 "--context-text", "The budget is one week.\nNo GPUs.", "--attach", url,
+                 "--attach", tmp_path / "bench.csv")
+    assert "Created a research in" in result.stdout
+    assert f"[1/1] fetch {url}: done" in result.stderr
+    prompt = (folder / BOOK / "prompt.md").read_text(encoding="utf-8")
+    context = prompt.split("# Context", 1)[1]
+    assert '<contextAttachment name="background.md">\nCaches are 32 KiB.' in context
+    assert '<contextAttachment name="The budget is one week.">\nThe budget is one week.\nNo GPUs.' in context
+    attachments = prompt.split("# Attachments", 1)[1].split("# Context", 1)[0]
+    assert f'source="{url}"' in attachments and "Blocking a loop nest keeps a working set" in attachments
+    assert "tile,gflops" in attachments
+    assert (folder / "deep-research.toml").read_text(encoding="utf-8") == ALLOW_LOOPBACK  # left as it was
+
+    # Defining the problem copies the page to the root problem, its source kept.
+    (folder / "message.dr").write_text(DEFINE, encoding="utf-8")
+    assert "2 attachment(s) were copied" in run("execute", folder / "message.dr").stdout
+    page = (folder / "Attachments" / "Cache blocking.md").read_text(encoding="utf-8")
+    assert f'source: "{url}"' in page and "sha256:" in page
+
+
+def test_a_private_address_fails_new_naming_it_and_makes_nothing(run, tmp_path: Path, web: HTTPServer) -> None:
+    web.expect_request("/page").respond_with_data("never read", content_type="text/plain")
+    folder = tmp_path / "settings only"
+    folder.mkdir()
+    (folder / "deep-research.toml").write_text("model = 'm'\n", encoding="utf-8")  # no allow_private_networks
+    (tmp_path / "notes.txt").write_text("Read first.", encoding="utf-8")
+    url = web.url_for("/page")
+    result = run("new", folder, "--context", tmp_path / "notes.txt", "--attach", url, code=2)
+    assert f"deep-research: {url} cannot be attached: " in result.stderr
+    assert "loopback address" in result.stderr and result.stderr.rstrip().endswith("Nothing was created.")
+    assert web.log == []  # never asked
+    assert sorted(p.name for p in folder.iterdir()) == ["deep-research.toml"]
+
+
+def test_unreadable_sources_fail_before_any_fetch(run, tmp_path: Path, web: HTTPServer) -> None:
+    web.expect_request("/page").respond_with_data("text", content_type="text/plain")
+    big = tmp_path / "huge.log"
+    with open(big, "wb") as out:
+        out.truncate(50 * 1024 * 1024)  # a 50 MB context file (sparse: cheap to make)
+    folder = tmp_path / "r"
+    for args, said in [
+        (("--context", big), f"{big} is 50 MB; files larger than 10 MB are not read. Nothing was created."),
+        (("--attach", tmp_path), f"{tmp_path} is a folder, not a file"),
+        (("--attach", tmp_path / "nope.pdf"), f"{tmp_path / 'nope.pdf'}: no such file."),
+        (("--attach", "ftp://example.org/x"), "ftp://example.org/x cannot be attached: Only http and https"),
+        (("--attach", "https://user:secret@example.org/"), "holds a user name or password"),
+        (("--context-text", " \n "), "Context text 1 is empty"),
+    ]:
+        result = run("new", folder, "--attach", web.url_for("/page"), *args, code=2)
+        assert said in result.stderr
+        assert not folder.exists()
+    assert web.log == []  # files are checked first: nothing went to the network
+
+
+def test_continue_attaches_a_page_to_the_root_problem_in_one_step(run, research: Path, web: HTTPServer) -> None:
+    web.expect_request("/blocking").respond_with_data(PAGE, content_type="text/html")
+    web.expect_request("/missing").respond_with_data("gone", status=404, content_type="text/plain")
+    (research / "deep-research.toml").write_text(ALLOW_LOOPBACK, encoding="utf-8")
+    before = snapshot(research)
+    result = run("continue", research, "--instruction", "New", "--attach", web.url_for("/blocking"),
+                 "--attach", web.url_for("/missing"), code=2)
+    assert f"{web.url_for('/missing')} cannot be attached: " in result.stderr and "404" in result.stderr
+    assert result.stderr.rstrip().endswith("Nothing was changed.")
+    assert snapshot(research) == before
+
+    result = run("continue", research, "--context-text", "Prefer primary sources.", "--attach", web.url_for("/blocking"))
+    assert "Continuing the research" in result.stdout
+    page = (research / "Attachments" / "Cache blocking.md").read_text(encoding="utf-8")
+    assert f'source: "{web.url_for("/blocking")}"' in page
+    prompt = (research / BOOK / "prompt.md").read_text(encoding="utf-8")
+    assert "Prefer primary sources." in prompt.split("# Context", 1)[1]
+    assert not (research / BOOK / "pending.json").exists()
+    assert os.listdir(research / "Attachments") == ["Cache blocking.md"]
