@@ -52,7 +52,7 @@ def test_hand_edits_are_found_one_line_each(run, tmp_path: Path) -> None:
     edit(sub / "Flags" / "Problem Definition.md", "# Flags", "# cache")  # collides with "Cache"
     edit(folder / "Criteria of Definition of Done.md", "- [x] 2. Two", "- [x] 7. Two\n3) Three, no box")
     edit(folder / "Report 3 Pager.md", "[[Paper]]", "[[Papr]]")
-    edit(sub / "Cache" / "Report 3 Pager.md", "32", "64")  # the root's report is now stale
+    edit(sub / "Cache" / "Report 3 Pager.md", "A1: 32", "A1: 64")  # the root's report is now stale
     (sub / "Lost").mkdir()  # a folder without a definition, missing from the breakdown
     (sub / "notes.txt").write_text("x", encoding="utf-8")
     (folder / "Attachments" / "Paper.md").write_text("---\nname: Paper\nbroken line\n---\nTiles.\n", encoding="utf-8")
