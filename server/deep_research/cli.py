@@ -244,7 +244,8 @@ def _continue(args: argparse.Namespace) -> int:
 
 def _execute(args: argparse.Namespace) -> int:
     from .engine.analysis import Status
-    from .engine.research import MESSAGE_FILE, MESSAGE_SUFFIX, Research, is_message_document
+    from .engine.research import MESSAGE_FILE, Research, is_message_document
+    from .engine.store import MESSAGE_SUFFIX
     from .printouts import execution_printout
     from .sources.gather import gather_and_execute_sync
 

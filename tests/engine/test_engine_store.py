@@ -42,7 +42,7 @@ def crash_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
     def dying_write(path: Path, text: str, *, durable: bool) -> None:
         if count["n"] >= writes:
             path.parent.mkdir(parents=True, exist_ok=True)
-            (path.parent / f"{store._TMP_MARK}torn").write_text(text[: len(text) // 2])
+            (path.parent / f"{store.TMP_MARK}torn").write_text(text[: len(text) // 2])
             raise Killed()
         count["n"] += 1
         real(path, text, durable=durable)
@@ -55,7 +55,7 @@ def tree_state(root: Path) -> dict[str, str]:
     kill before the commit point is garbage, not state (the next execution sweeps it)."""
     return {
         k: normalise(v) for k, v in files(root, bookkeeping=True).items()
-        if not (k.startswith(".deep-research/") and os.path.basename(k).startswith(store._TMP_MARK))
+        if not (k.startswith(".deep-research/") and os.path.basename(k).startswith(store.TMP_MARK))
     }
 
 
@@ -83,7 +83,7 @@ def test_recovery_after_a_crash_mid_commit(
     state = tree_state(root)
     assert state == (after if pending else before)
     assert not (root / ".deep-research" / "pending.json").exists()
-    assert not [p for p in root.rglob(f"{store._TMP_MARK}*") if ".deep-research" not in p.parts]
+    assert not [p for p in root.rglob(f"{store.TMP_MARK}*") if ".deep-research" not in p.parts]
     # And the research goes on from there.
     ok(reopened, line("add_criteria", "After recovery"))
     assert "After recovery" in read(root, CRITERIA)
@@ -125,7 +125,7 @@ def test_unreadable_pending_file_means_nothing_was_applied(research: Research, r
 
 
 def test_stray_temporary_files_are_swept(research: Research, root: Path) -> None:
-    stray = root / ".deep-research" / f"{store._TMP_MARK}abc"
+    stray = root / ".deep-research" / f"{store.TMP_MARK}abc"
     stray.write_text("half")
     ok(research, line("add_criteria", "x"))
     assert not stray.exists()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence, Union
 from urllib.parse import urlsplit
 
 from .names import one_line
-from .operations import Arg, Args, CommandError, Result, Warning_, _quote
+from .operations import Arg, Args, CommandError, Result, Warning_, quote
 from .store import watched_stat
 from .text import Edit, Fix
 
@@ -115,32 +115,32 @@ def check_url(arg: Arg) -> str:
     """The URL to fetch, or CommandError saying what is wrong with it (and a fix where one is obvious)."""
     url = _unwrap(arg.value)
     if not url or any(ch.isspace() for ch in url):
-        raise CommandError(f"{_quote(url)} is not a URL: a URL has no spaces. Write one URL, e.g. "
+        raise CommandError(f"{quote(url)} is not a URL: a URL has no spaces. Write one URL, e.g. "
                            "`///attach_url https://example.org/article`.", arg.span)
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as error:
-        raise CommandError(f"{_quote(url)} is not a valid URL ({error}).", arg.span) from None
+        raise CommandError(f"{quote(url)} is not a valid URL ({error}).", arg.span) from None
     scheme = parts.scheme.lower()
     if scheme not in SCHEMES and "://" not in url:
         if _HOST_FIRST.match(url):  # example.org/page, localhost:8080/x: only the scheme is missing
             fixes = (Fix(f"Change to https://{url}", (Edit(arg.span, f"https://{url}"),)),) if arg.span else ()
-            raise CommandError(f"{_quote(url)} has no scheme: write the whole address, e.g. `https://{url}`.",
+            raise CommandError(f"{quote(url)} has no scheme: write the whole address, e.g. `https://{url}`.",
                                arg.span, fixes)
         if not scheme:
-            raise CommandError(f"{_quote(url)} is not a URL: write an address such as `https://example.org/page`.",
+            raise CommandError(f"{quote(url)} is not a URL: write an address such as `https://example.org/page`.",
                                arg.span)
     if scheme not in SCHEMES:
         raise CommandError(f"Only http and https addresses can be attached, not `{scheme}:`. Use "
                            "`///attach_file` for a file of the workspace.", arg.span)
     if not parts.hostname:
-        raise CommandError(f"{_quote(url)} has no host name: write it as `https://host/path`.", arg.span)
+        raise CommandError(f"{quote(url)} has no host name: write it as `https://host/path`.", arg.span)
     if parts.username is not None or parts.password is not None:
-        raise CommandError(f"{_quote(url)} holds a user name or password: credentials are never sent, and the "
+        raise CommandError(f"{quote(url)} holds a user name or password: credentials are never sent, and the "
                            "address would be shown in every prompt. Remove them.", arg.span)
     if port == 0:
-        raise CommandError(f"{_quote(url)} has port 0, which no server listens on.", arg.span)
+        raise CommandError(f"{quote(url)} has port 0, which no server listens on.", arg.span)
     return url
 
 
@@ -166,23 +166,23 @@ def locate_file(text: str, root: Path, roots: Sequence[Path] = ()) -> Path:
     if not any(real == folder or folder in real.parents for folder in allowed):
         where = "the research folder" + (" or the allowed roots (fetch.allowed_roots)" if roots else "")
         raise Refused(
-            f"{_quote(raw)} is outside {where}; files elsewhere are never read. Copy it into the research folder, "
+            f"{quote(raw)} is outside {where}; files elsewhere are never read. Copy it into the research folder, "
             "or add its folder to `allowed_roots` in the [fetch] table of deep-research.toml."
         )
     try:
         info = watched_stat(real)  # noted: a diagnostic kept while typing must see the file change
     except FileNotFoundError:
-        raise Refused(f"There is no file {_quote(raw)} (paths are relative to the research folder).") from None
+        raise Refused(f"There is no file {quote(raw)} (paths are relative to the research folder).") from None
     except OSError as error:
-        raise Refused(f"{_quote(raw)} cannot be read: {error.strerror or error}.") from None
+        raise Refused(f"{quote(raw)} cannot be read: {error.strerror or error}.") from None
     mode = info.st_mode
     if stat.S_ISDIR(mode):
-        raise Refused(f"{_quote(raw)} is a folder: attach the files in it one by one.")
+        raise Refused(f"{quote(raw)} is a folder: attach the files in it one by one.")
     kind = _special_kind(mode)
     if kind:
-        raise Refused(f"{_quote(raw)} is {kind}, not a regular file: only regular files are attached.")
+        raise Refused(f"{quote(raw)} is {kind}, not a regular file: only regular files are attached.")
     if info.st_size > MAX_FILE_BYTES:
-        raise Refused(f"{_quote(raw)} is {size_text(info.st_size)}; files larger than {size_text(MAX_FILE_BYTES)} "
+        raise Refused(f"{quote(raw)} is {size_text(info.st_size)}; files larger than {size_text(MAX_FILE_BYTES)} "
                       "are not attached.")
     return real
 
@@ -227,13 +227,13 @@ def attach_file(draft: Draft, args: Args) -> Result:
         real = locate_file(arg.value, draft.tree.root, draft.roots)
     except Refused as refused:
         raise CommandError(str(refused), arg.span) from None
-    return _attach(draft, Need(NeedKind.FILE, str(real), _line(arg)), arg, f"the file {_quote(_unwrap(arg.value))}")
+    return _attach(draft, Need(NeedKind.FILE, str(real), _line(arg)), arg, f"the file {quote(_unwrap(arg.value))}")
 
 
 def search(draft: Draft, args: Args) -> Result:
     arg = args["query"]
     query = check_query(arg)
-    return _attach(draft, Need(NeedKind.SEARCH, query, _line(arg)), arg, f"the web search for {_quote(query)}")
+    return _attach(draft, Need(NeedKind.SEARCH, query, _line(arg)), arg, f"the web search for {quote(query)}")
 
 
 def _line(arg: Arg) -> int:
@@ -245,7 +245,7 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
     if draft.evidence is None:  # the dry run: say what will happen, and record the need
         draft.needs.append(need)
         verb = "run" if need.kind is NeedKind.SEARCH else "attach"
-        return Result(f"Will {verb} {what} when the message runs (attached to {_quote(focus.title)}).")
+        return Result(f"Will {verb} {what} when the message runs (attached to {quote(focus.title)}).")
     result = draft.evidence.results.get(need)
     if result is None:
         raise CommandError(NOT_GATHERED, arg.span)
@@ -260,9 +260,9 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
     for existing in draft.attachments(focus.path):
         if existing.sha256 == digest and existing.source == result.source:
             return Result(
-                f"{_quote(existing.name)} already holds this content; nothing added.",
-                [Warning_(f"{what[0].upper()}{what[1:]} is already attached to {_quote(focus.title)} as "
-                          f"{_quote(existing.name)}, unchanged; nothing was added.", arg.span)],
+                f"{quote(existing.name)} already holds this content; nothing added.",
+                [Warning_(f"{what[0].upper()}{what[1:]} is already attached to {quote(focus.title)} as "
+                          f"{quote(existing.name)}, unchanged; nothing was added.", arg.span)],
             )
     warnings = [Warning_(note, arg.span) for note in result.notes]
     text, cut = kept_text(text)
@@ -275,7 +275,7 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
     )
     kind = f", {result.content_type}" if result.content_type else ""
     origin = "" if need.kind is NeedKind.SEARCH else f" from {result.source}"
-    return Result(f"Attached {_quote(name)} ({len(text):,} characters{kind}){origin} to {_quote(focus.title)}.",
+    return Result(f"Attached {quote(name)} ({len(text):,} characters{kind}){origin} to {quote(focus.title)}.",
                   warnings)
 
 

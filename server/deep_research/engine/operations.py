@@ -61,7 +61,7 @@ class CommandError(Exception):
 Operation = Callable[[Draft, Args], Result]
 
 
-def _quote(text: str, limit: int = 80) -> str:
+def quote(text: str, limit: int = 80) -> str:
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return f'"{text}"'
 
@@ -81,14 +81,14 @@ def define_problem(draft: Draft, args: Args) -> Result:
         draft.add_attachment(ROOT, attachment.name, attachment.content, **attachment.origin())  # a URL stays one
     _new_session(draft, phase=Phase.IN_FOCUS, focus=ROOT)
     note = f" Its {len(copied)} attachment(s) were copied to it." if copied else ""
-    return Result(f"Defined the research problem {_quote(title)}.{note}")
+    return Result(f"Defined the research problem {quote(title)}.{note}")
 
 
 def append_to_problem_definition(draft: Draft, args: Args) -> Result:
     problem = draft.focus
     problem.definition = (problem.definition.rstrip() + "\n\n" + args["content"].value).strip()
     draft.mark(problem.path, DEFINITION_ASPECT)
-    return Result(f"Appended {len(args['content'].value)} characters to the definition of {_quote(problem.title)}.")
+    return Result(f"Appended {len(args['content'].value)} characters to the definition of {quote(problem.title)}.")
 
 
 # -- criteria ---------------------------------------------------------------------------------
@@ -100,12 +100,12 @@ def _add_criterion(draft: Draft, path: tuple[str, ...], text: str) -> Result:
     for number, existing in enumerate(problem.criteria, 1):
         if " ".join(existing.text.split()).casefold() == " ".join(text.split()).casefold():
             return Result(
-                f"{_quote(problem.title)} already has this as criterion {number}; nothing added.",
-                [Warning_(f"Criterion {number} of {_quote(problem.title)} already says this; nothing was added.")],
+                f"{quote(problem.title)} already has this as criterion {number}; nothing added.",
+                [Warning_(f"Criterion {number} of {quote(problem.title)} already says this; nothing was added.")],
             )
     problem.criteria.append(Criterion(text))
     draft.mark(path, CRITERIA_ASPECT)
-    return Result(f"Added criterion {len(problem.criteria)} to {_quote(problem.title)}: {_quote(text)}.")
+    return Result(f"Added criterion {len(problem.criteria)} to {quote(problem.title)}: {quote(text)}.")
 
 
 def add_criteria(draft: Draft, args: Args) -> Result:
@@ -136,11 +136,11 @@ def mark_criteria_as_done(draft: Draft, args: Args) -> Result:
     if criterion.done:
         return Result(
             f"Criterion {number} was already done.",
-            [Warning_(f"Criterion {number} ({_quote(criterion.text, 50)}) is already marked done.", arg.span)],
+            [Warning_(f"Criterion {number} ({quote(criterion.text, 50)}) is already marked done.", arg.span)],
         )
     criterion.done = True
     draft.mark(problem.path, CRITERIA_ASPECT)
-    return Result(f"Marked criterion {number} as done ({problem.criteria_met}/{count} met): {_quote(criterion.text)}.")
+    return Result(f"Marked criterion {number} as done ({problem.criteria_met}/{count} met): {quote(criterion.text)}.")
 
 
 def add_criteria_to_subproblem(draft: Draft, args: Args) -> Result:
@@ -158,14 +158,14 @@ def add_subproblem(draft: Draft, args: Args) -> Result:
     if clash is not None:
         same = clash.title == title.value
         raise CommandError(
-            f"{_quote(focus.title)} already has a subproblem titled {_quote(clash.title)}"
+            f"{quote(focus.title)} already has a subproblem titled {quote(clash.title)}"
             + ("" if same else " (titles must differ by more than case or spacing)")
             + ". Choose another title, or add criteria to the existing one with `<<< add_criteria_to_subproblem`.",
             title.span,
         )
     child = draft.add_child(focus.path, title.value, content)
     count = draft.child_count(focus.path)
-    return Result(f"Added subproblem {count} {_quote(child.title)} to {_quote(focus.title)}.")
+    return Result(f"Added subproblem {count} {quote(child.title)} to {quote(focus.title)}.")
 
 
 def add_attachment(draft: Draft, args: Args) -> Result:
@@ -173,12 +173,12 @@ def add_attachment(draft: Draft, args: Args) -> Result:
     focus = draft.focus
     if draft.attachment_taken(focus.path, name.value):
         raise CommandError(
-            f"{_quote(focus.title)} already has an attachment named {_quote(name.value)}. "
+            f"{quote(focus.title)} already has an attachment named {quote(name.value)}. "
             "Choose another name; attachments are never overwritten.",
             name.span,
         )
     draft.add_attachment(focus.path, name.value, content)
-    return Result(f"Attached {_quote(name.value)} ({len(content)} characters) to {_quote(focus.title)}.")
+    return Result(f"Attached {quote(name.value)} ({len(content)} characters) to {quote(focus.title)}.")
 
 
 def _subproblem(draft: Draft, arg: Arg):
@@ -189,19 +189,19 @@ def _subproblem(draft: Draft, arg: Arg):
     titles = [c.title for c in draft.children(focus.path)]
     if not titles:
         raise CommandError(
-            f"{_quote(focus.title)} has no subproblems yet. Add one first with `<<< add_subproblem`.", arg.span
+            f"{quote(focus.title)} has no subproblems yet. Add one first with `<<< add_subproblem`.", arg.span
         )
     near = [t for t in titles if t.casefold() == arg.value.casefold()]
     near = near or get_close_matches(arg.value, titles, n=1, cutoff=0.5)
     fixes: tuple[Fix, ...] = ()
     hint = ""
     if near:
-        hint = f" Did you mean {_quote(near[0])}?"
+        hint = f" Did you mean {quote(near[0])}?"
         if arg.span is not None:
-            fixes = (Fix(f"Change to {_quote(near[0])}", (Edit(arg.span, near[0]),)),)
-    listing = "; ".join(_quote(t, 60) for t in titles[:12]) + ("; …" if len(titles) > 12 else "")
+            fixes = (Fix(f"Change to {quote(near[0])}", (Edit(arg.span, near[0]),)),)
+    listing = "; ".join(quote(t, 60) for t in titles[:12]) + ("; …" if len(titles) > 12 else "")
     raise CommandError(
-        f"{_quote(focus.title)} has no subproblem titled {_quote(arg.value)}.{hint} "
+        f"{quote(focus.title)} has no subproblem titled {quote(arg.value)}.{hint} "
         f"Its subproblems are: {listing}. Titles must match exactly.",
         arg.span,
         fixes,
@@ -230,7 +230,7 @@ def write_report(draft: Draft, args: Args) -> Result:
     draft.mark(problem.path, REPORT_ASPECT)
     words = report_checks.word_count(arg.value)
     return Result(
-        f"{'Replaced' if replaced else 'Wrote'} the report of {_quote(problem.title)} ({words:,} words).", warnings,
+        f"{'Replaced' if replaced else 'Wrote'} the report of {quote(problem.title)} ({words:,} words).", warnings,
         replaced=replaced,
     )
 
@@ -258,14 +258,14 @@ def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[War
     scope = [(a.name, a) for depth in range(len(path), -1, -1) for a in draft.attachments(path[:depth])]
     names = list(dict.fromkeys(name for name, _ in scope))
     problem = draft.problem(path)
-    title = _quote(problem.title) if problem is not None else "the problem"
+    title = quote(problem.title) if problem is not None else "the problem"
     warnings = []
     for citation in found:
         if citations.resolve(citation.name, scope) is not None:
             continue
         near = citations.suggestion(citation.name, names)
         span = _offset_span(arg, citation.name_start, citation.name_end)
-        listing = ("Its attachments and its parents' are: " + "; ".join(_quote(n, 60) for n in names[:12])
+        listing = ("Its attachments and its parents' are: " + "; ".join(quote(n, 60) for n in names[:12])
                    + ("; …" if len(names) > 12 else "") + ".") if names else (
                   "Neither it nor its parents have attachments yet: save the source first, e.g. with `///attach_url`.")
         fixes = (Fix(f"Change to [[{near}]]", (Edit(span, near),)),) if near and span is not None else ()
@@ -306,7 +306,7 @@ def focus_down(draft: Draft, args: Args) -> Result:
         note = f" It was {child.status.value}; it is open again."
         draft.set_status(child.path, Status.OPEN)
     _new_session(draft, focus=child.path)
-    return Result(f"Focus moved down to {_quote(child.title)}; a new session starts there.{note}")
+    return Result(f"Focus moved down to {quote(child.title)}; a new session starts there.{note}")
 
 
 def focus_up(draft: Draft, args: Args) -> Result:
@@ -342,26 +342,26 @@ def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
             draft.mark(problem.path, REPORT_ASPECT)
         else:
             warnings.append(Warning_(
-                f"No reason was given: the parent of {_quote(problem.title)} will only see that it failed. "
+                f"No reason was given: the parent of {quote(problem.title)} will only see that it failed. "
                 "Next time write the reason after the command: `///fail_task_and_focus_up <reason>`."))
     if status is Status.DONE:
         if problem.report is None:
             warnings.append(Warning_(
-                f"{_quote(problem.title)} has no report: its parent will see none of its findings. "
+                f"{quote(problem.title)} has no report: its parent will see none of its findings. "
                 "Write one with `<<< write_report` before focusing up."
             ))
         open_criteria = [str(n) for n, c in enumerate(problem.criteria, 1) if not c.done]
         if open_criteria:
-            warnings.append(Warning_(f"Criteria {', '.join(open_criteria)} of {_quote(problem.title)} are not done."))
+            warnings.append(Warning_(f"Criteria {', '.join(open_criteria)} of {quote(problem.title)} are not done."))
     draft.set_status(problem.path, status)
     verb = "done" if status is Status.DONE else "failed"
     if problem.path == ROOT:
         draft.state = draft.state.evolve(phase=Phase.FINISHED)
-        return Result(f"Marked the root problem {_quote(problem.title)} {verb}; the research is finished.", warnings)
+        return Result(f"Marked the root problem {quote(problem.title)} {verb}; the research is finished.", warnings)
     parent = draft.problem(problem.path[:-1])
     assert parent is not None
     _new_session(draft, focus=parent.path)
     return Result(
-        f"Marked {_quote(problem.title)} {verb}; focus moved up to {_quote(parent.title)} in a new session.",
+        f"Marked {quote(problem.title)} {verb}; focus moved up to {quote(parent.title)} in a new session.",
         warnings,
     )

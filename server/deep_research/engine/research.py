@@ -34,6 +34,7 @@ from .reply import render_reply
 from .rules import Rules, read_rules
 from .state import ROOT, Phase, State, now
 from .state import Status as RootStatus
+from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
 from .store import (
     ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
     SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path, read_text,
@@ -41,9 +42,6 @@ from .store import (
 )
 from .text import clean_text
 from .tree import Tree, attachment_files, ordered_attachments, read_attachments
-
-MESSAGE_FILE = "message.dr"
-MESSAGE_SUFFIX = ".dr"
 
 
 class NotAResearch(Exception):
@@ -98,10 +96,6 @@ def in_tree(parts: tuple[str, ...]) -> bool:
         index += 2  # Subproblems/<problem folder>
     return True
 
-
-def is_message_document(path: Path) -> bool:
-    """Only `.dr` documents hold messages: nothing else is ever executed or emptied."""
-    return path.suffix.lower() == MESSAGE_SUFFIX
 
 
 def refuse_as_research(folder: Path) -> str | None:

@@ -54,10 +54,12 @@ INSTRUCTION = "instruction.md"
 CONTEXT = "context"
 PENDING_ATTACHMENTS = "pending-attachments"
 SESSIONS = "sessions"
-CONFIG_FILE = "deep-research.toml"  # the research's own settings (deep_research.config; engine.rules)
+CONFIG_FILE = "deep-research.toml"
+MESSAGE_FILE = "message.dr"  # the message document `new` makes
+MESSAGE_SUFFIX = ".dr"  # the research's own settings (deep_research.config; engine.rules)
 PENDING = "pending.json"
 _LOCK = "lock"
-_TMP_MARK = ".tmp-dr-"
+TMP_MARK = ".tmp-dr-"
 
 T = TypeVar("T")
 log = logging.getLogger("deep_research.engine")
@@ -69,6 +71,11 @@ class StoreError(OSError):
 
 class UnsafePath(StoreError):
     """A write would land outside the research folder."""
+
+
+def is_message_document(path: Path) -> bool:
+    """Only `.dr` documents hold messages: nothing else is ever executed or emptied."""
+    return path.suffix.lower() == MESSAGE_SUFFIX
 
 
 def bookkeeping(root: Path) -> Path:
@@ -360,7 +367,7 @@ def atomic_write(path: Path, text: str | bytes, *, durable: bool) -> None:
     make_folders(path.parent, durable=durable)
     data = text.encode("utf-8") if isinstance(text, str) else text
     for attempt in (1, 2):
-        tmp = path.parent / f"{_TMP_MARK}{secrets.token_hex(6)}"
+        tmp = path.parent / f"{TMP_MARK}{secrets.token_hex(6)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -700,7 +707,7 @@ def _sweep_temporaries(folder: Path, *, recursive: bool) -> list[Path]:
     for current, _dirs, files in os.walk(folder):
         removed = False
         for name in files:
-            if name.startswith(_TMP_MARK):
+            if name.startswith(TMP_MARK):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(current, name))
                     removed = True

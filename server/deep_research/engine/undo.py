@@ -33,7 +33,8 @@ from pathlib import Path
 
 from .state import State, now
 from .store import (
-    _TMP_MARK, BOOKKEEPING, JOURNAL, STATE, Transaction, bookkeeping, fsync_folder, locked, make_folders, read_bytes,
+    BOOKKEEPING, JOURNAL, STATE, TMP_MARK, Transaction, bookkeeping, fsync_folder, is_message_document, locked,
+    make_folders, read_bytes,
     read_text, recover,
 )
 
@@ -305,7 +306,7 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
             continue
         for name in names:
             inner = os.path.join(rel, name)
-            if inner not in to_delete and inner not in created and not name.startswith(_TMP_MARK):
+            if inner not in to_delete and inner not in created and not name.startswith(TMP_MARK):
                 changed.append((inner, "added"))
     if changed:
         rel, how = changed[0]
@@ -316,8 +317,6 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
 
 
 def _put_back_target(root: Path, record: dict, document: object) -> Path | None:
-    from .research import is_message_document  # research imports this module
-
     if document is RECORDED:
         rel = record.get("document")
         if not isinstance(rel, str) or not rel:
