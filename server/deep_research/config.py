@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .engine.names import expand_home
 from .engine.rules import MIN_REPORT_MAX_WORDS
 from .engine.store import CONFIG_FILE
 
@@ -141,7 +142,7 @@ def _from_table(raw: dict[str, Any], root: Path, problems: list[str], where: str
     listed = take(fetch_raw, "allowed_roots", list)
     for item in listed or []:
         if isinstance(item, str) and item.strip():
-            folder = Path(item).expanduser()
+            folder = expand_home(item)
             roots.append(folder if folder.is_absolute() else root / folder)
         else:
             problems.append(f"{where}: `fetch.allowed_roots` holds {item!r}, not a folder; ignored")

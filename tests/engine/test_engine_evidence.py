@@ -240,3 +240,19 @@ def test_the_commands_run_only_in_focus(fresh: Research) -> None:
     [(code, _)] = errors(fresh, line("attach_url", URL))
     assert code == "invalid-in-phase"
     assert fresh.analyze(line("attach_url", URL)).needs == []
+
+
+def test_a_home_folder_that_does_not_exist_is_a_refusal_not_a_failure(research) -> None:
+    """`~nosuchuser/x`: Path.expanduser raises for an unknown user (found by fuzz_analysis)."""
+    from deep_research.engine import assist
+    from deep_research.engine.assist import Snapshot
+    from deep_research.engine.parser import parse
+    from deep_research.engine.state import Phase
+    from deep_research.engine.text import Pos
+
+    text = "///attach_file ~no-such-user-here/notes.md\n"
+    analysis = research.analyze(text)
+    assert analysis.outcomes[0].status.value == "failed"
+    assert "There is no file" in analysis.outcomes[0].summary
+    snap = Snapshot(Phase.IN_FOCUS, root=research.root)
+    assert assist.complete(parse(text), Pos(0, len("///attach_file ~no-such-user-here/")), snap) == []

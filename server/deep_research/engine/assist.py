@@ -19,6 +19,7 @@ from . import accounting, commands
 from .accounting import Figures
 from .commands import ArgType, CommandSpec, Form
 from .formats import status_label
+from .names import expand_home
 from .model import Attachment, Problem
 from . import citations
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
@@ -173,7 +174,7 @@ def _paths(snap: Snapshot, typed: str, start: Pos, end: int) -> list[Candidate]:
         return []
     head, slash, stem = typed.rpartition("/")
     folder_text = head + slash  # "", "notes/", "/", "/home/me/"
-    base = Path(folder_text).expanduser() if folder_text else Path()
+    base = expand_home(folder_text) if folder_text else Path()
     folder = base if base.is_absolute() else snap.root / base
     real = Path(os.path.realpath(folder))
     allowed = [Path(os.path.realpath(r)) for r in (snap.root, *snap.roots)]

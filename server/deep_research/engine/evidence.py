@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence, Union
 from urllib.parse import urlsplit
 
-from .names import one_line
+from .names import expand_home, one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
 from .store import watched_stat
 from .text import Edit, Fix
@@ -158,7 +158,7 @@ def locate_file(text: str, root: Path, roots: Sequence[Path] = ()) -> Path:
         raise Refused("No path given: write the file's path after the command.")
     if "\x00" in raw:
         raise Refused("A path cannot hold a NUL character.")
-    path = Path(raw).expanduser()
+    path = expand_home(raw)
     if not path.is_absolute():
         path = root / path
     real = Path(os.path.realpath(path))

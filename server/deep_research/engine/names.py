@@ -3,12 +3,13 @@
 Whatever the assistant writes as a title, the name on disk is one plain path component:
 no separators, no `.`/`..`, no control characters, no Windows device names, not too
 long, and distinct (ignoring case and Unicode normalisation) from its siblings. The
-original title is kept inside the files, for display.
+original title is kept inside the files, for display. Also: a user's `~` in a path.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from pathlib import Path
 
 MAX_NAME_BYTES = 120  # well under the usual 255-byte limit, leaving room for " (99)" and ".md"
 _FORBIDDEN = set('<>:"/\\|?*')
@@ -71,3 +72,12 @@ def _truncate(text: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return text
     return encoded[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def expand_home(text: str) -> Path:
+    """`~/x` and `~user/x` as the shell expands them; as written when there is no such home
+    (`Path.expanduser` raises for an unknown user: a message must not make analysis fail)."""
+    try:
+        return Path(text).expanduser()
+    except (RuntimeError, KeyError):
+        return Path(text)

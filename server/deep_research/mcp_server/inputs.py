@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config import load
 from ..engine.model import Attachment
+from ..engine.names import expand_home
 from .tools import ToolFailure
 
 
@@ -30,7 +31,7 @@ async def gather_inputs(items: list[str], root: Path, folder: Path) -> list[Atta
         return (f"{real} is outside the server's root (and the allowed roots); files elsewhere are never read. "
                 "Nothing was created.")
 
-    given = [item.strip() if is_url(item) else root / Path(item.strip()).expanduser() for item in items]
+    given = [item.strip() if is_url(item) else root / expand_home(item.strip()) for item in items]
     try:
         prepared = await prepare(Inputs(attachments=given), root=folder, config=config, may_read=may_read)
     except InputError as error:
