@@ -212,28 +212,37 @@ def merged(parts: list[Figures]) -> Figures:
     return total
 
 
-async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path) -> dict[str, list[tuple[float, float]]]:
-    """(tokens/s, first token s) per request, with and without the grammar, on one cached prompt."""
-    research = Research.create(base / "cost", INSTRUCTION)
-    research.execute(DEFINE)
-    research.execute(BREAK_DOWN)
-    messages = research.conversation().messages()
-    grammar = MessageGrammar(research).first()
+async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path,
+                       researches: list[Path] = ()) -> list[tuple[str, int, dict[str, list[tuple[float, float]]]]]:
+    """(tokens/s, first token s) per request, with and without the grammar, alternating, on each
+    research's prompt as the autopilot sends it, cached: a small research made here, and those
+    given (what the grammar's runs led to: long contexts, where every token costs more with or
+    without a grammar). Returns (label, prompt tokens, figures) per research."""
+    small = Research.create(base / "cost", INSTRUCTION)
+    small.execute(DEFINE)
+    small.execute(BREAK_DOWN)
+    found = []
     client = ModelClient(url, None, None)
     await client.server_info()
-    out: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
     try:
-        await client.complete(messages, max_reply_tokens=1)  # the prompt into the cache
-        for pair in range(pairs):
-            for mode in (MODES if pair % 2 == 0 else MODES[::-1]):
-                reply = await client.complete(messages, grammar=grammar if mode == "on" else None,
-                                              max_reply_tokens=reply_tokens, seed=pair)
-                generating = (reply.latency_ms - (reply.first_token_ms or 0)) / 1000
-                out[mode].append((reply.completion_tokens / generating if generating > 0 else 0.0,
-                                  (reply.first_token_ms or 0) / 1000))
+        for label, research in [("a small research", small)] + [(p.name, Research.open(p)) for p in researches]:
+            grammar = MessageGrammar(research).first()
+            if grammar is None:  # finished or shut down: nothing to write
+                continue
+            messages = research.conversation().messages()
+            warm = await client.complete(messages, max_reply_tokens=1)  # the prompt into the cache
+            out: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+            for pair in range(pairs):
+                for mode in (MODES if pair % 2 == 0 else MODES[::-1]):
+                    reply = await client.complete(messages, grammar=grammar if mode == "on" else None,
+                                                  max_reply_tokens=reply_tokens, seed=pair)
+                    generating = (reply.latency_ms - (reply.first_token_ms or 0)) / 1000
+                    out[mode].append((reply.completion_tokens / generating if generating > 0 else 0.0,
+                                      (reply.first_token_ms or 0) / 1000))
+            found.append((label, warm.prompt_tokens or 0, out))
     finally:
         await client.close()
-    return out
+    return found
 
 
 def main() -> int:
@@ -262,7 +271,10 @@ def main() -> int:
         for seed in seeds:
             per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
             print_table(f"seed {seed}", per_seed[seed])
-        cost = asyncio.run(grammar_cost(url, args.cost_pairs, args.reply_tokens, Path(tmp))) if args.cost_pairs else None
+        # the grammar's own cost on each seed's last research of the grammar's runs, and a small one
+        led = [max((p for p in Path(tmp).glob(f"seed{seed}-on-*")), key=lambda p: p.stat().st_mtime) for seed in seeds
+               if any(Path(tmp).glob(f"seed{seed}-on-*"))]
+        cost = asyncio.run(grammar_cost(url, args.cost_pairs, args.reply_tokens, Path(tmp), led)) if args.cost_pairs else None
     if len(seeds) > 1:
         print_table(f"all {len(seeds)} seeds", {m: merged([per_seed[s][m] for s in seeds]) for m in MODES})
     if seeds:
@@ -273,13 +285,15 @@ def main() -> int:
             print(f"\nthe runs, grammar on / off (different researches, so different prompts): tokens/s x{speed:.2f}, "
                   f"first token x{first:.2f}")
     if cost:
-        med = {m: (statistics.median(v[0] for v in cost[m]), statistics.median(v[1] for v in cost[m])) for m in MODES}
-        print(f"\nthe grammar's own cost, one cached prompt, {len(cost['on'])} requests each, alternating (medians):")
-        for mode in MODES:
-            print(f"  grammar {mode:3s}  {med[mode][0]:6.1f} tokens/s   first token {med[mode][1]:.2f} s")
-        if med["off"][0] and med["off"][1]:
-            print(f"  on / off: tokens/s x{med['on'][0] / med['off'][0]:.2f} (goal >= 0.8), "
-                  f"first token x{med['on'][1] / med['off'][1]:.2f} (goal <= 1.5)")
+        print(f"\nthe grammar's own cost: the same cached prompt with and without it, {args.cost_pairs} requests each, "
+              "alternating (medians):")
+        for label, tokens, figures in cost:
+            med = {m: (statistics.median(v[0] for v in figures[m]), statistics.median(v[1] for v in figures[m]))
+                   for m in MODES}
+            ratio = (f"on / off: tokens/s x{med['on'][0] / med['off'][0]:.2f} (goal >= 0.8), first token "
+                     f"x{med['on'][1] / med['off'][1]:.2f} (goal <= 1.5)") if med["off"][0] and med["off"][1] else ""
+            print(f"  {label} ({tokens:,} prompt tokens): on {med['on'][0]:.1f} tokens/s, first token {med['on'][1]:.2f} s;"
+                  f" off {med['off'][0]:.1f} tokens/s, {med['off'][1]:.2f} s; {ratio}")
     print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
     return 0
 
