@@ -67,7 +67,8 @@ class Client:
     def __init__(self, process: subprocess.Popen) -> None:
         self.process = process
         self.responses: dict[object, dict] = {}
-        self.errors_logged: list[str] = []
+        self.errors_logged: list[str] = []  # window/logMessage of type Error: the server's own failures
+        self.warnings_logged = 0  # of type Warning: what the server refused of the client, and the like
         self.notifications = 0
         self.server_requests = 0
         self.reader_error: str | None = None
@@ -131,6 +132,8 @@ class Client:
             self.notifications += 1
             if message["method"] == "window/logMessage" and (message.get("params") or {}).get("type") == 1:
                 self.errors_logged.append(str(message["params"].get("message", ""))[:300])
+            elif message["method"] == "window/logMessage" and (message.get("params") or {}).get("type") == 2:
+                self.warnings_logged += 1
         else:
             with self._changed:
                 self.responses[message.get("id")] = message
@@ -379,6 +382,8 @@ def main() -> int:
         if ours:
             failures.append(f"{sum(ours.values())} errors raised in deep_research's code (caught and logged), by kind: "
                             + "; ".join(f"{n} × {where}" for where, n in ours.most_common(8)))
+        if client.errors_logged:
+            failures.append(f"{len(client.errors_logged)} internal errors logged, e.g. {client.errors_logged[:3]}")
         if client.reader_error:
             failures.append(f"the server wrote something that is not LSP on stdout: {client.reader_error}")
         if unanswered:
@@ -395,7 +400,8 @@ def main() -> int:
         print(f"{count:,} hostile messages in {sent_seconds:.0f} s ({count / max(sent_seconds, 1e-9):,.0f} per second), "
               f"answered at {answered_seconds:.0f} s; {len(requests):,} requests, {len(requests) - len(unanswered):,} "
               f"answered ({errors:,} with an error), {client.server_requests:,} server requests answered, "
-              f"{len(client.errors_logged)} internal errors logged (window/logMessage), {executed} messages executed "
+              f"{len(client.errors_logged)} internal errors and {client.warnings_logged:,} warnings (refusals of the "
+              f"client's messages) logged (window/logMessage), {executed} messages executed "
               f"in the research; server RSS at the end {rss} MB; exit status {code}")
         for error in client.errors_logged[:5]:
             print(f"  logged: {error}")

@@ -138,8 +138,12 @@ def test_a_request_whose_parameters_cannot_be_read_is_answered(tmp_path: Path):
                     length = int(line.split(b":")[1])
             assert length, "the server closed its output"
             message = json.loads(server.stdout.read(length))
+            if message.get("method") == "window/logMessage":
+                logged.append(message["params"])
             if message.get("id") == ident and "method" not in message:
                 return message
+
+    logged: list[dict] = []
 
     try:
         send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}, "processId": None}})
@@ -148,8 +152,20 @@ def test_a_request_whose_parameters_cannot_be_read_is_answered(tmp_path: Path):
         for ident, params in enumerate(({"textDocument": 5, "position": "here"}, {"textDocument": {}}, [1, 2]), 1):
             send({"jsonrpc": "2.0", "id": ident, "method": "textDocument/hover", "params": params})
             assert answer(ident)["error"]["code"] == -32602  # Invalid params
+        # A change to a document that was never opened, and a message that is not JSON-RPC.
+        send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": (tmp_path / "never-opened.dr").as_uri(), "version": 2},
+            "contentChanges": [{"text": "///focus_up"}]}})
+        send([1, 2, 3])
+        send({"jsonrpc": "2.0", "id": "unknown", "method": "deepResearch/noSuchThing", "params": {}})
+        assert answer("unknown")["error"]["code"] == -32601  # Method not found
         send({"jsonrpc": "2.0", "id": "last", "method": "shutdown", "params": None})
         assert answer("last") == {"jsonrpc": "2.0", "id": "last", "result": None}
+        # The client's mistakes are warnings in its log, not the server's internal errors.
+        refused = [entry for entry in logged if "refused a message from the client" in entry["message"]]
+        assert len(refused) == 5 and {entry["type"] for entry in refused} == {2}  # Warning
+        assert [entry for entry in logged if "change to a document that is not open" in entry["message"]]
+        assert not [entry for entry in logged if entry["type"] == 1], logged  # Error
         send({"jsonrpc": "2.0", "method": "exit", "params": None})
         assert server.wait(60) == 0
     finally:

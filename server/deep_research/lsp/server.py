@@ -20,9 +20,9 @@ from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
@@ -89,11 +89,24 @@ class _Protocol(LanguageServerProtocol):
             futures.pop(done, None)
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):  # type: ignore[no-untyped-def]
+        """A change to a document that is not open has nothing to apply to (pygls raises
+        KeyError inside its workspace): the client's mistake, dropped with a warning."""
+        if unquote(params.text_document.uri) not in self.workspace.text_documents:
+            log.warning("refused a change to a document that is not open: %s", params.text_document.uri)
+            return
+        yield from super().lsp_text_document__did_change(params)
+
     def structure_message(self, data):  # type: ignore[no-untyped-def]
         """pygls logs a request whose parameters do not fit the method and drops it: the
-        client would wait for ever. Answer it with the error (JSON-RPC's Invalid params)."""
+        client would wait for ever. Answer it with the error (JSON-RPC's Invalid params; pygls
+        calls what its converter trips over an internal error, but it is the message's fault)."""
         try:
-            return super().structure_message(data)
+            try:
+                return super().structure_message(data)
+            except JsonRpcInternalError as error:
+                raise JsonRpcInvalidParams() from error
         except JsonRpcException as error:
             ident = data.get("id") if isinstance(data, dict) else None
             if isinstance(data, dict) and "method" in data and isinstance(ident, (int, str)) and not isinstance(ident, bool):
@@ -148,7 +161,16 @@ class DeepResearchServer(LanguageServer):
     # -- errors go to the log, never to popups ------------------------------------------------
 
     def report_server_error(self, error: Exception, source: object) -> None:
-        log.error("internal error (%s): %s: %s", getattr(source, "__name__", source), type(error).__name__, error)
+        """pygls reports here both what went wrong in the server and what it refused of the
+        client (a method it does not know, parameters that do not fit): only the former is
+        an internal error; the latter is the client's mistake, answered as such."""
+        where = getattr(source, "__name__", source)
+        # pygls's reader reports under JsonRpcException what it could not read as JSON-RPC
+        # (the handlers' own failures reach here under other sources).
+        if source is JsonRpcException or isinstance(error, JsonRpcException) and not isinstance(error, JsonRpcInternalError):
+            log.warning("refused a message from the client (%s): %s: %s", where, type(error).__name__, error)
+        else:
+            log.error("internal error (%s): %s: %s", where, type(error).__name__, error)
 
     # -- client capabilities ------------------------------------------------------------------
 
