@@ -14,7 +14,8 @@ import {
 } from './protocol';
 import { ServerManager } from './server';
 
-function asUri(arg: unknown): vscode.Uri | undefined {
+/** A command's argument as a URI: a Uri, a URI string or a file path. */
+export function asUri(arg: unknown): vscode.Uri | undefined {
   if (arg instanceof vscode.Uri) {
     return arg;
   }

@@ -10,7 +10,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
-import { messageDocumentOf } from './commands';
+import { asUri, messageDocumentOf } from './commands';
 import { registerInstallCommand } from './packages';
 import { ResearchModel } from './model';
 import { ClientCommand, NewResearchResult, ResearchOptions, runServerCommand, ServerCommand } from './protocol';
@@ -18,16 +18,6 @@ import { ServerManager } from './server';
 
 const STEPS = 4;
 const STATE_FILE = path.join('.deep-research', 'state.json');
-
-function asUri(arg: unknown): vscode.Uri | undefined {
-  if (arg instanceof vscode.Uri) {
-    return arg;
-  }
-  if (typeof arg === 'string' && arg) {
-    return arg.includes('://') ? vscode.Uri.parse(arg) : vscode.Uri.file(arg);
-  }
-  return undefined;
-}
 
 function isResearch(folder: vscode.Uri): boolean {
   return fs.existsSync(path.join(folder.fsPath, STATE_FILE));

@@ -633,12 +633,7 @@ def _remove(root: Path, pending: dict, durable: bool, cache: FileCache | None, *
 
 
 def _fsync_file(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fsync_folder(path)  # the same open-fsync-close: O_RDONLY opens a file as well as a folder
 
 
 def _entry_inside(root: Path, rel: str) -> Path:
