@@ -47,10 +47,12 @@ from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.loop import Autopilot, Observer, RoundReport, RunStatus, Settings  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
+from deep_research.engine.store import CONFIG_FILE  # noqa: E402
 from deep_research.autopilot.grammar import MessageGrammar  # noqa: E402
 from tests.local_llm import find_install, llama_server  # noqa: E402
 from tests.scripted_model import BREAK_DOWN, DEFINE  # noqa: E402
 
+OFFLINE = "[fetch]\noffline = true\n"  # no traffic beyond loopback: attach_url and search fail at once
 INSTRUCTION = "Find out which sorting algorithm is best for teaching beginners, and why."
 MODES = ("on", "off")
 
@@ -132,6 +134,8 @@ class Driver:
         self.roots.append(root)
         settings = Settings(approval=ApprovalMode.DELETE, grammar=self.mode, max_rounds=0,
                             max_reply_tokens=self.reply_tokens, seed=self.seed)
+        root.mkdir(parents=True)
+        (root / CONFIG_FILE).write_text(OFFLINE, encoding="utf-8")  # the model may write any URL
         return Autopilot(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
 
     async def one_round(self) -> None:

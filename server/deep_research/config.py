@@ -11,6 +11,7 @@
     report_max_words = 1500         # the longest report (about three pages); longer ones are refused
 
     [fetch]
+    offline = false                 # true: attach_url and search fail at once, no network at all
     allow_private_networks = false
     allowed_roots = ["~/papers"]    # folders attach_file may read besides the research
 
@@ -50,6 +51,7 @@ SEARCH_PROVIDERS = ("searxng", "tavily", "brave")
 
 @dataclass(frozen=True)
 class FetchConfig:
+    offline: bool = False  # no page fetched, no search, not even a name looked up
     allow_private_networks: bool = False
     allowed_roots: tuple[Path, ...] = ()  # absolute; relative entries are taken from the research root
 
@@ -157,6 +159,7 @@ def _from_table(raw: dict[str, Any], root: Path, problems: list[str], where: str
         grammar=take(raw, "grammar", str, GRAMMAR_CHOICES) or "auto",
         report_max_words=take(raw, "report_max_words", int, minimum=MIN_REPORT_MAX_WORDS),
         fetch=FetchConfig(
+            offline=bool(take(fetch_raw, "offline", bool) or False),
             allow_private_networks=bool(take(fetch_raw, "allow_private_networks", bool) or False),
             allowed_roots=tuple(roots),
         ),

@@ -26,6 +26,8 @@ ROUNDS = 12
 
 def test_a_local_model_drives_a_research_with_the_grammar(local_llm, tmp_path: Path) -> None:
     folder = tmp_path / "research"
+    folder.mkdir()
+    (folder / "deep-research.toml").write_text("[fetch]\noffline = true\n", encoding="utf-8")  # any URL it writes
     Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")

@@ -42,7 +42,7 @@ async def test_the_local_model_through_the_language_server(vscode_client, local_
     folder = tmp_path / "research"
     Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
     # Short replies and prompts keep a round of the 135M model on 2 cores within seconds.
-    (folder / "deep-research.toml").write_text("max_reply_tokens = 96\n", encoding="utf-8")
+    (folder / "deep-research.toml").write_text("max_reply_tokens = 96\n[fetch]\noffline = true\n", encoding="utf-8")
     with llama_server(local_llm) as url:
         await configure(client, approvalMode="update", baseUrl=url, grammar="on", maxRounds=ROUNDS,
                         maxPromptTokens=3000)

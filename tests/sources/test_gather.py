@@ -94,6 +94,34 @@ def test_the_config_file_is_read_when_none_is_given(research: Research, web: HTT
     assert outcomes(execution) == [("attach_url", "ok")]
 
 
+def test_an_offline_research_fetches_and_searches_nothing_but_reads_files(
+        research: Research, web: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[fetch] offline = true` (the real-model tests' setting: a model may write any URL):
+    not a request, not a name looked up; files are still read."""
+    web.expect_request("/page").respond_with_data("Page.", content_type="text/plain")
+    web.expect_request("/search").respond_with_json({"results": []})
+    (research.root / "deep-research.toml").write_text(
+        f'[fetch]\noffline = true\nallow_private_networks = true\n[search]\nprovider = "searxng"\n'
+        f'url = "{web.url_for("/")}"\n', encoding="utf-8")
+    looked_up = []
+
+    async def lookup(*args, **kwargs):
+        looked_up.append(args)
+        raise OSError("no lookups in this test")
+
+    monkeypatch.setattr(asyncio.AbstractEventLoop, "getaddrinfo", lookup)
+    monkeypatch.setattr(asyncio.BaseEventLoop, "getaddrinfo", lookup)
+    (research.root / "notes.md").write_text("Local notes.\n", encoding="utf-8")
+    message = (f"///attach_url {web.url_for('/page')}\n///attach_url https://www.example.com/\n"
+               "///search anything\n///attach_file notes.md\n")
+    execution = gather_and_execute_sync(research, message)
+    assert outcomes(execution) == [("attach_url", "failed"), ("attach_url", "failed"), ("search", "failed"),
+                                   ("attach_file", "ok")]
+    assert execution.reply.count("this research is offline (`offline = true` under [fetch] in deep-research.toml)") == 3
+    assert web.log == [] and looked_up == []
+    assert [p.name for p in (research.root / "Attachments").iterdir()] == ["notes.md"]
+
+
 def test_nothing_is_fetched_for_a_message_that_needs_approval(research: Research, web: HTTPServer) -> None:
     web.expect_request("/page").respond_with_data("Page.", content_type="text/plain")
     execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/page')}\n", LOCAL,

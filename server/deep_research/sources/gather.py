@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..config import Config, load
 from ..engine.evidence import Evidence, Failed, Found, Gathered, Need, NeedKind
+from ..engine.store import CONFIG_FILE
 from . import SourceError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,6 +109,9 @@ async def gather(
 
 async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, limits: Limits,
                policy: AddressPolicy, environ: Mapping[str, str], readers: Readers | None) -> Gathered:
+    if config.fetch.offline and need.kind is not NeedKind.FILE:
+        return Failed(f"Could not {need.label}: this research is offline (`offline = true` under [fetch] in "
+                      f"{CONFIG_FILE}): no page is fetched and no search is made. Attach files instead.")
     if need.kind is NeedKind.URL:
         return await fetch_page(need.target, policy=policy, limits=limits, readers=readers)
     if need.kind is NeedKind.FILE:
