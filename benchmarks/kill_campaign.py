@@ -15,7 +15,9 @@ ids aside), or, for `run`, such a state with the next reply waiting unexecuted i
 message.dr; its journal must parse, no pending or temporary file may be left, and its
 prompt file must be the prompt of the research as it is. A run that finished before its
 kill is checked too and made again, so `--runs` counts runs the kill interrupted (the delay's
-window shrinks to the quickest run seen finishing). Prints the outcomes per kind;
+window shrinks to the quickest run seen finishing). A `run` is killed in a random round: once
+the rounds before it are in the journal, within a round's share of the window or at its
+commit. Prints the outcomes per kind;
 exit status 1 if any run left anything else. (tests/cli/test_cli_kill.py kills at chosen
 points in CI; this is the long campaign.)
 """
@@ -241,6 +243,13 @@ class Run(Kind):
 KINDS = {"execute": Execute, "undo": Undo, "run": Run}
 
 
+def rounds_recorded(journal: Path) -> int:
+    try:
+        return journal.read_bytes().count(b'"record": "round"')
+    except OSError:
+        return 0
+
+
 def campaign(kind: Kind, runs: int, rng: random.Random, log) -> tuple[Counter, list[str], int]:
     """`runs` runs that the kill interrupted; a run that finished before its kill is checked
     too and run again (at most 3 x `runs` in all). Returns the outcomes, the failures and the
@@ -260,15 +269,19 @@ def campaign(kind: Kind, runs: int, rng: random.Random, log) -> tuple[Counter, l
         at_commit = rng.random() < 0.5
         process = subprocess.Popen(kind.command(folder), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.perf_counter()
-        if at_commit:  # wait for a commit point (for `run`, of a random round), then a little
+        share = 1.0
+        if isinstance(kind, Run):  # a random round: wait until the rounds before it are recorded
+            target, share = rng.randint(1, kind.rounds), 1 / kind.rounds
+            journal = folder / BOOK / "journal.jsonl"
+            while process.poll() is None and rounds_recorded(journal) < target - 1:
+                time.sleep(0.002)
+        if at_commit:  # wait for a commit point, then a little
             pending = folder / BOOK / "pending.json"
-            if isinstance(kind, Run):
-                time.sleep(rng.uniform(0, window * 0.8))
             while process.poll() is None and not pending.exists():
                 time.sleep(0.0005)
             delay = rng.uniform(0, 0.05)
         else:
-            delay = rng.uniform(0, window)
+            delay = rng.uniform(0, window * share)
         deadline = time.perf_counter() + delay
         while process.poll() is None and time.perf_counter() < deadline:
             time.sleep(0.0005)

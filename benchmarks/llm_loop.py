@@ -18,9 +18,11 @@ Per seed and mode it prints:
   lowest such round;
 - the loop's own overhead per round (everything but waiting for the model).
 Then the grammar's own cost, apart from the research each mode led to: the same prompt (a
-research after its breakdown, in the server's cache), answered with the grammar and without
-it, alternately (`--cost-pairs` times, the order swapping): generated tokens/s and the time to
-the first token, medians.
+research after its breakdown, and each seed's last research of the grammar's runs, in the
+server's cache), answered without a grammar, with the first grammar only, and with the
+autopilot's grammar steps (a dry run after each command, a continued request when the grammar
+changes: what a round really costs), in turn (`--cost-pairs` times, the order rotating):
+generated tokens/s and the time to the first token, medians. `--cost-on DIR…` adds researches.
 `--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair;
 it checks that the benchmark still runs, not what the figures are. `--seeds ""` measures only
 the grammar's cost.
@@ -32,6 +34,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -55,6 +58,7 @@ from tests.scripted_model import BREAK_DOWN, DEFINE  # noqa: E402
 OFFLINE = "[fetch]\noffline = true\n"  # no traffic beyond loopback: attach_url and search fail at once
 INSTRUCTION = "Find out which sorting algorithm is best for teaching beginners, and why."
 MODES = ("on", "off")
+COST_MODES = ("on", "off", "steps")  # one grammar, none, the autopilot's grammar steps
 
 
 @dataclass
@@ -235,11 +239,15 @@ async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path,
                 continue
             messages = research.conversation().messages()
             warm = await client.complete(messages, max_reply_tokens=1)  # the prompt into the cache
-            out: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+            out: dict[str, list[tuple[float, float]]] = {mode: [] for mode in COST_MODES}
             for pair in range(pairs):
-                for mode in (MODES if pair % 2 == 0 else MODES[::-1]):
-                    reply = await client.complete(messages, grammar=grammar if mode == "on" else None,
-                                                  max_reply_tokens=reply_tokens, seed=pair)
+                order = COST_MODES[pair % len(COST_MODES):] + COST_MODES[:pair % len(COST_MODES)]
+                for mode in order:
+                    # "steps": what the autopilot sends, the grammar following the message command by command
+                    # (a dry run after each command, a continued request when the grammar changes)
+                    chosen = {"on": grammar, "off": None,
+                              "steps": MessageGrammar(research, max_reply_tokens=reply_tokens)}[mode]
+                    reply = await client.complete(messages, grammar=chosen, max_reply_tokens=reply_tokens, seed=pair)
                     generating = (reply.latency_ms - (reply.first_token_ms or 0)) / 1000
                     out[mode].append((reply.completion_tokens / generating if generating > 0 else 0.0,
                                       (reply.first_token_ms or 0) / 1000))
@@ -257,6 +265,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="llama-server's threads (default 1: on a loaded "
                         "2-core machine 2 threads generated 5-8x slower, waiting on each other)")
     parser.add_argument("--cost-pairs", type=int, default=8, help="requests with and without the grammar (default 8)")
+    parser.add_argument("--cost-on", nargs="*", type=Path, default=[], metavar="RESEARCH",
+                        help="also measure the grammar's cost on these researches (copies are used)")
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     args = parser.parse_args()
     if args.quick:
@@ -278,6 +288,9 @@ def main() -> int:
         # the grammar's own cost on each seed's last research of the grammar's runs, and a small one
         led = [max((p for p in Path(tmp).glob(f"seed{seed}-on-*")), key=lambda p: p.stat().st_mtime) for seed in seeds
                if any(Path(tmp).glob(f"seed{seed}-on-*"))]
+        for given in args.cost_on:
+            led.append(Path(tmp) / given.name)
+            shutil.copytree(given, led[-1])
         cost = asyncio.run(grammar_cost(url, args.cost_pairs, args.reply_tokens, Path(tmp), led)) if args.cost_pairs else None
     if len(seeds) > 1:
         print_table(f"all {len(seeds)} seeds", {m: merged([per_seed[s][m] for s in seeds]) for m in MODES})
@@ -293,11 +306,17 @@ def main() -> int:
               "alternating (medians):")
         for label, tokens, figures in cost:
             med = {m: (statistics.median(v[0] for v in figures[m]), statistics.median(v[1] for v in figures[m]))
-                   for m in MODES}
-            ratio = (f"on / off: tokens/s x{med['on'][0] / med['off'][0]:.2f} (goal >= 0.8), first token "
-                     f"x{med['on'][1] / med['off'][1]:.2f} (goal <= 1.5)") if med["off"][0] and med["off"][1] else ""
-            print(f"  {label} ({tokens:,} prompt tokens): on {med['on'][0]:.1f} tokens/s, first token {med['on'][1]:.2f} s;"
-                  f" off {med['off'][0]:.1f} tokens/s, {med['off'][1]:.2f} s; {ratio}")
+                   for m in COST_MODES}
+
+            def ratio(mode: str) -> str:
+                if not (med["off"][0] and med["off"][1]):
+                    return ""
+                return (f"x{med[mode][0] / med['off'][0]:.2f} tokens/s (goal >= 0.8), first token "
+                        f"x{med[mode][1] / med['off'][1]:.2f} (goal <= 1.5)")
+            print(f"  {label} ({tokens:,} prompt tokens): off {med['off'][0]:.1f} tokens/s, first token "
+                  f"{med['off'][1]:.2f} s; one grammar {med['on'][0]:.1f} tokens/s, {med['on'][1]:.2f} s: {ratio('on')}; "
+                  f"the autopilot's grammar steps {med['steps'][0]:.1f} tokens/s, {med['steps'][1]:.2f} s: "
+                  f"{ratio('steps')}")
     print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
     return 0
 
