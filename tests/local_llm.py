@@ -71,7 +71,11 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 2, dea
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [str(install.server), "-m", str(install.model), "-c", str(context), "-t", str(threads),
-         "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui"],
+         "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui",
+         # One slot: a reply the grammar steps continue is sent as the closed stream's slot is
+         # still busy, and with several slots it lands on another, whose cache lacks the prompt
+         # (measured: the whole 5,500-token prompt read again, minutes on this machine).
+         "-np", "1"],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:

@@ -70,11 +70,12 @@ Step = Union[Say, Fail, Cut, Malformed, Hold]
 
 class ScriptedModel:
     def __init__(self, steps: list[Step] | None = None, *, llama_cpp: bool = False, context: int | None = None,
-                 then: Step | None = None, models: tuple[str, ...] = (MODEL,)) -> None:
+                 then: Step | None = None, models: tuple[str, ...] = (MODEL,), slots: int = 1) -> None:
         self.steps: list[Step] = list(steps or [])
         self.then = then  # the step used once the script is exhausted (None: HTTP 500)
         self.llama_cpp = llama_cpp
         self.context = context
+        self.slots = slots  # llama-server's total_slots in /props
         self.models = models
         self.requests: list[dict] = []
         self._cached_text = ""  # the previous request's prompt text (the "prompt cache")
@@ -171,7 +172,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/models"):
             self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"} for m in self.model.models]})
         elif self.path == "/props" and self.model.llama_cpp:
-            self._json(200, {"default_generation_settings": {"n_ctx": self.model.context or 4096}, "total_slots": 1})
+            self._json(200, {"default_generation_settings": {"n_ctx": self.model.context or 4096}, "total_slots": self.model.slots})
         elif self.path == "/health":
             self._json(200, {"status": "ok"})
         else:

@@ -222,6 +222,24 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
     assert "Teach tiling." in second["messages"][0]["content"], "the instruction is never cut"
 
 
+async def test_a_llama_server_with_several_slots_is_told_to_use_one(tmp_path: Path) -> None:
+    class Notes(Observer):
+        said: list[str] = []
+
+        def started(self, research, settings, notes) -> None:
+            self.said.extend(notes)
+
+    for slots, told in ((4, True), (1, False)):
+        research = Research.create(tmp_path / f"r{slots}", "Teach tiling.")
+        observer = Notes()
+        observer.said = []
+        with ScriptedModel([Say(DEFINE)], llama_cpp=True, slots=slots) as llama:
+            await run(research, llama, max_rounds=1, observer=observer)
+        warned = [note for note in observer.said if "start it with -np 1" in note]
+        assert bool(warned) == told, observer.said
+        assert not warned or warned[0].startswith("llama-server has 4 slots")
+
+
 async def test_the_reply_continues_under_the_grammar_each_command_leaves(research: Research) -> None:
     research.execute(DEFINE)
     sub = "<<< add_subproblem\n///title\nCache sizes\n///content\nWhich tiles fit L1?\n>>>\n"

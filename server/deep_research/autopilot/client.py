@@ -122,6 +122,7 @@ class ServerInfo:
 
     llama_cpp: bool = False
     context_tokens: int | None = None
+    slots: int | None = None  # requests it serves at once, each with a prompt cache of its own
 
 
 def estimate_tokens(text: str) -> int:
@@ -228,7 +229,9 @@ class ModelClient:
         context = settings.get("n_ctx") if isinstance(settings, dict) else None
         context = context or props.get("n_ctx")
         self.llama_cpp = True
-        return ServerInfo(True, context if isinstance(context, int) and context > 0 else None)
+        slots = props.get("total_slots")
+        return ServerInfo(True, context if isinstance(context, int) and context > 0 else None,
+                          slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None)
 
     async def resolve_model(self) -> str:
         """The model to use: the one configured, or the only one the endpoint serves."""

@@ -287,6 +287,11 @@ class Autopilot:
                 self.prompt_tokens = max(500, int((info.context_tokens - reply) * 0.8))
                 notes.append(f"the server's context is {info.context_tokens:,} tokens: prompts are fitted to "
                              f"{self.prompt_tokens:,} (set --max-prompt-tokens to change it)")
+            if self.use_grammar and (info.slots or 1) > 1:
+                # a continued reply arrives while the closed stream's slot is still busy and lands
+                # on another, whose cache lacks the prompt (docs/autopilot.md)
+                notes.append(f"llama-server has {info.slots} slots: start it with -np 1, or a reply the grammar "
+                             "continues may read the whole prompt again")
         notes.append("grammar-constrained replies: " + ("on" if self.use_grammar else "off"))
         return notes
 
