@@ -224,7 +224,8 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
 
 async def test_a_llama_server_with_several_slots_is_told_to_use_one(tmp_path: Path) -> None:
     class Notes(Observer):
-        said: list[str] = []
+        def __init__(self) -> None:
+            self.said: list[str] = []
 
         def started(self, research, settings, notes) -> None:
             self.said.extend(notes)
@@ -232,7 +233,6 @@ async def test_a_llama_server_with_several_slots_is_told_to_use_one(tmp_path: Pa
     for slots, told in ((4, True), (1, False)):
         research = Research.create(tmp_path / f"r{slots}", "Teach tiling.")
         observer = Notes()
-        observer.said = []
         with ScriptedModel([Say(DEFINE)], llama_cpp=True, slots=slots) as llama:
             await run(research, llama, max_rounds=1, observer=observer)
         warned = [note for note in observer.said if "start it with -np 1" in note]
