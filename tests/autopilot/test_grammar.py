@@ -92,6 +92,21 @@ def test_nothing_to_act_on_leaves_the_command_out(gbnf) -> None:
     assert gbnf.parses(grammar) and gbnf.accepts(grammar, "///add_criteria One\n")
 
 
+def test_an_offline_research_gets_no_fetching_or_searching(gbnf, tmp_path) -> None:
+    from deep_research.config import Config, FetchConfig, SearchConfig
+
+    research = Research.create(tmp_path / "r")
+    research.execute(DEFINE)
+    online = Config(search=SearchConfig("searxng", "http://127.0.0.1:1"))
+    offline = Config(fetch=FetchConfig(offline=True), search=online.search)
+    for config, present in ((online, True), (offline, False)):
+        grammar = MessageGrammar(research, config).first()
+        for name in ("attach_url", "search"):
+            assert (f"cmd-{name.replace('_', '-')}" in grammar) is present, (name, present)
+        assert gbnf.parses(grammar)
+        assert gbnf.accepts(grammar, "///attach_url https://example.org/page\n") is present
+
+
 def test_blocks_end_and_reports_have_their_structure(gbnf) -> None:
     grammar = build_grammar(IN_FOCUS)
     rambling = "<<< append_to_problem_definition\n///content\n" + "More.\n" * 40 + ">>>\n"

@@ -8,7 +8,8 @@ parse, and only commands that can run now:
 - blocks with exactly their sections, in the table's order, each non-empty, closed by `>>>`;
 - `focus_down` and subproblem titles limited to the current subproblems, criterion
   numbers to the open criteria; a command that has nothing to act on is left out (and
-  `search` without a configured provider); URLs name a host, not an address literal;
+  `search` without a configured provider, `attach_url` and `search` in an offline research);
+  URLs name a host, not an address literal;
 - what would surely fail, or is surely wrong, is ruled out: a new subproblem or attachment
   named like an existing one, and the sample texts of the prompt's examples as arguments
   (a small model copies them);
@@ -65,6 +66,7 @@ class GrammarInputs:
     open_criteria: tuple[int, ...] = ()
     attachments: tuple[str, ...] = ()
     search: bool = False  # a search provider is configured (without one `search` surely fails)
+    fetch: bool = True  # pages can be fetched (an offline research's `attach_url` surely fails)
     examples: frozenset[str] = field(default_factory=lambda: frozenset(example_texts()))
     written: int = 0  # commands already in the message (then it may end at once)
     focus_change: bool = True  # a focus change may come (no command before it failed or may fail)
@@ -77,7 +79,7 @@ class GrammarInputs:
     def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
         """From a `Research` (engine.research) and its merged `Config`."""
         return cls.of_view(research.tree, research.state(), _search(config), reply_chars=reply_chars,
-                           report_words=research.rules().report_max_words)
+                           report_words=research.rules().report_max_words, fetch=_fetch(config))
 
     @classmethod
     def of_view(cls, view, state, search: bool = False, **more) -> GrammarInputs:
@@ -99,7 +101,11 @@ class GrammarInputs:
 
 
 def _search(config) -> bool:
-    return bool(config is not None and config.search.provider)
+    return bool(config is not None and config.search.provider and not config.fetch.offline)
+
+
+def _fetch(config) -> bool:
+    return not (config is not None and config.fetch.offline)
 
 
 class MessageGrammar:
@@ -111,6 +117,7 @@ class MessageGrammar:
     def __init__(self, research, config=None, *, max_reply_tokens: int | None = None, roots=()) -> None:
         self.research = research
         self.search = _search(config)
+        self.fetch = _fetch(config)
         self.roots = tuple(roots)
         self.max_chars = max_reply_tokens * CHARS_PER_TOKEN if max_reply_tokens else None
         self.inputs = GrammarInputs.of(research, config, reply_chars=self.max_chars)
@@ -135,7 +142,7 @@ class MessageGrammar:
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
         inputs = GrammarInputs.of_view(
             analysis.draft, after, self.search, written=len(found), ended=ended, reply_chars=left,
-            report_words=self.report_words,
+            report_words=self.report_words, fetch=self.fetch,
             focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
         )
         if not _narrower(inputs, self.inputs):
@@ -253,6 +260,8 @@ class _Builder:
             numbers = self.inputs.open_criteria
             return "(" + " | ".join(_literal(str(n)) for n in numbers) + ")" if numbers else None
         if argument.type is ArgType.QUERY and not self.inputs.search:
+            return None
+        if argument.type is ArgType.URL and not self.inputs.fetch:
             return None
         if argument.type is ArgType.URL:
             # a host name, not an address literal (which would skip name resolution)
