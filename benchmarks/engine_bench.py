@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "server"), str(Path(__file__).resolve().parents[1])]
 
 from deep_research.engine import formats  # noqa: E402
 from deep_research.engine.model import Criterion, Problem  # noqa: E402
@@ -41,6 +41,7 @@ from deep_research.engine.state import Status  # noqa: E402
 from deep_research.engine.store import (  # noqa: E402
     BREAKDOWN, CRITERIA, DEFINITION, SUBPROBLEMS,
 )
+from tests.roomy import roomy  # noqa: E402
 
 BRANCHING = (10, 10, 10, 10)
 FOCUS = (3, 7, 0)  # the child indexes of the focused problem, three levels down; each measured
@@ -58,8 +59,11 @@ def title_of(path: tuple[int, ...]) -> str:
 
 def build_tree(root: Path, branching: tuple[int, ...] = BRANCHING) -> int:
     """Write every problem's three files directly; `branching` gives the number of
-    subproblems at each depth. Returns the number of problems."""
+    subproblems at each depth. Returns the number of problems. Built for scale, not as a first
+    research: the budgets are set to their maxima."""
     written = 0
+    root.mkdir(parents=True, exist_ok=True)
+    roomy(root)
 
     def write(folder: Path, path: tuple[int, ...], depth: int) -> None:
         nonlocal written

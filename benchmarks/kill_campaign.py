@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "server"), str(ROOT)]
 
 from deep_research.engine.research import Research  # noqa: E402
+from tests.roomy import roomy  # noqa: E402
 from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel  # noqa: E402
 
 BOOK = ".deep-research"
@@ -178,6 +179,7 @@ class Execute(Kind):
 
     def prepare(self) -> None:
         research = Research.create(self.base, "Cover everything.", [("Background", "Context text.")])
+        roomy(self.base)  # a message of many subproblems: past the default budget
         assert research.execute(DEFINE).executed
         (self.base / "message.dr").write_text(large_message(self.parts), encoding="utf-8")
         self.references["before"] = snapshot(self.base)
@@ -192,6 +194,7 @@ class Undo(Kind):
 
     def prepare(self) -> None:
         research = Research.create(self.base, "Cover everything.", [("Background", "Context text.")])
+        roomy(self.base)
         assert research.execute(DEFINE).executed
         assert research.execute(large_message(self.parts), consume=self.base / "message.dr").executed
         self.references["before"] = snapshot(self.base)

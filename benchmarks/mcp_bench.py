@@ -39,13 +39,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SERVER = REPO / "server"
-sys.path.insert(0, str(SERVER))
+sys.path[:0] = [str(SERVER), str(REPO)]
 
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.shared.exceptions import MCPError  # noqa: E402
 
 from deep_research.engine.research import Research  # noqa: E402
+from tests.roomy import roomy  # noqa: E402
 
 DEFINE = "<<< define_problem\n///title\nBenchmark research\n///content\nHow fast is a message through MCP?\n>>>\n"
 
@@ -62,6 +63,7 @@ def typical(n: int) -> str:
 def make_research(folder: Path) -> Research:
     """A root and 49 subproblems, built without fsync (setup, not measured); measured runs fsync."""
     research = Research.create(folder, "How fast is it?")
+    roomy(folder)  # 50 subproblems: past the default budget
     research.durable = False
     research.execute(DEFINE)
     for n in range(49):

@@ -130,7 +130,8 @@ class GrammarCheck:
             self._free(handle)
         return bool(handle)
 
-    def accepts(self, grammar: str, text: str) -> bool:
+    def accepts(self, grammar: str, text: str, *, prefix: bool = False) -> bool:
+        """Does the grammar accept `text` (with `prefix`: some text that starts with it)?"""
         handle = self._init(None, grammar.encode("utf-8"), b"root", False, None, 0, None, 0)
         assert handle, "the grammar does not parse"
         try:
@@ -140,10 +141,27 @@ class GrammarCheck:
                 begin, end = _vector(stacks)
                 if begin == end:
                     return False
+            if prefix:
+                return True
             begin, end = _vector(stacks)
             return any(_vector(item)[0] == _vector(item)[1] for item in range(begin, end, 3 * ctypes.sizeof(ctypes.c_void_p)))
         finally:
             self._free(handle)
+
+    def accepts_in_steps(self, steps, text: str) -> bool:
+        """Does the autopilot's grammar (`MessageGrammar`, following the message command by
+        command) let a model write `text`: each part under the grammar in effect as it is written?"""
+        grammar, start = steps.first(), 0
+        for end in (i + 1 for i, char in enumerate(text) if char == "\n"):
+            following = steps.next(text[:end])
+            if following is None:
+                continue
+            if not self.accepts(grammar, text[start:end], prefix=True):
+                return False
+            if following == "":  # the message ends here
+                return not text[end:].strip()
+            grammar, start = following, end
+        return self.accepts(grammar, text[start:])
 
 
 def _vector(address: int) -> tuple[int, int]:

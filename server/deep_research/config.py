@@ -17,6 +17,10 @@ adding a row.
     approval_mode = "update"
     grammar = "auto"                # auto | on | off
     report_max_words = 1500         # the longest report (about three pages); longer ones are refused
+    max_breadth = 3                 # subproblems per problem
+    max_depth = 2                   # levels of subproblems below the root
+    max_criteria = 5                # criteria per problem
+    rounds_per_problem = 6          # autopilot rounds at one focus before it must close the problem
 
     [fetch]
     offline = false                 # true: attach_url and search fail at once, no network at all
@@ -157,7 +161,9 @@ def _camel(snake: str) -> str:
 
 APPROVAL_CHOICES = ("none", "read", "create", "update", "delete")  # engine.commands.ApprovalMode (a test checks)
 
-# The table.
+# The table. Defaults of the budgets (issue 27): what a first research would choose, after the
+# peers (GPT Researcher: breadth 3, depth 2; dzhng/deep-research 4 and 2; open_deep_research 6
+# researcher iterations); the reasons are in docs/decisions.md.
 SETTINGS: tuple[Setting, ...] = (
     Setting("model", str, None, "the model's name (default: the endpoint's only model)", flag=True),
     Setting("base_url", str, None, "the endpoint, e.g. http://127.0.0.1:8080/v1 (default: OPENAI_BASE_URL, "
@@ -174,6 +180,14 @@ SETTINGS: tuple[Setting, ...] = (
             "server is llama.cpp", choices=("auto", "on", "off"), flag=True),
     Setting("report_max_words", int, 1500, "the longest report, in words (about three pages)",
             minimum=100, maximum=100_000, rule=True),
+    Setting("max_breadth", int, 3, "at most N subproblems per problem", minimum=1, maximum=100, flag=True,
+            rule=True),
+    Setting("max_depth", int, 2, "at most N levels of subproblems below the root problem", minimum=1,
+            maximum=10, flag=True, rule=True),
+    Setting("max_criteria", int, 5, "at most N criteria per problem", minimum=1, maximum=100, flag=True,
+            rule=True),
+    Setting("rounds_per_problem", int, 6, "autopilot rounds at one focus before the problem must be closed "
+            "(criteria marked, report, focus up, or failed)", minimum=1, maximum=200, flag=True, rule=True),
     Setting("fetch.offline", bool, False, "no page fetched and no search made", editor=False),
     Setting("fetch.allow_private_networks", bool, False, "attach_url may fetch from loopback and private networks"),
     Setting("fetch.allowed_roots", "folders", (), "folders attach_file may read besides the research",
@@ -263,15 +277,16 @@ def read_table(raw: dict[str, Any], problems: list[str] | None, where: str, root
     """The values a parsed `deep-research.toml` sets, by the table's keys; each mistake is one
     sentence naming the key in `problems` (if given), and the value is then left out."""
     said = problems if problems is not None else []
+    where = f"{where}: " if where else ""
     tables = {s.table for s in settings if s.table}
     known = {s.key.split(".")[0] for s in settings}
     if settings is _RESEARCH:
         for key in raw:
             if key not in known:
-                said.append(f"{where}: unknown key `{key}`; ignored")
+                said.append(f"{where}unknown key `{key}`; ignored")
         for name in sorted(tables):
             if name in raw and not isinstance(raw[name], dict):
-                said.append(f"{where}: `{name}` must be a table ([{name}]); ignored")
+                said.append(f"{where}`{name}` must be a table ([{name}]); ignored")
     found: dict[str, Any] = {}
     for setting in settings:
         table = raw.get(setting.table, {}) if setting.table else raw
@@ -279,7 +294,7 @@ def read_table(raw: dict[str, Any], problems: list[str] | None, where: str, root
             continue
         value, ok = setting.check(table[setting.name])
         if not ok:
-            said.append(f"{where}: `{setting.key}` must be {setting.expected()}, not {table[setting.name]!r}; ignored")
+            said.append(f"{where}`{setting.key}` must be {setting.expected()}, not {table[setting.name]!r}; ignored")
             continue
         if setting.kind == "folders" and value is not None:
             value = _folders(value, root, said, where, setting.key)
@@ -296,7 +311,7 @@ def _folders(items: list, root: Path | None, problems: list[str], where: str, ke
             folder = expand_home(item)
             folders.append(folder if folder.is_absolute() or root is None else root / folder)
         else:
-            problems.append(f"{where}: `{key}` holds {item!r}, not a folder; ignored")
+            problems.append(f"{where}`{key}` holds {item!r}, not a folder; ignored")
     return tuple(folders)
 
 

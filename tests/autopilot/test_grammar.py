@@ -6,6 +6,8 @@ texts) cannot be written."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from deep_research.autopilot.grammar import GrammarInputs, MessageGrammar, build_grammar
@@ -20,6 +22,9 @@ pytestmark = pytest.mark.llm
 
 IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True)
 NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
+# The same problem once its subproblems are closed (it may write its report), and once reported (it may leave).
+CLOSED = replace(IN_FOCUS, closed_subproblems=IN_FOCUS.subproblems)
+REPORTED = replace(CLOSED, report=True)
 
 
 def sub(title: str, content: str = "Why it matters.") -> str:
@@ -28,22 +33,36 @@ def sub(title: str, content: str = "Why it matters.") -> str:
 
 @pytest.mark.parametrize("phase", [Phase.NO_PROBLEM, Phase.IN_FOCUS])
 def test_every_documented_example_is_accepted(gbnf, phase: Phase) -> None:
-    inputs = NO_PROBLEM if phase is Phase.NO_PROBLEM else IN_FOCUS
-    grammar = build_grammar(inputs, exclude_examples=False)
-    assert gbnf.parses(grammar)
+    """In a state where the command applies: a report once the subproblems are closed, focusing
+    up once the report is written."""
+    states = [NO_PROBLEM] if phase is Phase.NO_PROBLEM else [IN_FOCUS, CLOSED, REPORTED]
+    grammars = [build_grammar(inputs, exclude_examples=False) for inputs in states]
+    assert all(gbnf.parses(grammar) for grammar in grammars)
     for spec in commands.valid_in(phase):
         example = spec.example() + "\n"
-        assert gbnf.accepts(grammar, example), spec.name
-        assert gbnf.accepts(grammar, "Some thinking first.\n\n" + example), spec.name
+        assert any(gbnf.accepts(grammar, example) for grammar in grammars), spec.name
+        assert any(gbnf.accepts(grammar, "Some thinking first.\n\n" + example) for grammar in grammars), spec.name
 
 
 def test_the_replies_of_a_whole_research_are_accepted(gbnf) -> None:
     assert gbnf.accepts(build_grammar(NO_PROBLEM), DEFINE)
     assert gbnf.accepts(build_grammar(GrammarInputs(Phase.IN_FOCUS)), BREAK_DOWN.replace("\n\n", "\n"))
     focus = GrammarInputs(Phase.IN_FOCUS, ("Cache sizes", "Loop order"), (1, 2))
-    for reply in (FOCUS_DOWN.split("Anything")[0], FINISH):
-        assert gbnf.accepts(build_grammar(focus), reply), reply
-    assert gbnf.accepts(build_grammar(GrammarInputs(Phase.IN_FOCUS, (), (1,))), SOLVE_SUB.replace("///mark_criteria_as_done 1\n", ""))
+    assert gbnf.accepts(build_grammar(focus), FOCUS_DOWN.split("Anything")[0])
+    report, leave = FINISH.split("///focus_up\n")[0], "///focus_up\n"
+    closed = replace(focus, closed_subproblems=focus.subproblems)
+    assert gbnf.accepts(build_grammar(closed), report) and not gbnf.accepts(build_grammar(closed), leave)
+    assert gbnf.accepts(build_grammar(replace(closed, report=True, written=1, open_criteria=())), leave)
+
+
+
+def test_a_subproblem_is_solved_and_left_in_one_message_as_the_grammar_follows_it(gbnf, tmp_path) -> None:
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    for message in (DEFINE, BREAK_DOWN, FOCUS_DOWN.split("Anything")[0]):
+        research.execute(message)
+    solve = SOLVE_SUB.replace("///mark_criteria_as_done 1\n", "")  # a criterion it adds is ticked next round
+    assert not gbnf.accepts(MessageGrammar(research).first(), solve), "one grammar: no focus_up before a report"
+    assert gbnf.accepts_in_steps(MessageGrammar(research), solve), "the report written, it may leave"
 
 
 @pytest.mark.parametrize("text", [
@@ -111,7 +130,7 @@ def test_blocks_end_and_reports_have_their_structure(gbnf) -> None:
     grammar = build_grammar(IN_FOCUS)
     rambling = "<<< append_to_problem_definition\n///content\n" + "More.\n" * 40 + ">>>\n"
     assert not gbnf.accepts(grammar, rambling), "a block must close within its line budget"
-    assert not gbnf.accepts(grammar, "<<< write_report\n///content\nIt is done.\n>>>\n")
+    assert not gbnf.accepts(build_grammar(CLOSED), "<<< write_report\n///content\nIt is done.\n>>>\n")
     assert not gbnf.accepts(grammar, "word " * 100 + "\n///focus_up\n"), "lines are bounded"
     assert not gbnf.accepts(grammar, sub(("Long title " * 20).strip())) and gbnf.accepts(grammar, sub(("Long title " * 5).strip()))
 
@@ -126,7 +145,8 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
     assert inputs.subproblems == ("Cache sizes", "Loop order") and inputs.open_criteria == (2,)
     grammar = build_grammar(inputs)
     named = {n for n in commands.COMMANDS if f'"///{n} ' in grammar or f'"///{n}\\n' in grammar or f'"<<< {n}' in grammar}
-    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {"search"}, "no search without a provider"
+    # no search without a provider; the report once the subproblems are closed, focusing up with a report
+    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {"search", "write_report", "focus_up"}
     for spec in commands.valid_in(Phase.IN_FOCUS):
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)
@@ -164,10 +184,10 @@ def test_the_grammar_follows_the_message_command_by_command(gbnf, tmp_path) -> N
     after = steps.next(text)
     assert not gbnf.accepts(after, "///mark_criteria_as_done 1\n"), "a criterion it ticked cannot be ticked again"
     assert gbnf.accepts(after, "///mark_criteria_as_done 2\n"), "the one it added can"
-    assert gbnf.accepts(after, "///focus_up\n")
+    assert not gbnf.accepts(after, "///focus_up\n"), "not without a report"
     text += "///attach_url https://example.org/tiles\n"
     after = steps.next(text)
-    for focus_change in ("///focus_up\n", "///focus_down Cache sizes\n", "///fail_task_and_focus_up\n"):
+    for focus_change in ("///focus_down Cache sizes\n", "///fail_task_and_focus_up No data\n"):
         assert not gbnf.accepts(after, focus_change), "a command that may fail when it runs: no focus change after it"
     assert gbnf.accepts(after, "///add_criteria Another\n")
     assert steps.next(text + "More thinking.\n") is None, "free text changes nothing"
@@ -186,3 +206,73 @@ def test_reports_keep_the_word_limit_and_cite_only_attachments_in_scope(gbnf) ->
     assert not gbnf.accepts(grammar, report.format(" ".join(["word"] * 31))), "a line holds at most 30 words"
     assert not gbnf.accepts(build_grammar(GrammarInputs(Phase.IN_FOCUS)), report.format("see [[Survey]]")), (
         "nothing to cite")
+
+
+# -- budgets, and the autopilot closing what it opens (issue 27) --------------------------------------
+
+
+def budgeted(tmp_path, toml: str) -> Research:
+    """A research after BREAK_DOWN (two criteria, subproblems "Cache sizes" and "Loop order")."""
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    (research.root / "deep-research.toml").write_text(toml, encoding="utf-8")
+    research.execute(DEFINE)
+    research.execute(BREAK_DOWN)
+    return research
+
+
+def test_the_grammar_admits_nothing_over_a_budget(gbnf, tmp_path) -> None:
+    research = budgeted(tmp_path, "max_breadth = 2\nmax_criteria = 2\n")
+    research.execute("<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nOne\n>>>\n"
+                     "<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nTwo\n>>>\n")
+    grammar = MessageGrammar(research).first()
+    assert gbnf.parses(grammar)
+    assert not gbnf.accepts(grammar, sub("Tile shapes")), "max_breadth"
+    assert not gbnf.accepts(grammar, "///add_criteria Third\n"), "max_criteria"
+    to_sub = "<<< add_criteria_to_subproblem\n///title\n{}\n///criteria\nThree\n>>>\n"
+    assert not gbnf.accepts(grammar, to_sub.format("Cache sizes")) and gbnf.accepts(grammar, to_sub.format("Loop order"))
+    assert gbnf.accepts(grammar, "///mark_criteria_as_done 1\n") and gbnf.accepts(grammar, "///focus_down Loop order\n")
+    research.execute("///focus_down Loop order\n")
+    deepest = MessageGrammar(Research.open(research.root)).first()
+    (research.root / "deep-research.toml").write_text("max_depth = 1\n", encoding="utf-8")
+    assert gbnf.accepts(deepest, sub("Inner loop"))
+    assert not gbnf.accepts(MessageGrammar(research).first(), sub("Inner loop")), "max_depth"
+
+
+def test_the_grammar_follows_a_message_up_to_a_budget(gbnf, tmp_path) -> None:
+    research = budgeted(tmp_path, "max_breadth = 3\n")
+    steps = MessageGrammar(research)
+    text = sub("Tile shapes")
+    after = steps.next(text)
+    assert after is not None and not gbnf.accepts(after, sub("Blocking")), "the third subproblem was the last"
+
+
+def test_once_the_rounds_are_spent_only_the_closing_moves(gbnf, tmp_path) -> None:
+    research = budgeted(tmp_path, "rounds_per_problem = 2\n")
+    state = research.state()
+    research.record([{"record": "round", "session": state.session, "problem": [], "outcome": "executed"}] * 2)
+    grammar = MessageGrammar(research).first()
+    for blocked in ("///add_criteria More\n", sub("Tile shapes"), "<<< add_attachment\n///name\nN\n///content\nC\n>>>\n",
+                    "<<< append_to_problem_definition\n///content\nMore.\n>>>\n"):
+        assert not gbnf.accepts(grammar, blocked), blocked
+    for closing in ("///mark_criteria_as_done 2\n", "///focus_down Loop order\n",
+                    "///fail_task_and_focus_up Nothing is published\n"):
+        assert gbnf.accepts(grammar, closing), closing
+
+
+def test_the_autopilot_closes_what_it_opens(gbnf, tmp_path) -> None:
+    research = budgeted(tmp_path, "")
+    report = "<<< write_report\n///content\nSummarized problem definition: tiles.\nConclusion: 16.\n>>>\n"
+    grammar = MessageGrammar(research).first()
+    assert not gbnf.accepts(grammar, report), "not while a subproblem is open"
+    assert not gbnf.accepts(grammar, "///focus_up\n"), "not without a report"
+    assert not gbnf.accepts(grammar, "///fail_task_and_focus_up\n"), "a failure says why"
+    research.execute("///focus_down Cache sizes\n")
+    research.execute(report + "///focus_up\n")
+    grammar = MessageGrammar(research).first()
+    assert not gbnf.accepts(grammar, "///focus_down Cache sizes\n"), "closed: not reopened"
+    assert gbnf.accepts(grammar, "///focus_down Loop order\n") and not gbnf.accepts(grammar, report)
+    research.execute("///focus_down Loop order\n")
+    research.execute("///fail_task_and_focus_up Nothing is published\n")
+    grammar = MessageGrammar(research).first()
+    assert "cmd-focus-down" not in grammar and gbnf.accepts(grammar, report), "every subproblem closed: the report"
+    assert gbnf.accepts_in_steps(MessageGrammar(research), report + "///focus_up\n"), "and with it, leave"

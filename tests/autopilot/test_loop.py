@@ -16,6 +16,7 @@ from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.state import Phase, Status
 from tests.autopilot.conftest import ROUND_KEYS, rounds
+from tests.roomy import roomy
 from tests.scripted_model import (
     BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, MODEL, SOLVE_SUB, WHOLE_RESEARCH, Cut, Fail, Hold, Malformed, Say,
     ScriptedModel,
@@ -319,15 +320,46 @@ def test_the_loop_calls_execute_in_one_place() -> None:
     assert "research.execute(" not in source
 
 
-def test_a_session_that_outgrows_the_prompt_budget_is_cut_once_then_extended_again(research: Research) -> None:
-    from deep_research.autopilot.turns import Turns
+def test_a_session_that_outgrows_the_prompt_budget_is_cut_keeping_its_opening_then_extended_again(
+        research: Research) -> None:
+    from deep_research.autopilot.turns import CACHED, Turns
 
+    roomy(research.root)  # a criterion per turn
     research.execute(DEFINE)
     turns, sent = Turns(), []
     for n in range(16):
         sent.append(turns.messages(research, max_tokens=6000))
         research.execute(f"Turn {n}. " + "Long reasoning. " * 60 + f"\n///add_criteria Criterion {n}\n")
     assert all(sum(len(m["content"]) for m in s) <= 6000 * 4 for s in sent), "every prompt fits"
-    refits = [n for n in range(1, len(sent)) if sent[n][: len(sent[n - 1])] != sent[n - 1]]
-    assert refits and len(refits) <= 2, ("cut rarely: between cuts each prompt extends the last", refits)
-    assert turns.fresh_starts == len(refits) + 1
+    cuts = [n for n in range(1, len(sent)) if sent[n][: len(sent[n - 1])] != sent[n - 1]]
+    assert cuts and len(cuts) <= 3, ("cut rarely: between cuts each prompt extends the last", cuts)
+    assert turns.fresh_starts == 1 and turns.cuts == len(cuts), "a cut is not a fresh start"
+    opening = sent[0][0]["content"]
+    for n in cuts:
+        assert sent[n][0]["content"].startswith(opening), "the opening stays a prefix the server has cached"
+        assert "[… cut to fit the prompt: the first" in sent[n][0]["content"]
+        assert len(opening) / sum(len(m["content"]) for m in sent[n]) >= CACHED - 0.05
+        assert [m["role"] for m in sent[n]][:2] == ["user", "assistant"] and sent[n][-1]["role"] == "user"
+    assert sent[-1][-2]["content"].startswith("Turn 14."), "the newest turn is never cut"
+
+
+async def test_once_a_problems_rounds_are_spent_the_prompt_and_the_grammar_allow_only_closing_it(
+        research: Research) -> None:
+    (research.root / "deep-research.toml").write_text("rounds_per_problem = 2\n", encoding="utf-8")
+    script = [Say(DEFINE), Say("///add_criteria Names a tile size\n"), Say("///add_criteria Has a sketch\n"),
+              Say("///add_criteria Too late\n"), Say("")]  # (a model held to the grammar could not write it)
+    with ScriptedModel(script, llama_cpp=True) as llama:
+        client = ModelClient(llama.base_url, MODEL, None)
+        try:
+            result = await Autopilot(research, client, Settings(grammar="auto", max_rounds=4)).run()
+        finally:
+            await client.close()
+        requests = llama.requests
+    assert result.status is RunStatus.LIMIT
+    last = [r["messages"][-1]["content"] for r in requests]
+    assert "(Round 2 of 2 at this problem: the last round in which anything may be added." in last[2]
+    assert "This problem has had its rounds (rounds_per_problem = 2): close it now." in last[3]
+    assert "cmd-add-criteria" in requests[2]["grammar"] and "cmd-add-criteria" not in requests[3]["grammar"]
+    assert "cmd-mark-criteria-as-done" in requests[3]["grammar"]
+    assert rounds(research.root)[3]["commands"] == {"ok": 0, "failed": 1, "skipped": 0}, "the engine refuses it too"
+    assert [c.text for c in research.focus().criteria] == ["Names a tile size", "Has a sketch"]

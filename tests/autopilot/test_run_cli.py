@@ -13,7 +13,7 @@ import pytest
 
 from deep_research.engine.research import Research
 from tests.autopilot.conftest import rounds
-from tests.scripted_model import DEFINE, WHOLE_RESEARCH, Hold, Say, ScriptedModel
+from tests.scripted_model import BREAK_DOWN, DEFINE, WHOLE_RESEARCH, Hold, Say, ScriptedModel
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 
@@ -55,13 +55,17 @@ def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel)
 
 def test_each_round_prints_the_share_of_its_prompt_the_server_had_cached(folder: Path) -> None:
     script = [Say(DEFINE), Say("///add_criteria Names a tile size\n"), Say("///add_criteria Has a sketch\n")]
-    with ScriptedModel(script, llama_cpp=True) as llama:  # its prompt cache: what the last request shared
+    # its prompt cache: what the last request shared; a context the conversation fits in
+    with ScriptedModel(script, llama_cpp=True, context=16384) as llama:
         result = deep_research("run", folder, "--base-url", llama.base_url, "--grammar", "off", "--max-rounds", "3",
                                code=4)
+        sent = ["".join(m["content"] for m in request["messages"]) for request in llama.requests]
     lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
     shares = [int(line.split("% cached")[0].rsplit(" ", 1)[-1]) for line in lines]
-    assert shares[2] >= 80, ("within a session the prompt extends the last one", lines)
-    assert all(isinstance(r["cached_tokens"], int) for r in rounds(folder)), "and the journal records it"
+    assert shares[2] >= 80, lines
+    records = rounds(folder)
+    assert records[2]["cached_tokens"] == len(sent[1]) // 4, "within a session the last prompt is a prefix of the next"
+    assert all(isinstance(r["cached_tokens"], int) for r in records), "and the journal records it"
 
 
 def test_approval_without_a_terminal_stops_with_status_3(folder: Path, model: ScriptedModel) -> None:
@@ -99,6 +103,20 @@ def test_the_research_settings_are_read_and_the_command_line_wins(folder: Path, 
     assert model.requests[0]["model"] == "from-toml" and "grammar" in model.requests[0]
     deep_research("run", folder, "--model", "from-cli", "--grammar", "off", "--max-rounds", "1", code=4)
     assert model.requests[1]["model"] == "from-cli" and "grammar" not in model.requests[1]
+
+
+def test_the_budgets_are_options_of_run(folder: Path, model: ScriptedModel) -> None:
+    model.add(Say(DEFINE), Say(BREAK_DOWN))  # two subproblems
+    result = deep_research("run", folder, "--base-url", model.base_url, "--grammar", "off", "--max-rounds", "2",
+                           "--max-breadth", "1", "--max-criteria", "4", "--max-depth", "1", "--rounds-per-problem", "5",
+                           code=4)
+    assert "round 2: executed; commands 3 ok, 1 failed, 0 not run" in result.stdout
+    session = (folder / ".deep-research").glob("sessions/*")
+    replies = "".join(path.read_text(encoding="utf-8") for path in session)
+    assert "the most the research's budget allows (max_breadth = 1)" in replies
+    assert [c.title for c in Research.open(folder).tree.children(())] == ["Cache sizes"]
+    bad = deep_research("run", folder, "--max-breadth", "0", code=2)
+    assert "--max-breadth must be a whole number from 1 to 100, not '0'" in bad.stderr
 
 
 def test_the_environment_gives_the_endpoint(folder: Path, model: ScriptedModel) -> None:

@@ -23,6 +23,8 @@ import pytest
 
 from deep_research.engine.research import Research
 
+from tests.roomy import roomy
+
 from dr_cli_support import cli_command, cli_env
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -89,6 +91,7 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str
     """A research holding the large message in message.dr; its snapshots before and after."""
     base = tmp_path_factory.mktemp("kill") / "base"
     research = Research.create(base, "Cover everything.", [("Background", "Context text.")])
+    roomy(base)  # 60 subproblems in one message
     research.execute("<<< define_problem\n///title\nA wide problem\n///content\nMany parts.\n>>>\n")
     (base / "message.dr").write_text(large_message(), encoding="utf-8")
     before = snapshot(base)

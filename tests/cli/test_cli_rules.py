@@ -47,3 +47,29 @@ def test_an_unknown_citation_is_a_warning_and_the_report_is_written(run, researc
     assert "Warning: [[Nowhere]] cites no attachment" in result.stdout
     assert (research / "Report 3 Pager.md").is_file()
     assert (research / BOOK / "journal.jsonl").read_text(encoding="utf-8").count('"write_report"') == 1
+
+
+# -- the budgets (issue 27) -------------------------------------------------------------------------
+
+
+def test_work_over_a_budget_fails_with_exit_1_and_check_reports_a_lowered_budget(run, research: Path) -> None:
+    (research / "deep-research.toml").write_text("max_breadth = 1\n", encoding="utf-8")
+    execute(run, research, SUB)
+    result = execute(run, research, SUB.replace("Cache sizes", "Loop order"), code=1)
+    assert "already has 1 subproblem, the most the research's budget allows (max_breadth = 1)" in result.stdout
+    assert "(Budget: 1 subproblem, the most allowed (max_breadth = 1): no more may be added" in run("prompt", research).stdout
+    run("check", research, code=0)
+    (research / "deep-research.toml").write_text("max_breadth = 1\nmax_criteria = 1\n", encoding="utf-8")
+    checked = run("check", research, code=1).stdout  # the fixture's problem has two criteria
+    assert f"{research}/Criteria of Definition of Done.md:1: 2 criteria, over the research's budget of 1 " \
+           "(max_criteria)" in checked
+
+
+def test_a_bad_budget_is_named_and_the_default_applies(run, research: Path) -> None:
+    (research / "deep-research.toml").write_text("max_breadth = -2\n", encoding="utf-8")
+    result = execute(run, research, SUB)
+    assert "Added subproblem" in result.stdout
+    assert "at most 3 subproblems per problem" in run("prompt", research).stdout
+    assert run("check", research, code=1).stdout == (
+        f"{research}/deep-research.toml:1: `max_breadth` must be a whole number from 1 to 100, not -2; "
+        "the default applies\n")

@@ -14,6 +14,7 @@ import pytest
 from deep_research.engine.research import Research
 
 from dr_cli_support import BOOK, DEFINE, cli_command, cli_env
+from tests.roomy import roomy
 from test_cli_kill import ATTACHMENTS, SUBPROBLEMS, TMP_MARK, Folder, count, large_message, names, size, snapshot
 
 
@@ -63,6 +64,7 @@ def undo_references(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
     snapshots before and after undoing it."""
     base = tmp_path_factory.mktemp("undo-kill") / "base"
     research = Research.create(base, "Cover everything.")
+    roomy(base)  # 60 subproblems in one message
     research.execute(DEFINE)
     (base / "message.dr").write_text(large_message(), encoding="utf-8")
     done = subprocess.run(cli_command("execute", base / "message.dr"), capture_output=True, text=True,

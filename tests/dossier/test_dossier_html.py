@@ -168,6 +168,7 @@ def test_an_empty_research_and_a_deep_one(tmp_path: Path) -> None:
     check_safe(html)
     assert "No problem is defined yet." in html and "Nothing has been executed yet." in html
     deep = Research.create(tmp_path / "deep")
+    deep.rule_overrides = {"max_depth": 100}  # past the deepest budget a research may set
     deep.execute(block("define_problem", title="Level 0", content="x"))
     for level in range(1, 60):  # deeper than any research; the writer must not recurse
         deep.execute(block("add_subproblem", title=f"Level {level}", content="x") + f"///focus_down Level {level}\n")

@@ -20,6 +20,8 @@ from deep_research.engine.incremental import DocumentAnalysis, Memo
 from deep_research.engine.parser import parse, reparse
 from deep_research.engine.research import Research
 
+from tests.roomy import roomy
+
 from dr_engine_support import DEFINITION, block, line, new_research, normalise, subproblem
 
 SETTINGS = settings(
@@ -133,6 +135,7 @@ def test_text_a_command_does_not_hold_still_counts(research: Research) -> None:
 
 
 def test_an_edit_near_the_end_resumes_near_the_end(research: Research) -> None:
+    roomy(research.root)  # 40 criteria, all of them added
     text = "".join(line("add_criteria", f"Criterion {n}") for n in range(40)) + subproblem("New one")
     document = DocumentAnalysis(research, every=4)
     first = document.analyze(parse(text))

@@ -17,7 +17,19 @@ from deep_research.engine.names import MAX_NAME_BYTES, name_key, one_line, safe_
 from deep_research.engine.outline import render_outline
 from deep_research.engine.research import Research
 
+from tests.roomy import roomy
+
 from dr_engine_support import BREAKDOWN, DEFINITION, attachment, files, line, ok, read, statuses, subproblem
+
+
+
+@pytest.fixture(autouse=True)
+def _roomy(request: pytest.FixtureRequest) -> None:
+    """These tests drive many titles through real commands: the budgets stay out of the way."""
+    if "research" in request.fixturenames:
+        request.getfixturevalue("research")
+        roomy(request.getfixturevalue("root"))
+
 
 RESERVED = {"CON", "PRN", "AUX", "NUL"} | {f"{p}{i}" for p in ("COM", "LPT") for i in range(10)}
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from deep_research.engine.research import Research
 
+from tests.roomy import roomy
+
 from dr_engine_support import ROOT_DEFINITION, line, new_research, ok, subproblem
 
 INSTRUCTION = "Explain it to first-year students."
@@ -22,6 +24,7 @@ def tokens(prompt: str) -> int:
 def chatty(root: Path, turns: int = 12) -> Research:
     """A research whose current session holds many long turns."""
     research = new_research(root, criteria=("Names a tile size", "Gives a C sketch"), instruction=INSTRUCTION)
+    roomy(root)  # a criterion per turn
     for n in range(turns):
         ok(research, f"Turn {n} thinking. " + "Long reasoning. " * 200 + "\n" + line("add_criteria", f"Criterion from turn {n}"))
     return research
@@ -61,6 +64,7 @@ def test_messages_keep_their_numbers_when_early_ones_are_left_out(root: Path) ->
 
 def test_then_the_subproblem_definitions_are_shortened(root: Path) -> None:
     research = new_research(root, instruction=INSTRUCTION)
+    roomy(root)  # 30 subproblems
     long = "What exactly this part must answer, in detail. " * 40
     ok(research, "".join(subproblem(f"Part {n:02d}", long) for n in range(30)))
     ok(research, line("add_criteria", "Covers every part"))  # the newest turn, small

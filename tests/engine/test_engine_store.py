@@ -20,6 +20,8 @@ from deep_research.engine import store
 from deep_research.engine.research import Research
 from deep_research.engine.store import FileCache, Transaction, UnsafePath, ensure_inside, recover
 
+from tests.roomy import roomy
+
 from dr_engine_support import CRITERIA, attachment, files, line, normalise, ok, read, subproblem
 
 BIG_MESSAGE = (
@@ -62,6 +64,7 @@ def tree_state(root: Path) -> dict[str, str]:
 @pytest.fixture
 def references(research: Research, root: Path, tmp_path: Path) -> tuple[dict[str, str], dict[str, str]]:
     """The research before the big message, and after running it uninterrupted in a copy."""
+    roomy(root)  # the message adds 8 subproblems
     copy = tmp_path / "reference"
     shutil.copytree(root, copy)
     ok(Research.open(copy), BIG_MESSAGE)

@@ -9,6 +9,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from tests.roomy import roomy
+
 from .helpers import DEFINE, change_doc, execute, open_doc
 
 SUB = Path("Subproblems")
@@ -31,6 +33,7 @@ async def run(client, uri: str, text: str) -> None:
 @pytest.fixture
 async def deep(client, research: Path) -> str:
     """Root > Cache sizes > (L1, L2 > (Lines)), in focus at L1; the root also has Other."""
+    roomy(research)  # three levels deep
     uri = open_doc(client, research / "message.dr", DEFINE)
     await execute(client, uri)
     await run(client, uri, add("Other") + "///focus_down Cache sizes\n")

@@ -136,3 +136,17 @@ async def test_undo_takes_the_message_back_and_the_editor_side_sees_the_agents_w
         await call(session, "undo_message", research="r")
         result = await session.call_tool("undo_message", {"research": "r"})
         assert result.is_error and "Nothing to undo" in text(result)
+
+
+async def test_a_message_over_a_budget_gets_the_refusal_in_its_reply(tmp_path: Path):
+    async with connect(tmp_path) as (session, _):
+        await call(session, "new_research", research="r", instruction="Question")
+        (tmp_path / "r" / "deep-research.toml").write_text("max_breadth = 1\n", encoding="utf-8")
+        await call(session, "execute_message", research="r", message=DEFINE)
+        reply = await call(session, "execute_message", research="r", message=(
+            "<<< add_subproblem\n///title\nCache sizes\n///content\nL1?\n>>>\n"
+            "<<< add_subproblem\n///title\nLoop order\n///content\nWhich?\n>>>\n"))
+        assert "FAILED" in reply and "## Errors Report" in reply  # a reply, not a tool error
+        assert "already has 1 subproblem, the most the research's budget allows (max_breadth = 1)" in reply
+        prompt = await call(session, "get_prompt", research="r")
+        assert "(Budget: 1 subproblem, the most allowed (max_breadth = 1): no more may be added" in prompt

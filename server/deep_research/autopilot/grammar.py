@@ -14,7 +14,12 @@ parse, and only commands that can run now:
   named like an existing one, and the sample texts of the prompt's examples as arguments
   (a small model copies them);
 - at least one command per message, at most one focus change, and it ends the message
-  (defining the problem ends it too: a new session starts after it).
+  (defining the problem ends it too: a new session starts after it);
+- nothing over the research's budgets (engine/budgets.py: breadth, depth, criteria; once the
+  rounds of this visit are spent, only the closing commands), and the autopilot closes what
+  it opens: `focus_down` only into subproblems not yet closed, `write_report` once every
+  subproblem is closed (and not again while the report is up to date), `focus_up` only with a
+  report, `fail_task_and_focus_up` only with its reason.
 
 Free text may not start a line with `/`, `<` or `>`, so it can never be mistaken for a
 command. `SHUT_DOWN_DEEP_RESEARCHER` is not ruled out (GBNF cannot exclude a substring
@@ -38,12 +43,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..engine import commands
+from ..engine import budgets, commands, staleness
 from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
-from ..engine.rules import DEFAULT_REPORT_MAX_WORDS
-from ..engine.state import Phase
+from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
+from ..engine.state import Phase, Status
 
 # Bounds that make every message end (a small model repeats itself until its token limit):
 PROSE_LINES = 2  # free-text lines between two commands: enough to think, not to ramble
@@ -74,30 +79,55 @@ class GrammarInputs:
     reply_chars: int | None = None  # about how many characters the reply may still take
     report_words: int = DEFAULT_REPORT_MAX_WORDS  # the research's report_max_words
     cited: tuple[str, ...] = ()  # the attachments a report may cite: the focus's and its parents'
+    # The research's budgets (engine/budgets.py): commands refused whatever their arguments
+    # (over breadth, depth or criteria, or every non-closing one once the rounds are spent),
+    # and the subproblems that cannot get another criterion.
+    refused: frozenset[str] = frozenset()
+    full_subproblems: tuple[str, ...] = ()
+    # The autopilot closes what it opens: it focuses down only into subproblems not yet closed,
+    # writes the report once every subproblem is closed (and only when there is none, or it is
+    # out of date), focuses up only with a report, and fails a problem only with a reason.
+    closed_subproblems: tuple[str, ...] = ()  # done or failed
+    report: bool = False  # the current problem has a report that is up to date
 
     @classmethod
     def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
         """From a `Research` (engine.research) and its merged `Config`."""
-        return cls.of_view(research.tree, research.state(), _search(config), reply_chars=reply_chars,
-                           report_words=research.rules().report_max_words, fetch=_fetch(config))
+        state = research.state()
+        return cls.of_view(research.tree, state, _search(config), reply_chars=reply_chars,
+                           rules=research.rules(), rounds=research.rounds(state), fetch=_fetch(config))
 
     @classmethod
-    def of_view(cls, view, state, search: bool = False, **more) -> GrammarInputs:
-        """From any reading view of the tree (a `Tree`, or a dry run's `Draft`) and a state."""
+    def of_view(cls, view, state, search: bool = False, *, rules=None, rounds: int = 0, **more) -> GrammarInputs:
+        """From any reading view of the tree (a `Tree`, or a dry run's `Draft`) and a state, under
+        the research's `rules` (engine.rules.Rules; the defaults if None) after `rounds` of the
+        autopilot at the focus in this visit."""
+        rules = rules or Rules()
+        more.setdefault("report_words", rules.report_max_words)
         if state.phase is not Phase.IN_FOCUS:
             return cls(state.phase, search=search, **more)
         focus = view.problem(state.focus)
+        children = view.children(state.focus)
         attachments = tuple(a.name for a in view.attachments(state.focus))
         above = [a.name for depth in range(len(state.focus)) for a in view.attachments(state.focus[:depth])]
+        refusals = budgets.refusals(focus, children, rules, rounds)
         return cls(
             state.phase,
-            tuple(child.title for child in view.children(state.focus)),
+            tuple(child.title for child in children),
             tuple(n for n, c in enumerate(focus.criteria, 1) if not c.done) if focus else (),
             attachments,
             search,
             cited=tuple(dict.fromkeys(attachments + tuple(above))),
+            refused=refusals.commands,
+            full_subproblems=tuple(sorted(refusals.full_subproblems)),
+            closed_subproblems=tuple(c.title for c in children if c.status is not Status.OPEN),
+            report=bool(focus and focus.report and not staleness.changes(view, focus, children)),
             **more,
         )
+
+    @property
+    def open_subproblems(self) -> tuple[str, ...]:
+        return tuple(t for t in self.subproblems if t not in self.closed_subproblems)
 
 
 def _search(config) -> bool:
@@ -120,8 +150,11 @@ class MessageGrammar:
         self.fetch = _fetch(config)
         self.roots = tuple(roots)
         self.max_chars = max_reply_tokens * CHARS_PER_TOKEN if max_reply_tokens else None
-        self.inputs = GrammarInputs.of(research, config, reply_chars=self.max_chars)
-        self.report_words = self.inputs.report_words
+        state = research.state()
+        self.rules = research.rules()
+        self.rounds = research.rounds(state)  # at the message's start: the budget of this round
+        self.inputs = GrammarInputs.of_view(research.tree, state, self.search, reply_chars=self.max_chars,
+                                            rules=self.rules, rounds=self.rounds, fetch=self.fetch)
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
 
@@ -142,7 +175,7 @@ class MessageGrammar:
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
         inputs = GrammarInputs.of_view(
             analysis.draft, after, self.search, written=len(found), ended=ended, reply_chars=left,
-            report_words=self.report_words, fetch=self.fetch,
+            rules=self.rules, rounds=self.rounds, fetch=self.fetch,
             focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
         )
         if not _narrower(inputs, self.inputs):
@@ -174,6 +207,8 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or bool(set(old.open_criteria) - set(new.open_criteria))  # ticked: not again
         or bool(set(new.subproblems) - set(old.subproblems))  # titles now taken
         or bool(set(new.attachments) - set(old.attachments))  # names now taken
+        or bool(new.refused - old.refused) or bool(set(new.full_subproblems) - set(old.full_subproblems))  # budgets
+        or new.report != old.report  # a report written: not again, and now the problem can be left
         or new.phase is not old.phase
     )
 
@@ -201,7 +236,7 @@ class _Builder:
     def build(self) -> str:
         steps, focus = [], []
         for spec in commands.valid_in(self.inputs.phase):
-            if spec.changes_focus and not self.inputs.focus_change:
+            if spec.changes_focus and not self.inputs.focus_change or not self._admitted(spec.name):
                 continue
             rule = self._command(spec)
             if rule is not None:
@@ -223,6 +258,17 @@ class _Builder:
 
     # -- commands -------------------------------------------------------------------------
 
+    def _admitted(self, name: str) -> bool:
+        """What the budgets and the closing of what the autopilot opened leave of a command."""
+        inputs = self.inputs
+        if name in inputs.refused:
+            return False
+        if name == "write_report":  # every subproblem closed first; not again while it is up to date
+            return not inputs.open_subproblems and not inputs.report
+        if name == "focus_up":  # leave with a report, once every subproblem is closed
+            return inputs.report and not inputs.open_subproblems
+        return True
+
     def _command(self, spec: CommandSpec) -> str | None:
         name = "cmd-" + spec.name.replace("_", "-")
         if spec.form is Form.NONE:
@@ -234,10 +280,8 @@ class _Builder:
                      else self._value(spec, argument))
             if value is None:
                 return None
-            if argument.optional:  # the line alone, or with its argument
-                body = f'({_literal(f"///{spec.name}" + chr(10))} | {_literal(f"///{spec.name} ")} {value} "\\n")'
-            else:
-                body = f'{_literal(f"///{spec.name} ")} {value} "\\n"'
+            # an optional argument is written too: a failure says why (its reason is what the parent reads)
+            body = f'{_literal(f"///{spec.name} ")} {value} "\\n"'
         else:
             parts = [_literal(f"<<< {spec.name}\n")]
             for argument in spec.arguments:
@@ -255,6 +299,10 @@ class _Builder:
         """The rule for one argument's value, or None when nothing valid can be written."""
         if argument.type is ArgType.SUBPROBLEM:
             titles = self.inputs.subproblems
+            if spec.changes_focus:  # into a subproblem still to close, never back into a closed one
+                titles = self.inputs.open_subproblems
+            elif spec.name == "add_criteria_to_subproblem":
+                titles = tuple(t for t in titles if t not in self.inputs.full_subproblems)
             return "(" + " | ".join(_literal(t) for t in titles) + ")" if titles else None
         if argument.type is ArgType.CRITERION:
             numbers = self.inputs.open_criteria

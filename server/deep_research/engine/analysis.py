@@ -22,6 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from .budgets import rounds_refusal
 from .checks import Binding, bind
 from .commands import ApprovalMode, CommandSpec, Kind
 from .draft import Draft
@@ -107,14 +108,15 @@ class Analysis:
 
 def analyze(
     parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list,
-    *, evidence: Evidence | None = None, roots: Sequence[Path] = (), rules: Rules | None = None,
+    *, evidence: Evidence | None = None, roots: Sequence[Path] = (), rules: Rules | None = None, rounds: int = 0,
 ) -> Analysis:
     """`pending` gives the attachments that `define_problem` copies to the new problem.
     Without `evidence` it is a dry run: commands that need the outside world record their
     needs (`Analysis.needs`); with it they use its results (engine/evidence.py). `rules`
-    are the research's limits (the defaults if None)."""
+    are the research's limits (the defaults if None); `rounds` the autopilot's rounds at the
+    focus in this visit (engine/budgets.py)."""
     draft = Draft(tree, state, pending=pending, evidence=evidence,
-                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules())
+                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules(), rounds=rounds)
     run = Run(parsed, draft)
     for command in parsed.commands:
         run.step(command)
@@ -225,6 +227,11 @@ def _run(
     if binding.args is None:
         error = binding.error
         _fail(outcome, error.message if error else "The command is not written correctly.", error.fixes if error else ())
+        return
+    if phase is Phase.IN_FOCUS and not spec.closing and draft.rounds >= draft.rules.rounds_per_problem:
+        why = rounds_refusal(draft.rounds, draft.rules)
+        out.append(Diagnostic(command.name_span, Severity.ERROR, "over-budget", why))
+        _fail(outcome, why)
         return
     if spec.changes_focus and failed_before:
         why = (

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 from . import accounting, commands
 from .accounting import Figures
+from .budgets import Refusals
 from .commands import ArgType, CommandSpec, Form
 from .formats import status_label
 from .names import expand_home
@@ -29,7 +30,8 @@ from .text import Pos, Span
 
 
 # The focus, its subproblems, their folders by title; optionally the attachments a citation
-# may name (the focus's and its parents', nearest first) with their files.
+# may name (the focus's and its parents', nearest first) with their files, and what the
+# research's budgets refuse there (budgets.Refusals).
 Problems = tuple
 
 
@@ -78,6 +80,14 @@ class Snapshot:
         """The attachments a citation may name now, nearest first, with their files."""
         part = self._part()
         return part[3] if len(part) > 3 else ()
+
+    @property
+    def refused(self) -> Refusals:
+        """What the research's budgets refuse now (nothing over a budget is offered)."""
+        if self.phase is not Phase.IN_FOCUS:
+            return Refusals()
+        part = self._part()
+        return part[4] if len(part) > 4 else Refusals()
 
     def child(self, title: str) -> Problem | None:
         return next((c for c in self.children if c.title == title), None)
@@ -131,11 +141,18 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
         return _complete_argument(argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
-        return _commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False)
+        return _within_budget(_commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False),
+                              snap)
     if match is None:
         return []
     replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
-    return _commands(snap.phase, replace, blocks_only=match.group(2) is not None)
+    return _within_budget(_commands(snap.phase, replace, blocks_only=match.group(2) is not None), snap)
+
+
+def _within_budget(items: tuple[Candidate, ...], snap: Snapshot) -> Sequence[Candidate]:
+    """The command names the research's budgets do not refuse now."""
+    refused = snap.refused.commands
+    return [c for c in items if c.label not in refused] if refused else items
 
 
 def _line_argument(prefix: str):
@@ -275,7 +292,8 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
         if argument is not None and argument.cites and _open_citation(prefix) is not None:
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
-            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))))
+            full = snap.refused.full_subproblems if spec.name == "add_criteria_to_subproblem" else frozenset()
+            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), full)
     return []
 
 
@@ -314,7 +332,8 @@ def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate
     return items
 
 
-def _subproblems(snap: Snapshot, replace: Span) -> list[Candidate]:
+def _subproblems(snap: Snapshot, replace: Span, full: frozenset[str] = frozenset()) -> list[Candidate]:
+    """The subproblems' titles (but those in `full`: their criteria are at the budget)."""
     return [
         Candidate(
             label=child.title, kind=ItemKind.SUBPROBLEM,
@@ -322,7 +341,7 @@ def _subproblems(snap: Snapshot, replace: Span) -> list[Candidate]:
             documentation=_problem_markdown(child), replace=replace, text=child.title,
             sort_text=f"{index:04d}",
         )
-        for index, child in enumerate(snap.children)
+        for index, child in enumerate(snap.children) if child.title not in full
     ]
 
 

@@ -103,6 +103,9 @@ class CommandSpec:
     # A one-line command that may also be written as a block whose sections are its
     # arguments (a longer text than one line holds: fail_task_and_focus_up's reason).
     also_block: bool = False
+    # A move that closes the current problem (or an open subproblem of it first): what still
+    # runs once the problem's autopilot rounds are spent (engine/budgets.py).
+    closing: bool = False
 
     @property
     def line_argument(self) -> Argument | None:
@@ -210,7 +213,7 @@ def _build() -> dict[str, CommandSpec]:
             "Mark a criterion of the current problem as done, by its number.",
             "Marks one criterion of the current problem as met. It works only for the problem in "
             "focus, never for subproblems or parents. One number per command.",
-            op.mark_criteria_as_done,
+            op.mark_criteria_as_done, closing=True,
         ),
         CommandSpec(
             "add_subproblem", Form.BLOCK, Kind.CREATE, in_focus, False,
@@ -295,7 +298,7 @@ def _build() -> dict[str, CommandSpec]:
             "the research's word limit (about three pages; the prompt states the number) is refused. "
             "Cite an attachment of this problem or of a parent as `[[Attachment name]]`. Writing it "
             "again replaces it (that counts as an update, not a create).",
-            op.write_report,
+            op.write_report, closing=True,
         ),
         CommandSpec(
             "focus_down", Form.LINE, Kind.READ, in_focus, True,
@@ -303,7 +306,7 @@ def _build() -> dict[str, CommandSpec]:
             "Focus on a subproblem: a new session starts there.",
             "Makes a subproblem the current problem. The conversation so far is cleared and a new "
             "session starts with that subproblem in focus. Must be the last command of the message.",
-            op.focus_down,
+            op.focus_down, closing=True,
         ),
         CommandSpec(
             "focus_up", Form.NONE, Kind.UPDATE, in_focus, True,
@@ -312,7 +315,7 @@ def _build() -> dict[str, CommandSpec]:
             "Marks the current problem done and makes its parent the current problem, in a new "
             "session that shows this problem's report. At the root problem it finishes the whole "
             "research. Must be the last command of the message.",
-            op.focus_up,
+            op.focus_up, closing=True,
         ),
         CommandSpec(
             "fail_task_and_focus_up", Form.LINE, Kind.UPDATE, in_focus, True,
@@ -325,7 +328,7 @@ def _build() -> dict[str, CommandSpec]:
             "becomes the problem's report, so the parent learns what was tried and what blocks it. "
             "Must be the last command.",
             op.fail_task_and_focus_up,
-            also_block=True,
+            also_block=True, closing=True,
         ),
     ]
     return {spec.name: spec for spec in specs}

@@ -78,6 +78,7 @@ class Draft:
     own: set[ProblemPath] | None = None
     own_siblings: set[ProblemPath] | None = None
     rules: Rules = field(default_factory=Rules)  # the research's limits (engine/rules.py)
+    rounds: int = 0  # the autopilot's rounds at the focus in this visit, before this message (engine/budgets.py)
 
     # -- reading (the same interface as Tree) ------------------------------------------
 
@@ -106,7 +107,7 @@ class Draft:
         shared, and copied by whichever side is about to change one."""
         frozen = Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                        {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
-                       self.evidence, self.roots, list(self.needs), rules=self.rules)
+                       self.evidence, self.roots, list(self.needs), rules=self.rules, rounds=self.rounds)
         self.own, self.own_siblings = set(), set()
         return frozen
 
@@ -114,7 +115,8 @@ class Draft:
         """A new draft that goes on from this checkpoint, which stays as it is."""
         return Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                      {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
-                     self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set(), rules=self.rules)
+                     self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set(), rules=self.rules,
+                     rounds=self.rounds)
 
     def child_count(self, path: ProblemPath) -> int:
         return len(self._siblings(path).paths)

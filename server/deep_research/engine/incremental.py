@@ -90,7 +90,7 @@ class DocumentAnalysis:
         with research.cache.recording() as reads:
             state = research.state()
             draft = Draft(research.tree, state, pending=research.pending_attachments, roots=self.roots,
-                          rules=research.rules())
+                          rules=research.rules(), rounds=research.rounds(state))
             run = Run(parsed, draft)
             checkpoints: list[_Checkpoint] = []
             self._steps(run, 0, checkpoints)

@@ -24,13 +24,14 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import Iterator
 
+from ..config import parse_toml, read_table
 from . import citations, formats, staleness
 from .draft import title_key
 from .model import Attachment, Problem
 from .state import Phase, ProblemPath, State, Status
 from .store import (
-    ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS, bookkeeping,
-    list_dir, read_text,
+    ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
+    bookkeeping, list_dir, read_text,
 )
 from .text import Edit, Fix, Pos, Span, split_lines
 
@@ -98,6 +99,9 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
 
 
 def _bookkeeping(research) -> Iterator[Finding]:
+    settings = research.root / CONFIG_FILE
+    if settings.is_file():
+        yield from _settings(settings)
     book = bookkeeping(research.root)
     state_file = book / STATE
     text = read_text(state_file) if state_file.is_file() else None
@@ -111,6 +115,23 @@ def _bookkeeping(research) -> Iterator[Finding]:
             yield _at(Path(entry.path), 0, (
                 "an interrupted message could not be finished when the research was opened again; its changes "
                 "are recorded in this file: apply or delete it by hand"))
+
+
+def _settings(path: Path) -> Iterator[Finding]:
+    """The research's deep-research.toml: what of it cannot be read or is not a value of its
+    setting (each a sentence naming the key; the default applies)."""
+    text = read_text(path) or ""
+    raw, problem = parse_toml(text=text)
+    if problem:
+        yield _at(path, 0, f"the research's settings do not parse ({problem}): the defaults apply")
+        return
+    problems: list[str] = []
+    read_table(raw, problems, "", path.parent)
+    lines = split_lines(text)
+    for message in problems:
+        key = message.split("`")[1].split(".")[-1] if "`" in message else ""
+        number = next((i for i, line in enumerate(lines) if re.match(rf"\s*{re.escape(key)}\s*=", line)), 0)
+        yield _at(path, number, message.replace("; ignored", "; the default applies"), lines=lines)
 
 
 def _state(research, path: Path, text: str) -> Iterator[Finding]:
@@ -240,9 +261,11 @@ def _check(research, target: Path, text: str, path: ProblemPath, kind: str, sibl
     if kind == DEFINITION:
         return _definition(research, target, path, text, lines, siblings)
     if kind == CRITERIA:
-        return _criteria(target, lines)
+        return _criteria(target, lines) + _over_budget(research, target, path, len(formats.parse_criteria(text)), None)
     if kind == BREAKDOWN:
-        return _breakdown(research, target, path, text, lines, children)
+        children = research.tree.children(path) if children is None else children
+        return _breakdown(research, target, path, text, lines, children) + _over_budget(
+            research, target, path, None, len(children))
     if kind == REPORT:
         return _report(research, target, path, text, lines, children)
     return list(_front_matter(target, lines))
@@ -324,6 +347,28 @@ def _criteria(target: Path, lines: list[str]) -> list[Finding]:
         renumbered = formats.render_criteria(formats.parse_criteria(text))
         fix = _whole_file(lines, "Renumber the criteria", renumbered)
         found = [Finding(f.path, f.span, f.message, (fix,) if "numbered" in f.message else f.fixes) for f in found]
+    return found
+
+
+def _over_budget(research, target: Path, path: ProblemPath, criteria: int | None, children: int | None) -> list[Finding]:
+    """What of one problem is over the research's budgets (lowered below what it has, or a hand
+    edit): nothing breaks, new work there is refused."""
+    rules = research.rules()
+    found = []
+    if criteria is not None and criteria > rules.max_criteria:
+        found.append(_at(target, 0, (
+            f"{criteria} criteria, over the research's budget of {rules.max_criteria} (max_criteria): they all stay, "
+            "but no more can be added here until some are removed or the budget is raised")))
+    if children:
+        level = len(path)
+        if level >= rules.max_depth:
+            found.append(_at(target, 0, (
+                f"this problem is {level} level(s) below the root and has subproblems, deeper than the research's "
+                f"budget allows (max_depth = {rules.max_depth}): they stay, but none can be added here")))
+        elif children > rules.max_breadth:
+            found.append(_at(target, 0, (
+                f"{children} subproblems, over the research's budget of {rules.max_breadth} (max_breadth): they all "
+                "stay, but no more can be added here until the budget is raised")))
     return found
 
 

@@ -17,7 +17,7 @@ from . import citations, staleness
 from . import report as report_checks
 from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
 from .model import Criterion
-from .rules import DEFAULT_REPORT_MAX_WORDS
+from .rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from .state import ROOT, Phase, Status
 from .text import Edit, Fix, Span
 
@@ -94,7 +94,7 @@ def append_to_problem_definition(draft: Draft, args: Args) -> Result:
 # -- criteria ---------------------------------------------------------------------------------
 
 
-def _add_criterion(draft: Draft, path: tuple[str, ...], text: str) -> Result:
+def _add_criterion(draft: Draft, path: tuple[str, ...], text: str, span: Span | None = None) -> Result:
     problem = draft.problem(path)
     assert problem is not None
     for number, existing in enumerate(problem.criteria, 1):
@@ -103,13 +103,15 @@ def _add_criterion(draft: Draft, path: tuple[str, ...], text: str) -> Result:
                 f"{quote(problem.title)} already has this as criterion {number}; nothing added.",
                 [Warning_(f"Criterion {number} of {quote(problem.title)} already says this; nothing was added.")],
             )
+    if len(problem.criteria) >= draft.rules.max_criteria:
+        raise CommandError(_criteria_refusal(problem.title, len(problem.criteria), draft.rules), span)
     problem.criteria.append(Criterion(text))
     draft.mark(path, CRITERIA_ASPECT)
     return Result(f"Added criterion {len(problem.criteria)} to {quote(problem.title)}: {quote(text)}.")
 
 
 def add_criteria(draft: Draft, args: Args) -> Result:
-    return _add_criterion(draft, draft.focus.path, args["criteria"].value)
+    return _add_criterion(draft, draft.focus.path, args["criteria"].value, args["criteria"].span)
 
 
 _NUMBER = re.compile(r"#?\s*(\d+)\s*[.)]?")
@@ -145,15 +147,45 @@ def mark_criteria_as_done(draft: Draft, args: Args) -> Result:
 
 def add_criteria_to_subproblem(draft: Draft, args: Args) -> Result:
     child = _subproblem(draft, args["title"])
-    return _add_criterion(draft, child.path, args["criteria"].value)
+    return _add_criterion(draft, child.path, args["criteria"].value, args["criteria"].span)
 
 
 # -- subproblems and attachments -------------------------------------------------------------------
 
 
+# The research's budgets (engine/budgets.py): each refusal names the budget and what to do instead.
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _breadth_refusal(title: str, count: int, rules: Rules) -> str:
+    return (f"{quote(title)} already has {_count(count, 'subproblem')}, the most the research's budget allows "
+            f"(max_breadth = {rules.max_breadth}). Work with those: focus down into one, or add a criterion to "
+            "one with `<<< add_criteria_to_subproblem`.")
+
+
+def _depth_refusal(title: str, level: int, rules: Rules) -> str:
+    return (f"{quote(title)} is {level} level{'s' if level != 1 else ''} below the root problem, the deepest the "
+            f"research's budget allows (max_depth = {rules.max_depth}), so it cannot have subproblems. Answer it "
+            "here: save what you find as attachments, then write its report.")
+
+
+def _criteria_refusal(title: str, count: int, rules: Rules) -> str:
+    return (f"{quote(title)} already has {_count(count, 'criterion', 'criteria')}, the most the research's budget allows "
+            f"(max_criteria = {rules.max_criteria}). Work on those and mark them done; a further requirement can "
+            "go into the definition with `<<< append_to_problem_definition`.")
+
+
 def add_subproblem(draft: Draft, args: Args) -> Result:
     title, content = args["title"], args["content"].value
     focus = draft.focus
+    rules = draft.rules
+    if len(focus.path) >= rules.max_depth:
+        raise CommandError(_depth_refusal(focus.title, len(focus.path), rules), title.span)
+    if draft.child_count(focus.path) >= rules.max_breadth:
+        raise CommandError(_breadth_refusal(focus.title, draft.child_count(focus.path), rules), title.span)
     clash = draft.child_title_clash(focus.path, title.value)
     if clash is not None:
         same = clash.title == title.value

@@ -18,10 +18,10 @@ passes a reading view of the tree (a `Tree` or a `Draft`) and the bookkeeping da
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
-from . import commands, staleness
+from . import budgets, commands, staleness
 from .commands import ArgType, Form
 from .formats import status_label
 from .model import Attachment, Problem
@@ -202,7 +202,7 @@ def _session_opening(dropped: int, assistants: int) -> str:
     return text
 
 
-def render_update(view: TreeView, state: State, shown: str) -> str:
+def render_update(view: TreeView, state: State, shown: str, rules: Rules = Rules()) -> str:
     """What of the current problem changed since a conversation's opening: its sections
     (attachments, definition, criteria, breakdown, current report) whose text as it is now is
     not in `shown` (the opening and the turns so far), for the newest user turn. Empty when
@@ -219,8 +219,8 @@ def render_update(view: TreeView, state: State, shown: str) -> str:
             parts.append("## New attachment\n\n" + element)
     sections = [
         ("Problem Definition", focus.definition or "_(empty)_"),
-        ("Criteria of Definition of Done", _criteria(focus)),
-        ("Breakdown Structure", _breakdown(view.children(focus.path), "###")),
+        ("Criteria of Definition of Done", _criteria_section(focus, rules)),
+        ("Breakdown Structure", _breakdown_section(view, focus, rules)),
         ("Current Report", focus.report or "No report yet for the current problem."),
     ]
     for name, text in sections:
@@ -307,7 +307,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
     focus = chain[-1]
     return "\n\n".join([
         "# Deep Research Interface",
-        "## Introduction\n\n" + _INTRODUCTION.format(report_max_words=book.rules.report_max_words),
+        "## Introduction\n\n" + _INTRODUCTION.format(**asdict(book.rules), closing=budgets.closing_moves()),
         "## Block Commands\n\n" + _command_help(),
         _current_attachments(view, chain, fit.attachments_total),
         _context(book),
@@ -315,8 +315,8 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
         RULE + f"\n# Current Problem: {focus.title}",
         "## Problem Hierarchy\n\n" + _hierarchy(chain),
         "## Problem Definition\n\n" + (focus.definition or "_(empty)_"),
-        "## Criteria of Definition of Done\n\n" + _criteria(focus),
-        "## Breakdown Structure\n\n" + _breakdown(view.children(focus.path), "###", fit.definition_chars),
+        "## Criteria of Definition of Done\n\n" + _criteria_section(focus, book.rules),
+        "## Breakdown Structure\n\n" + _breakdown_section(view, focus, book.rules, fit.definition_chars),
         "## Completed Reports\n\n" + _reports(view, focus, fit.report_chars, book.rules.report_max_words),
         "## Parent chain\n\n" + _parent_chain(view, chain[:-1], fit.definition_chars),
         "## Goal\n\n" + _goal(state, focus),
@@ -366,6 +366,11 @@ keep to what the parent needs. It works backwards from the problem: \
 `Summarized problem definition:` first, then numbered questions and answers (`Q1:` … `A1:`), going \
 deeper with `Q1.1:` / `A1.1:` and wider with `Q2:`, and a final `Conclusion:`. Include every detail \
 the parent needs and why it matters; use lists, tables and code blocks freely.
+- The research has budgets: at most {max_breadth} subproblems per problem, {max_depth} levels of \
+subproblems below the root problem, and {max_criteria} criteria per problem. A command over a budget is \
+refused; the criteria and the breakdown of the current problem say what is left. When a model drives the \
+research (the autopilot), each visit to a problem has at most {rounds_per_problem} of its messages; after them \
+only {closing} run, so that the problem gets closed.
 - Cite your sources: in a report or a problem definition, write `[[Attachment name]]` (the name \
 exactly as the attachment shows it) where a statement rests on an attachment of the current problem \
 or of a parent. A name that is not such an attachment is flagged in the reply.
@@ -470,6 +475,17 @@ def _criteria(problem: Problem) -> str:
     if not problem.criteria:
         return "No criteria yet. Add the criteria that define when this problem is done with `///add_criteria`."
     return "\n".join(f"{n}. [{'✓' if c.done else ' '}] {c.text}" for n, c in enumerate(problem.criteria, 1))
+
+
+def _criteria_section(focus: Problem, rules: Rules) -> str:
+    """The current problem's criteria, and what the criteria budget leaves."""
+    return _criteria(focus) + "\n\n" + budgets.criteria_line(focus, rules)
+
+
+def _breakdown_section(view: TreeView, focus: Problem, rules: Rules, limit: int | None = None) -> str:
+    """The current problem's breakdown, and what the breadth and depth budgets leave."""
+    children = view.children(focus.path)
+    return _breakdown(children, "###", limit) + "\n\n" + budgets.breakdown_line(focus, len(children), rules)
 
 
 def _breakdown(children: list[Problem], level: str, limit: int | None = None) -> str:

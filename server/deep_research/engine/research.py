@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from . import formats
+from . import budgets, formats
 from . import undo as undoing
 from .analysis import Analysis, Status, analyze
 from .commands import ApprovalMode
@@ -128,6 +128,7 @@ class Research:
         self.durable = True  # fsync at commit; benchmarks may turn it off to measure the rest
         # Rules an editor's settings set over the research's deep-research.toml (engine/rules.py).
         self.rule_overrides: dict[str, object] = {}
+        self._rounds: tuple[tuple, int] | None = None  # (journal stat, session, focus) -> rounds there
 
     # -- opening ----------------------------------------------------------------------------
 
@@ -296,6 +297,27 @@ class Research:
         rules = read_rules(self.root, self.cache)
         return replace(rules, **self.rule_overrides) if self.rule_overrides else rules
 
+    def rounds(self, state: State | None = None) -> int:
+        """The autopilot's rounds at the focus in its current visit (engine/budgets.py), from the
+        journal: a stat per call (noted for kept analyses), its tail read when it changed."""
+        state = state or self.state()
+        journal = bookkeeping(self.root) / JOURNAL
+        st = self.cache.stat(journal)
+        if st is None:
+            return 0
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, state.session, state.focus)
+        if self._rounds is None or self._rounds[0] != key:
+            self._rounds = (key, budgets.rounds_in_session(journal, state.session, state.focus))
+        return self._rounds[1]
+
+    def refusals(self, state: State | None = None) -> budgets.Refusals:
+        """What the research's budgets refuse at the focus now (engine/budgets.py)."""
+        state = state or self.state()
+        if state.phase is not Phase.IN_FOCUS:
+            return budgets.Refusals()
+        return budgets.refusals(self.tree.problem(state.focus), self.tree.children(state.focus), self.rules(),
+                                self.rounds(state))
+
     def instruction(self) -> str:
         return read_text(bookkeeping(self.root) / INSTRUCTION) or ""
 
@@ -327,7 +349,7 @@ class Research:
     def update(self, shown: str) -> str:
         """The current problem's parts that changed since a conversation showed `shown`
         (engine.prompt.render_update)."""
-        return render_update(self.tree, self.state(), shown)
+        return render_update(self.tree, self.state(), shown, self.rules())
 
     def write_prompt(self) -> Path:
         target = bookkeeping(self.root) / PROMPT
@@ -352,8 +374,9 @@ class Research:
         folders `attach_file` may read besides the research (`fetch.allowed_roots`);
         `Analysis.needs` lists what the message needs from outside. With `evidence` the
         commands that need it use its results instead (what execution does)."""
-        return analyze(parsed or parse(text), self.tree, state or self.state(), self.pending_attachments,
-                       evidence=evidence, roots=roots, rules=self.rules())
+        state = state or self.state()
+        return analyze(parsed or parse(text), self.tree, state, self.pending_attachments,
+                       evidence=evidence, roots=roots, rules=self.rules(), rounds=self.rounds(state))
 
     def execute(
         self,

@@ -361,8 +361,9 @@ class DeepResearchServer(LanguageServer):
 
 
 def _problems(research: "Research") -> tuple:
-    """The focus, its subproblems and their folders, and the attachments a citation may name
-    (the focus's and its parents', nearest first, with their files), for completion and hover."""
+    """The focus, its subproblems and their folders, the attachments a citation may name
+    (the focus's and its parents', nearest first, with their files), and what the research's
+    budgets refuse there, for completion and hover."""
     state = research.state()
     tree = research.tree
     focus = tree.problem(state.focus)
@@ -370,7 +371,7 @@ def _problems(research: "Research") -> tuple:
     cited = tuple(
         (attachment, file) for depth in range(len(state.focus), -1, -1)
         for attachment, file in tree.attachment_files(state.focus[:depth]))
-    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited
+    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state)
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:

@@ -1,0 +1,63 @@
+"""The research's budgets (issue 27) in the editor: the editors' settings (camelCase) set them,
+work over a budget is a diagnostic while it is typed, and completion offers nothing over a
+budget; once the autopilot's rounds at a problem are spent, only the closing moves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsprotocol import types
+
+from deep_research.engine.research import Research
+
+from .helpers import DEFINE, change_doc, configure, diagnostics, execute, open_doc
+from .test_completion import complete
+
+SUB = "<<< add_subproblem\n///title\nLoop order\n///content\nWhich loop order?\n>>>\n"
+
+
+async def defined(client, research: Path) -> str:
+    uri = open_doc(client, research / "message.dr", DEFINE)  # one criterion, one subproblem
+    assert (await execute(client, uri))["executed"]
+    return uri
+
+
+async def test_work_over_a_budget_is_a_diagnostic_while_typed(client, research: Path):
+    uri = await defined(client, research)
+    await configure(client, maxBreadth=1)
+    change_doc(client, uri, SUB)
+    [found] = [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+    assert "the most the research's budget allows (max_breadth = 1)" in found.message
+    assert found.range.start.line == 2, "on the title"
+    await configure(client, maxBreadth=3)
+    change_doc(client, uri, SUB + "\n")
+    assert not [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+
+
+async def test_completion_offers_nothing_over_a_budget(client, research: Path):
+    uri = await defined(client, research)
+    change_doc(client, uri, "<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nNames L1\n>>>\n")
+    assert (await execute(client, uri))["executed"]
+    await configure(client, maxBreadth=1, maxCriteria=1)
+    change_doc(client, uri, "///")
+    labels = {i.label for i in await complete(client, uri, 0, 3)}
+    assert "add_subproblem" not in labels and "add_criteria" not in labels
+    assert {"add_attachment", "focus_down", "mark_criteria_as_done"} <= labels
+    change_doc(client, uri, "<<< add_criteria_to_subproblem\n///title\n\n///criteria\nx\n>>>\n")
+    assert [i.label for i in await complete(client, uri, 2, 0)] == [], "its criteria are at the budget"
+    change_doc(client, uri, "///focus_down \n")
+    assert [i.label for i in await complete(client, uri, 0, 14)] == ["Cache sizes"]
+
+
+async def test_once_the_rounds_are_spent_only_the_closing_moves(client, research: Path):
+    uri = await defined(client, research)
+    await configure(client, roundsPerProblem=2)
+    engine = Research.open(research)
+    state = engine.state()
+    engine.record([{"record": "round", "session": state.session, "problem": [], "outcome": "executed"}] * 2)
+    change_doc(client, uri, "///")
+    labels = {i.label for i in await complete(client, uri, 0, 3)}
+    assert labels == {"mark_criteria_as_done", "write_report", "focus_down", "focus_up", "fail_task_and_focus_up"}
+    change_doc(client, uri, "///add_criteria One more\n")
+    [found] = [d for d in await diagnostics(client, uri) if d.code == "over-budget"]
+    assert "rounds_per_problem = 2" in found.message and found.range.start.line == 0
