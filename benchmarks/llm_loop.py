@@ -26,6 +26,15 @@ generated tokens/s and the time to the first token, medians. `--cost-on DIR…` 
 `--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair;
 it checks that the benchmark still runs, not what the figures are. `--seeds ""` measures only
 the grammar's cost.
+
+`--converge` (issue 27) measures instead whether the model finishes a research: per seed one
+research, driven with the grammar under the budgets `--budgets` (default a two-level research:
+2 subproblems, 1 level, 3 criteria, 4 rounds per visit), for up to `--rounds` rounds (30), and
+prints per seed the round its root report was written in, the reports written (and how many
+child reports the root's rests on), whether it finished, the commands that ran, the share of the
+prompt tokens the server took from its cache (over all rounds, and over the rounds that continue
+a session, with the lowest), and the median first token. The goal line: the root report resting
+on at least two child reports within the rounds, with >= 95% of the commands run, on every seed.
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.loop import Autopilot, Observer, RoundReport, RunStatus, Settings  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
+from deep_research.engine.state import Status  # noqa: E402
 from deep_research.engine.store import CONFIG_FILE  # noqa: E402
 from deep_research.autopilot.grammar import MessageGrammar  # noqa: E402
 from tests.local_llm import find_install, llama_server  # noqa: E402
@@ -257,25 +267,129 @@ async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path,
     return found
 
 
+# -- does the model finish a research? (--converge, issue 27) --------------------------------------
+
+CONVERGE_BUDGETS = "max_breadth=2,max_depth=1,max_criteria=3,rounds_per_problem=4"
+
+
+@dataclass
+class Convergence:
+    seed: int
+    rounds: int = 0
+    root_report_round: int | None = None
+    finished: bool = False
+    reports: int = 0  # problems with a report (a failure's reason included)
+    child_reports: int = 0  # the root's subproblems done with a report
+    child_failures: int = 0
+    stopped: str = ""
+    figures: Figures = field(default_factory=Figures)
+    prompt_tokens: int = 0  # over every round
+    cached_tokens: int = 0
+    seconds: float = 0.0
+
+
+class Watch(Collect):
+    """`Collect`, and the round the root report appeared in, and the cache over every round."""
+
+    def __init__(self, result: Convergence, research: Research) -> None:
+        super().__init__(result.figures)
+        self.result, self.research = result, research
+
+    def round_ended(self, report: RoundReport) -> None:
+        super().round_ended(report)
+        reply = report.reply
+        if reply is not None and reply.cached_tokens is not None and reply.prompt_tokens:
+            self.result.prompt_tokens += reply.prompt_tokens
+            self.result.cached_tokens += reply.cached_tokens
+        root = self.research.tree.problem(())
+        if self.result.root_report_round is None and root is not None and root.report:
+            self.result.root_report_round = report.round
+
+
+async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budgets: str, base: Path) -> Convergence:
+    result = Convergence(seed)
+    root = base / f"converge-seed{seed}"
+    root.mkdir(parents=True)
+    toml = "".join(f"{pair.split('=')[0].strip()} = {int(pair.split('=')[1])}\n" for pair in budgets.split(",") if pair)
+    (root / CONFIG_FILE).write_text(toml + OFFLINE, encoding="utf-8")
+    research = Research.create(root, INSTRUCTION)
+    client = ModelClient(url, None, None)
+    settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=rounds, max_reply_tokens=reply_tokens,
+                        seed=seed)
+    started = time.monotonic()
+    try:
+        outcome = await Autopilot(research, client, settings, observer=Watch(result, research)).run()
+    finally:
+        await client.close()
+    result.seconds = time.monotonic() - started
+    result.rounds = outcome.rounds
+    result.finished = outcome.status is RunStatus.FINISHED
+    if outcome.status not in (RunStatus.FINISHED, RunStatus.LIMIT):
+        result.stopped = f"{outcome.status.value}: {outcome.message}"
+    tally(root, result.figures)
+    tree = research.tree
+    stack = [()]
+    while stack:
+        path = stack.pop()
+        problem = tree.problem(path)
+        if problem is not None and problem.report:
+            result.reports += 1
+        stack += [c.path for c in tree.children(path)]
+    for child in tree.children(()):
+        result.child_reports += child.status is Status.DONE and bool(child.report)
+        result.child_failures += child.status is Status.FAILED
+    return result
+
+
+def print_convergence(results: list[Convergence], rounds: int) -> None:
+    print(f"\n  {'seed':>4} {'root report':>12} {'finished':>9} {'reports':>8} {'children':>9} {'commands that ran':>18} "
+          f"{'cached, all':>12} {'continuing':>11} {'lowest':>7} {'first token':>12} {'time':>7}")
+    for r in results:
+        f = r.figures
+        print(f"  {r.seed:>4} {('round ' + str(r.root_report_round)) if r.root_report_round else 'none':>12} "
+              f"{'yes' if r.finished else 'no':>9} {r.reports:>8} "
+              f"{f'{r.child_reports} done' + (f', {r.child_failures} failed' if r.child_failures else ''):>9} "
+              f"{share(f.ran, f.commands):>18} "
+              f"{(f'{100 * r.cached_tokens / r.prompt_tokens:.0f}%' if r.prompt_tokens else '-'):>12} "
+              f"{(f'{100 * f.cached_in_session / f.prompt_in_session:.0f}%' if f.prompt_in_session else '-'):>11} "
+              f"{(f'{100 * f.lowest_share:.0f}%' if f.lowest_share is not None else '-'):>7} "
+              f"{(f'{statistics.median(f.first_token_ms) / 1000:.1f} s' if f.first_token_ms else '-'):>12} "
+              f"{r.seconds:>6.0f}s")
+        if r.stopped:
+            print(f"       stopped: {r.stopped}")
+        for why, count in f.why.most_common(4):
+            print(f"       not run {count}x: {why}")
+    met = [r for r in results if r.root_report_round and r.child_reports >= 2 and r.figures.commands
+           and r.figures.ran >= 0.95 * r.figures.commands]
+    print(f"\n  goal (root report on >= 2 child reports within {rounds} rounds, >= 95% of commands run): "
+          f"{len(met)} of {len(results)} seeds")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
-    parser.add_argument("--rounds", type=int, default=12, help="rounds per seed and mode (default 12)")
-    parser.add_argument("--reply-tokens", type=int, default=200)
+    parser.add_argument("--rounds", type=int, help="rounds per seed and mode (default 12; --converge: 30)")
+    parser.add_argument("--reply-tokens", type=int, help="the longest reply (default 200; --converge: 300)")
     parser.add_argument("--threads", type=int, default=1, help="llama-server's threads (default 1: on a loaded "
                         "2-core machine 2 threads generated 5-8x slower, waiting on each other)")
     parser.add_argument("--cost-pairs", type=int, default=8, help="requests with and without the grammar (default 8)")
     parser.add_argument("--cost-on", nargs="*", type=Path, default=[], metavar="RESEARCH",
                         help="also measure the grammar's cost on these researches (copies are used)")
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
+    parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
+    parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.rounds, args.reply_tokens, args.cost_pairs = "1", 2, 48, 1
+    args.rounds = args.rounds or (30 if args.converge else 12)
+    args.reply_tokens = args.reply_tokens or (300 if args.converge else 200)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     install = find_install()
     if install is None:
         print("The local model is not installed: run scripts/setup-local-llm first.")
         return 1
+    if args.converge:
+        return converge(install, seeds, args)
     print(f"SmolLM2-135M on llama-server ({args.threads} thread(s)), {args.rounds} rounds per seed and mode, replies <= "
           f"{args.reply_tokens} tokens; grammar on and off alternate round by round. "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
@@ -318,6 +432,22 @@ def main() -> int:
                   f"the autopilot's grammar steps {med['steps'][0]:.1f} tokens/s, {med['steps'][1]:.2f} s: "
                   f"{ratio('steps')}")
     print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
+    if args.quick:  # the convergence measurement runs too, so that it does not rot
+        return converge(install, seeds, args)
+    return 0
+
+
+def converge(install, seeds: list[int], args) -> int:
+    rounds, reply_tokens = args.rounds, args.reply_tokens
+    print(f"SmolLM2-135M on llama-server ({args.threads} thread(s)), one research per seed with the grammar, "
+          f"budgets {args.budgets}, up to {rounds} rounds, replies <= {reply_tokens} tokens. {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, llama_server(install, threads=args.threads) as url:
+        for seed in seeds:
+            results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp))))
+    print_convergence(results, rounds)
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
     return 0
 
 

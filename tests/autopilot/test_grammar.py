@@ -20,11 +20,14 @@ from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_S
 
 pytestmark = pytest.mark.llm
 
-IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True)
+IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True,
+                         files=("notes/paper.pdf",))
 NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
-# The same problem once its subproblems are closed (it may write its report), and once reported (it may leave).
-CLOSED = replace(IN_FOCUS, closed_subproblems=IN_FOCUS.subproblems)
+# The same problem once its subproblems are closed and its criteria done (it may write its report), once
+# reported (it may leave), and once the rounds of its visit are spent (it may be given up).
+CLOSED = replace(IN_FOCUS, closed_subproblems=IN_FOCUS.subproblems, open_criteria=())
 REPORTED = replace(CLOSED, report=True)
+SPENT = replace(IN_FOCUS, closing=True, give_up=True)
 
 
 def sub(title: str, content: str = "Why it matters.") -> str:
@@ -35,7 +38,7 @@ def sub(title: str, content: str = "Why it matters.") -> str:
 def test_every_documented_example_is_accepted(gbnf, phase: Phase) -> None:
     """In a state where the command applies: a report once the subproblems are closed, focusing
     up once the report is written."""
-    states = [NO_PROBLEM] if phase is Phase.NO_PROBLEM else [IN_FOCUS, CLOSED, REPORTED]
+    states = [NO_PROBLEM] if phase is Phase.NO_PROBLEM else [IN_FOCUS, CLOSED, REPORTED, SPENT]
     grammars = [build_grammar(inputs, exclude_examples=False) for inputs in states]
     assert all(gbnf.parses(grammar) for grammar in grammars)
     for spec in commands.valid_in(phase):
@@ -51,18 +54,23 @@ def test_the_replies_of_a_whole_research_are_accepted(gbnf) -> None:
     assert gbnf.accepts(build_grammar(focus), FOCUS_DOWN.split("Anything")[0])
     report, leave = FINISH.split("///focus_up\n")[0], "///focus_up\n"
     closed = replace(focus, closed_subproblems=focus.subproblems)
-    assert gbnf.accepts(build_grammar(closed), report) and not gbnf.accepts(build_grammar(closed), leave)
+    assert not gbnf.accepts(build_grammar(closed), report), "one grammar: criteria ticked, then no report"
+    assert gbnf.accepts(build_grammar(replace(closed, open_criteria=())), report.split("///mark_criteria_as_done 2\n")[1])
     assert gbnf.accepts(build_grammar(replace(closed, report=True, written=1, open_criteria=())), leave)
 
 
 
 def test_a_subproblem_is_solved_and_left_in_one_message_as_the_grammar_follows_it(gbnf, tmp_path) -> None:
     research = Research.create(tmp_path / "r", "Teach tiling.")
+    (research.root / "deep-research.toml").write_text("max_depth = 1\n", encoding="utf-8")  # its subproblems are leaves
     for message in (DEFINE, BREAK_DOWN, FOCUS_DOWN.split("Anything")[0]):
         research.execute(message)
-    solve = SOLVE_SUB.replace("///mark_criteria_as_done 1\n", "")  # a criterion it adds is ticked next round
-    assert not gbnf.accepts(MessageGrammar(research).first(), solve), "one grammar: no focus_up before a report"
-    assert gbnf.accepts_in_steps(MessageGrammar(research), solve), "the report written, it may leave"
+    assert not gbnf.accepts(MessageGrammar(research).first(), SOLVE_SUB), "one grammar: no focus_up before a report"
+    assert gbnf.accepts_in_steps(MessageGrammar(research), SOLVE_SUB), "criterion added, ticked, the report, then up"
+    research.execute(SOLVE_SUB)
+    research.execute("///focus_down Loop order\n")
+    research.execute(SOLVE_SUB.replace("L1", "loop order"))
+    assert gbnf.accepts_in_steps(MessageGrammar(research), FINISH), "the root, on its two closed subproblems"
 
 
 @pytest.mark.parametrize("text", [
@@ -146,7 +154,9 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
     grammar = build_grammar(inputs)
     named = {n for n in commands.COMMANDS if f'"///{n} ' in grammar or f'"///{n}\\n' in grammar or f'"<<< {n}' in grammar}
     # no search without a provider; the report once the subproblems are closed, focusing up with a report
-    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {"search", "write_report", "focus_up"}
+    # and failing once the rounds are spent
+    assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {
+        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file"}, "no file to attach either"
     for spec in commands.valid_in(Phase.IN_FOCUS):
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)
@@ -176,8 +186,11 @@ def test_the_grammar_follows_the_message_command_by_command(gbnf, tmp_path) -> N
     assert after and gbnf.accepts(after, ""), "once a command is written the message may end"
     for again in ("Cache sizes", "cache sizes", "Cache sizes "):
         assert not gbnf.accepts(after, sub(again)), f"the title the message added is taken: {again!r}"
-    assert gbnf.accepts(after, "///focus_down Cache sizes\n"), "and the new subproblem can be focused on"
+    assert not gbnf.accepts(after, "///focus_down Cache sizes\n"), "not before the breakdown has two parts"
     assert gbnf.accepts(after, "<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nOne\n>>>\n")
+    assert gbnf.accepts(steps.next(text + sub("Loop order")), "///focus_down Cache sizes\n"), "then it can be entered"
+    steps = MessageGrammar(research)
+    steps.next(text)
     text += "///add_criteria Has a sketch\n"
     assert steps.next(text) is None, "a command that only adds choices keeps the grammar in effect"
     text += "///mark_criteria_as_done 1\n"
@@ -254,9 +267,12 @@ def test_once_the_rounds_are_spent_only_the_closing_moves(gbnf, tmp_path) -> Non
     for blocked in ("///add_criteria More\n", sub("Tile shapes"), "<<< add_attachment\n///name\nN\n///content\nC\n>>>\n",
                     "<<< append_to_problem_definition\n///content\nMore.\n>>>\n"):
         assert not gbnf.accepts(grammar, blocked), blocked
-    for closing in ("///mark_criteria_as_done 2\n", "///focus_down Loop order\n",
-                    "///fail_task_and_focus_up Nothing is published\n"):
+    for closing in ("///mark_criteria_as_done 2\n", "///focus_down Loop order\n"):
         assert gbnf.accepts(grammar, closing), closing
+    give_up = "///fail_task_and_focus_up Nothing is published\n"
+    assert not gbnf.accepts(grammar, give_up), "closing it is tried first"
+    research.record([{"record": "round", "session": state.session, "problem": [], "outcome": "executed"}] * 2)
+    assert gbnf.accepts(MessageGrammar(research).first(), give_up), "two rounds later it may be given up"
 
 
 def test_the_autopilot_closes_what_it_opens(gbnf, tmp_path) -> None:
@@ -274,5 +290,23 @@ def test_the_autopilot_closes_what_it_opens(gbnf, tmp_path) -> None:
     research.execute("///focus_down Loop order\n")
     research.execute("///fail_task_and_focus_up Nothing is published\n")
     grammar = MessageGrammar(research).first()
-    assert "cmd-focus-down" not in grammar and gbnf.accepts(grammar, report), "every subproblem closed: the report"
-    assert gbnf.accepts_in_steps(MessageGrammar(research), report + "///focus_up\n"), "and with it, leave"
+    assert "cmd-focus-down" not in grammar and not gbnf.accepts(grammar, report), "not before the criteria are done"
+    done = "///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n"
+    assert gbnf.accepts_in_steps(MessageGrammar(research), done + report + "///focus_up\n"), "then the report, and up"
+
+
+def test_a_problem_that_may_be_broken_down_is_reported_on_its_parts(gbnf, tmp_path) -> None:
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    research.execute(DEFINE)
+    report = "<<< write_report\n///content\nSummarized problem definition: tiles.\nConclusion: 16.\n>>>\n"
+    assert not gbnf.accepts(MessageGrammar(research).first(), report), "a root that may have subproblems: parts first"
+    (research.root / "deep-research.toml").write_text("max_depth = 1\n", encoding="utf-8")
+    research.execute("<<< add_subproblem\n///title\nOnly part\n///content\nWhy.\n>>>\n///focus_down Only part\n")
+    assert gbnf.accepts(MessageGrammar(research).first(), report), "at the deepest level: at once"
+    research.execute(report + "///focus_up\n")
+    assert not gbnf.accepts(MessageGrammar(research).first(), report), "one closed part of two"
+    (research.root / "deep-research.toml").write_text("max_depth = 1\nmax_breadth = 1\n", encoding="utf-8")
+    assert gbnf.accepts(MessageGrammar(research).first(), report), "as many as the breadth allows"
+    (research.root / "deep-research.toml").write_text("max_depth = 1\nrounds_per_problem = 1\n", encoding="utf-8")
+    research.record([{"record": "round", "session": research.state().session, "problem": [], "outcome": "executed"}])
+    assert gbnf.accepts(MessageGrammar(research).first(), report), "its rounds spent: it closes on what it has"

@@ -15,11 +15,17 @@ parse, and only commands that can run now:
   (a small model copies them);
 - at least one command per message, at most one focus change, and it ends the message
   (defining the problem ends it too: a new session starts after it);
+- `attach_file` only with a file of the research folder (one folder is listed, `ATTACHABLE`
+  names at most; without one the command is left out);
 - nothing over the research's budgets (engine/budgets.py: breadth, depth, criteria; once the
-  rounds of this visit are spent, only the closing commands), and the autopilot closes what
-  it opens: `focus_down` only into subproblems not yet closed, `write_report` once every
-  subproblem is closed (and not again while the report is up to date), `focus_up` only with a
-  report, `fail_task_and_focus_up` only with its reason.
+  rounds of this visit are spent, only the closing commands), and a method that makes even a
+  small model finish what it opens. Where the depth allows subproblems, and while the visit
+  has rounds left, a problem is broken into `BREAKDOWN_PARTS` of them (or `max_breadth`) before
+  `focus_down` goes into one, and its report rests on that many closed ones; `focus_down` only
+  into subproblems not yet closed; `write_report` once every subproblem is closed and every
+  criterion marked done (not again while the report is up to date); `focus_up` only with a
+  report; `fail_task_and_focus_up` only with its reason, once closing for `FAIL_AFTER` rounds
+  did not work out (a small model otherwise gives problems up at random).
 
 Free text may not start a line with `/`, `<` or `>`, so it can never be mistaken for a
 command. `SHUT_DOWN_DEEP_RESEARCHER` is not ruled out (GBNF cannot exclude a substring
@@ -41,6 +47,7 @@ none at their ends, so that "taken" (which ignores case and spacing) is exact.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from functools import lru_cache
 
 from ..engine import budgets, commands, staleness
@@ -48,8 +55,15 @@ from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
+from ..engine.evidence import MAX_FILE_BYTES
 from ..engine.state import Phase, Status
+from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, list_dir
 
+# A problem that may be broken down is, before work on its parts and its report: into this many
+# parts (or max_breadth).
+BREAKDOWN_PARTS = 2
+FAIL_AFTER = 2  # closing rounds after which a problem may be failed instead
+ATTACHABLE = 40  # files of the research folder offered to attach_file
 # Bounds that make every message end (a small model repeats itself until its token limit):
 PROSE_LINES = 2  # free-text lines between two commands: enough to think, not to ramble
 LINE_CHARS = 240  # characters of any one line
@@ -89,6 +103,10 @@ class GrammarInputs:
     # out of date), focuses up only with a report, and fails a problem only with a reason.
     closed_subproblems: tuple[str, ...] = ()  # done or failed
     report: bool = False  # the current problem has a report that is up to date
+    parts: int = 0  # subproblems it is broken into before work on them starts, and its report rests on
+    closing: bool = False  # the rounds of this visit are spent: only the moves that close it
+    give_up: bool = False  # closing for FAIL_AFTER rounds already: it may be failed (with its reason)
+    files: tuple[str, ...] = ()  # files of the research folder attach_file may take (ATTACHABLE at most)
 
     @classmethod
     def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
@@ -111,6 +129,7 @@ class GrammarInputs:
         attachments = tuple(a.name for a in view.attachments(state.focus))
         above = [a.name for depth in range(len(state.focus)) for a in view.attachments(state.focus[:depth])]
         refusals = budgets.refusals(focus, children, rules, rounds)
+        closing = rounds >= rules.rounds_per_problem
         return cls(
             state.phase,
             tuple(child.title for child in children),
@@ -122,12 +141,37 @@ class GrammarInputs:
             full_subproblems=tuple(sorted(refusals.full_subproblems)),
             closed_subproblems=tuple(c.title for c in children if c.status is not Status.OPEN),
             report=bool(focus and focus.report and not staleness.changes(view, focus, children)),
+            parts=0 if closing or len(state.focus) >= rules.max_depth else min(BREAKDOWN_PARTS, rules.max_breadth),
+            closing=closing,
+            give_up=rounds >= rules.rounds_per_problem + FAIL_AFTER,
             **more,
         )
 
     @property
     def open_subproblems(self) -> tuple[str, ...]:
         return tuple(t for t in self.subproblems if t not in self.closed_subproblems)
+
+
+def attachable(root: Path) -> tuple[str, ...]:
+    """The research folder's own files `attach_file` may take, by name: regular files that are
+    neither the root problem's, the settings nor message documents (one folder, no walk;
+    ATTACHABLE at most)."""
+    found = []
+    for entry in list_dir(root):
+        if len(found) >= ATTACHABLE:
+            break
+        name = entry.name
+        if name in _NOT_ATTACHABLE or name.endswith(MESSAGE_SUFFIX) or "\n" in name:
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False) and entry.stat().st_size <= MAX_FILE_BYTES:
+                found.append(name)
+        except OSError:
+            continue
+    return tuple(sorted(found))
+
+
+_NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FILE})
 
 
 def _search(config) -> bool:
@@ -153,8 +197,9 @@ class MessageGrammar:
         state = research.state()
         self.rules = research.rules()
         self.rounds = research.rounds(state)  # at the message's start: the budget of this round
+        self.files = attachable(research.root)
         self.inputs = GrammarInputs.of_view(research.tree, state, self.search, reply_chars=self.max_chars,
-                                            rules=self.rules, rounds=self.rounds, fetch=self.fetch)
+                                            rules=self.rules, rounds=self.rounds, fetch=self.fetch, files=self.files)
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
 
@@ -175,7 +220,7 @@ class MessageGrammar:
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
         inputs = GrammarInputs.of_view(
             analysis.draft, after, self.search, written=len(found), ended=ended, reply_chars=left,
-            rules=self.rules, rounds=self.rounds, fetch=self.fetch,
+            rules=self.rules, rounds=self.rounds, fetch=self.fetch, files=self.files,
             focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
         )
         if not _narrower(inputs, self.inputs):
@@ -207,10 +252,25 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or bool(set(old.open_criteria) - set(new.open_criteria))  # ticked: not again
         or bool(set(new.subproblems) - set(old.subproblems))  # titles now taken
         or bool(set(new.attachments) - set(old.attachments))  # names now taken
-        or bool(new.refused - old.refused) or bool(set(new.full_subproblems) - set(old.full_subproblems))  # budgets
-        or new.report != old.report  # a report written: not again, and now the problem can be left
+        or bool(set(new.full_subproblems) - set(old.full_subproblems))  # criteria budget of a subproblem
+        or any(_admitted(old, name) and not _admitted(new, name) for name in commands.COMMANDS)  # budgets, method
+        or new.report != old.report  # a report written: now the problem can be left
         or new.phase is not old.phase
     )
+
+
+def _admitted(inputs: GrammarInputs, name: str) -> bool:
+    """What the budgets and the autopilot's method leave of a command (whatever its arguments)."""
+    if name in inputs.refused:
+        return False
+    if name == "write_report":  # on closed parts and done criteria; not again while it is up to date
+        return (not inputs.open_subproblems and not inputs.open_criteria and not inputs.report
+                and len(inputs.closed_subproblems) >= inputs.parts)
+    if name == "focus_up":  # leave with a report, once every subproblem is closed
+        return inputs.report and not inputs.open_subproblems
+    if name == "fail_task_and_focus_up":  # given up only when closing it otherwise did not work out
+        return inputs.give_up
+    return True
 
 
 def _budget_lines(chars: int) -> int:
@@ -259,15 +319,7 @@ class _Builder:
     # -- commands -------------------------------------------------------------------------
 
     def _admitted(self, name: str) -> bool:
-        """What the budgets and the closing of what the autopilot opened leave of a command."""
-        inputs = self.inputs
-        if name in inputs.refused:
-            return False
-        if name == "write_report":  # every subproblem closed first; not again while it is up to date
-            return not inputs.open_subproblems and not inputs.report
-        if name == "focus_up":  # leave with a report, once every subproblem is closed
-            return inputs.report and not inputs.open_subproblems
-        return True
+        return _admitted(self.inputs, name)
 
     def _command(self, spec: CommandSpec) -> str | None:
         name = "cmd-" + spec.name.replace("_", "-")
@@ -299,8 +351,9 @@ class _Builder:
         """The rule for one argument's value, or None when nothing valid can be written."""
         if argument.type is ArgType.SUBPROBLEM:
             titles = self.inputs.subproblems
-            if spec.changes_focus:  # into a subproblem still to close, never back into a closed one
-                titles = self.inputs.open_subproblems
+            if spec.changes_focus:  # into a subproblem still to close, once the breakdown is made
+                enough = len(self.inputs.subproblems) >= self.inputs.parts
+                titles = self.inputs.open_subproblems if enough else ()
             elif spec.name == "add_criteria_to_subproblem":
                 titles = tuple(t for t in titles if t not in self.inputs.full_subproblems)
             return "(" + " | ".join(_literal(t) for t in titles) + ")" if titles else None
@@ -311,6 +364,9 @@ class _Builder:
             return None
         if argument.type is ArgType.URL and not self.inputs.fetch:
             return None
+        if argument.type is ArgType.PATH:  # a file that is there (any other path surely fails)
+            files = self.inputs.files
+            return "(" + " | ".join(_literal(f) for f in files) + ")" if files else None
         if argument.type is ArgType.URL:
             # a host name, not an address literal (which would skip name resolution)
             self.rules["url"] = f'"http" "s"? "://" [a-zA-Z] [^\\x00-\\x20]{{0,{TITLE_CHARS * 2}}}'
