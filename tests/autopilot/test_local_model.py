@@ -1,7 +1,8 @@
 """The real thing: llama.cpp's llama-server with SmolLM2-135M (scripts/setup-local-llm) on a
-free loopback port, and `deep-research run` on a fresh research for up to 12 rounds with the
-grammar. It checks the plumbing, not the quality of a 135M model's research: a clean end,
-every round in the journal, a tree that opens; and it prints how many commands parsed and ran."""
+free loopback port, and `deep-research run` on a fresh research with the grammar. The first
+test checks the plumbing over 12 rounds (a clean end, every round in the journal, a tree that
+opens) and prints how many commands parsed and ran; the second that, under a two-level
+research's budgets, the model finishes it (issue 27), not the quality of what a 135M model writes."""
 
 from __future__ import annotations
 
@@ -68,3 +69,33 @@ def test_a_local_model_drives_a_research_with_the_grammar(local_llm, tmp_path: P
           f"tokens {sum(r['prompt_tokens'] + r['completion_tokens'] for r in records):,}; "
           f"prompt cached within a session {100 * cached:.0f}% ({len(within)} rounds)")
     assert all(isinstance(r["cached_tokens"], int) for r in records), "llama-server reports its prompt cache"
+
+
+@pytest.mark.timeout(3600)  # about 30 rounds of a 135M model on a shared 2-core machine
+def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) -> None:
+    """Issue 27's goal, through `deep-research run`: with budgets for a two-level research,
+    SmolLM2-135M writes the root report on two child reports within 30 rounds, and its
+    commands run (benchmarks/llm_loop.py --converge measures the same on three seeds)."""
+    folder = tmp_path / "research"
+    folder.mkdir()
+    (folder / "deep-research.toml").write_text("[fetch]\noffline = true\n", encoding="utf-8")
+    Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
+    with llama_server(local_llm, threads=1) as url:
+        result = subprocess.run(
+            [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
+             "--max-rounds", "30", "--max-reply-tokens", "300", "--seed", "1", "--max-breadth", "2", "--max-depth", "1",
+             "--max-criteria", "3", "--rounds-per-problem", "4"],
+            capture_output=True, text=True, env=env, timeout=3500, stdin=subprocess.DEVNULL,
+        )
+    print(result.stdout)
+    assert result.returncode == 0 and "The research is finished." in result.stdout, (result.stdout, result.stderr)
+    research = Research.open(folder)
+    children = research.tree.children(())
+    assert research.tree.problem(()).report, "the root report is written"
+    assert sum(1 for c in children if c.status.value == "done" and c.report) >= 2, "on two child reports"
+    journal = [json.loads(line) for line in (folder / ".deep-research/journal.jsonl").read_text().splitlines()]
+    executed = [r for r in journal if "record" not in r and "index" in r]
+    assert sum(r["status"] == "ok" for r in executed) >= 0.95 * len(executed), "its commands run"
+    assert len(rounds(folder)) <= 30
