@@ -310,3 +310,12 @@ def test_a_problem_that_may_be_broken_down_is_reported_on_its_parts(gbnf, tmp_pa
     (research.root / "deep-research.toml").write_text("max_depth = 1\nrounds_per_problem = 1\n", encoding="utf-8")
     research.record([{"record": "round", "session": research.state().session, "problem": [], "outcome": "executed"}])
     assert gbnf.accepts(MessageGrammar(research).first(), report), "its rounds spent: it closes on what it has"
+
+
+def test_attach_file_takes_only_a_file_that_is_there(gbnf, tmp_path) -> None:
+    research = budgeted(tmp_path, "")
+    (research.root / "notes.md").write_text("Tile sizes seen: 16, 32.\n", encoding="utf-8")
+    grammar = MessageGrammar(research).first()
+    assert gbnf.accepts(grammar, "///attach_file notes.md\n")
+    for doomed in ("other.md", "[File]", "Problem Definition.md", "message.dr", "deep-research.toml"):
+        assert not gbnf.accepts(grammar, f"///attach_file {doomed}\n"), doomed

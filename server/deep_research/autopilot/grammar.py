@@ -113,7 +113,8 @@ class GrammarInputs:
         """From a `Research` (engine.research) and its merged `Config`."""
         state = research.state()
         return cls.of_view(research.tree, state, _search(config), reply_chars=reply_chars,
-                           rules=research.rules(), rounds=research.rounds(state), fetch=_fetch(config))
+                           rules=research.rules(), rounds=research.rounds(state), fetch=_fetch(config),
+                           files=attachable(research.root))
 
     @classmethod
     def of_view(cls, view, state, search: bool = False, *, rules=None, rounds: int = 0, **more) -> GrammarInputs:
