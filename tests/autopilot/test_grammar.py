@@ -131,7 +131,8 @@ def test_an_offline_research_gets_no_fetching_or_searching(gbnf, tmp_path) -> No
         for name in ("attach_url", "search"):
             assert (f"cmd-{name.replace('_', '-')}" in grammar) is present, (name, present)
         assert gbnf.parses(grammar)
-        assert gbnf.accepts(grammar, "///attach_url https://example.org/page\n") is present
+        # (a root not broken down yet: the message starts with a part of it)
+        assert gbnf.accepts(grammar, sub("Part one") + "///attach_url https://example.org/page\n") is present
 
 
 def test_blocks_end_and_reports_have_their_structure(gbnf) -> None:
@@ -299,7 +300,10 @@ def test_a_problem_that_may_be_broken_down_is_reported_on_its_parts(gbnf, tmp_pa
     research = Research.create(tmp_path / "r", "Teach tiling.")
     research.execute(DEFINE)
     report = "<<< write_report\n///content\nSummarized problem definition: tiles.\nConclusion: 16.\n>>>\n"
-    assert not gbnf.accepts(MessageGrammar(research).first(), report), "a root that may have subproblems: parts first"
+    first = MessageGrammar(research).first()
+    assert not gbnf.accepts(first, report), "a root that may have subproblems: parts first"
+    assert not gbnf.accepts(first, "///add_criteria Names a size\n"), "a message starts breaking it down"
+    assert gbnf.accepts(first, "Two parts.\n" + sub("Sizes") + "///add_criteria Names a size\n")
     (research.root / "deep-research.toml").write_text("max_depth = 1\n", encoding="utf-8")
     research.execute("<<< add_subproblem\n///title\nOnly part\n///content\nWhy.\n>>>\n///focus_down Only part\n")
     assert gbnf.accepts(MessageGrammar(research).first(), report), "at the deepest level: at once"

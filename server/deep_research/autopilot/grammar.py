@@ -21,7 +21,8 @@ parse, and only commands that can run now:
   rounds of this visit are spent, only the closing commands), and a method that makes even a
   small model finish what it opens. Where the depth allows subproblems, and while the visit
   has rounds left, a problem is broken into `BREAKDOWN_PARTS` of them (or `max_breadth`) before
-  `focus_down` goes into one, and its report rests on that many closed ones; `focus_down` only
+  `focus_down` goes into one (until then each message starts with an `add_subproblem`), and its
+  report rests on that many closed ones; `focus_down` only
   into subproblems not yet closed; `write_report` once every subproblem is closed and every
   criterion marked done (not again while the report is up to date); `focus_up` only with a
   report; `fail_task_and_focus_up` only with its reason, once closing for `FAIL_AFTER` rounds
@@ -307,7 +308,12 @@ class _Builder:
         self.rules["prose"] = f"text-line{{0,{PROSE_LINES}}}"
         ends = " | ".join(focus) if focus else None
         more = "*" if self.inputs.written else "+"  # a message holds at least one command
-        if steps:
+        breaking_down = (not self.inputs.written and "cmd-add-subproblem" in steps
+                         and len(self.inputs.subproblems) < self.inputs.parts)
+        if breaking_down:  # a problem to break down: the message starts with a part of it
+            self.rules["step"] = " | ".join(steps)
+            root = "prose cmd-add-subproblem prose (step prose)*" + (f" ({ends})?" if ends else "")
+        elif steps:
             self.rules["step"] = " | ".join(steps)
             root = f"prose ((step prose){more} ({ends})? | {ends})" if ends else f"prose (step prose){more}"
         elif ends:
