@@ -14,7 +14,7 @@ from . import __version__
 # server, inside its start-up window (see `_serve`).
 
 EXIT_OK = 0
-EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed
+EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed or did not run
 EXIT_USAGE = 2  # a missing folder, an unreadable file, a folder that is not a research
 EXIT_INTERNAL = 70
 EXIT_IO = 74  # the file system refused a write (BSD's EX_IOERR)
@@ -31,12 +31,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return args.run(args)
+        status = args.run(args)
+        sys.stdout.flush()  # a closed pipe is seen here, not as a warning at exit
+        return status
     except UserError as error:
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `deep-research commands | head -1`: the reader has seen enough
+        return _reader_gone()
     except OSError as error:  # the file system refused: say what and where, change nothing
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
         print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
@@ -97,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
         "a finished or shut-down research is reopened at its root.",
     ))
 
-    execute = command("execute", _execute, "Execute the message in a .dr document and consume it.")
+    execute = command("execute", _execute, "Execute the message in a .dr document and consume it. Exit status: 0 "
+                      "every command ran (or the document was empty), 1 some failed or did not run (the Errors "
+                      "Report says which and why), 2 the document or research cannot be used, 74 the file system refused a write.")
     execute.add_argument("file", type=Path)
     execute.add_argument("--quiet", action="store_true", help="print only the Errors Report")
 
@@ -243,7 +249,7 @@ def _continue(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    from .engine.analysis import Status
+    from .engine.reply import unsuccessful
     from .engine.research import MESSAGE_FILE, Research, is_message_document
     from .engine.store import MESSAGE_SUFFIX
     from .printouts import execution_printout
@@ -268,7 +274,7 @@ def _execute(args: argparse.Namespace) -> int:
         print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
     sys.stdout.write(execution_printout(result, research, document=path, quiet=args.quiet))
-    failed = result.analysis is not None and result.analysis.count(Status.FAILED) > 0
+    failed = result.analysis is not None and bool(unsuccessful(result.analysis))  # failed, or not run
     return EXIT_COMMAND_FAILED if failed else EXIT_OK
 
 
@@ -285,6 +291,8 @@ def _run(args: argparse.Namespace) -> int:
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_COMMAND_FAILED
+    except BrokenPipeError:
+        raise  # the reader went away: `main` ends quietly
     except OSError as error:  # the file system refused: nothing was half-applied
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
         print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
@@ -309,12 +317,9 @@ def _tree(args: argparse.Namespace) -> int:
         from .engine.accounting import Ledger
 
         stats = Ledger(research.root)
-    try:
-        for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `deep-research tree DIR | head`: the reader has seen enough
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
+        print(line)
+    sys.stdout.flush()  # `deep-research tree DIR | head`: a closed pipe ends it quietly (see `main`)
     return EXIT_OK
 
 
@@ -332,19 +337,15 @@ def _check(args: argparse.Namespace) -> int:
     research = Research(root)  # not `open`: it would finish an interrupted message, and check writes nothing
     count = 0
     files: set[Path] = set()
-    try:
-        if (bookkeeping(root) / "pending.json").exists():
-            count += 1
-            print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
-                  "was written: it is finished the next time the research is opened (any command but check)")
-        for finding in check_research(research):
-            count += 1
-            files.add(finding.path)
-            print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
-        sys.stdout.flush()
-    except BrokenPipeError:  # `deep-research check DIR | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_COMMAND_FAILED
+    if (bookkeeping(root) / "pending.json").exists():
+        count += 1
+        print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
+              "was written: it is finished the next time the research is opened (any command but check)")
+    for finding in check_research(research):
+        count += 1
+        files.add(finding.path)
+        print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
+    sys.stdout.flush()  # `deep-research check DIR | head`: a closed pipe ends it quietly (see `main`)
     if count:
         print(f"deep-research: {count:,} finding(s) in {len(files) or 1:,} file(s).", file=sys.stderr)
         return EXIT_COMMAND_FAILED
@@ -434,6 +435,22 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _reader_gone() -> int:
+    """Standard output's reader went away (`deep-research commands | head -1`): end quietly, as
+    `cat` does under `head`, killed by SIGPIPE (status 141 in a shell). Whatever the command
+    wrote to the research was already one whole transaction; only printing is cut short."""
+    import signal
+
+    try:  # nothing left to flush when the interpreter exits
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + 13  # where there is no SIGPIPE: the status a shell shows for it
 
 
 def _positive(text: str) -> int:

@@ -16,14 +16,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def execution_printout(result: Execution, research: Research, *, document: Path | None = None,
-                       quiet: bool = False) -> str:
+                       quiet: bool = False, next_prompt: str | None = None) -> str:
     """The reply to an executed message (Execution Status Report, Errors Report, the request to
     continue) and where the next prompt is. `document` is the `.dr` document the message came
-    from, if any (it says when the document was not emptied); `quiet` keeps only the Errors Report."""
+    from, if any (it says when the document was not emptied); `quiet` keeps only the Errors Report.
+    `next_prompt` says how the reader gets the next prompt (an agent: a tool; by default, its file)."""
     lines = [result.reply if not quiet else errors_only(result.reply)]
     if document is not None and not result.consumed:
         lines.append(f"\n{document} changed while the message ran, so it was not emptied: check what it holds now.")
-    lines.append(f"\nThe prompt for the next message is in {research.prompt_path}.")
+    lines.append(f"\n{next_prompt or f'The prompt for the next message is in {research.prompt_path}.'}")
     return "\n".join(lines) + "\n"
 
 
@@ -42,21 +43,47 @@ def prompt_printout(research: Research, max_tokens: int | None = None) -> str:
     return research.prompt(limit)
 
 
-def undo_printout(research: Research, undone: Undone, *, put_back: bool = True) -> str:
-    """What an undo did. `put_back`: the caller let the message go back into its document (the
-    command line); otherwise (an agent) the message's text is shown instead."""
+def undo_printout(research: Research, undone: Undone, *, put_back: bool = True, prompt: str | None = None,
+                  not_executed: str | None = None) -> str:
+    """What an undo did, naming the message it took back. `put_back`: the caller let the message go
+    back into its document (the command line); otherwise (an agent) the message's text is shown
+    instead. `prompt` says how the reader sees the prompt (an agent: a tool; by default, its file).
+    `not_executed`: the reader's last message did not run (it waited for approval …): said first,
+    so that nobody takes the undo for the undo of that one."""
+    from .engine.research import MESSAGE_FILE
+    from .engine.store import read_text
+
     focus = research.focus()
     where = f"the focus is on “{focus.title}”" if focus is not None else "no problem is defined"
-    lines = [f"Undid message {undone.message}: {len(undone.files)} file(s) of the tree restored; {where}."]
+    lines = [f"{not_executed} So it left nothing to undo; the undo took back the one before it."] if not_executed else []
+    lines.append(f"Undid {message_label(undone.message, undone.text)}, the last message that was executed: "
+                 f"{len(undone.files)} file(s) of the tree restored; {where}.")
     if undone.document is not None:
         lines.append(f"The message is back in {undone.document}: edit it and execute it again, or empty it.")
     elif undone.text.strip():
-        lines.append(("Its document is not empty, so the message was not put back; here it is:\n" if put_back
-                      else "This was the message; send it again, changed, if it still applies:\n"))
+        if put_back and (read_text(research.root / MESSAGE_FILE) or "").strip():
+            lines.append(f"{research.root / MESSAGE_FILE} holds another message, never executed (undo takes back only "
+                         "executed messages), so it was left as it is and the undone message was not put back; "
+                         "here it is:\n")
+        else:
+            lines.append("Its document is not empty, so the message was not put back; here it is:\n" if put_back
+                         else "This was the message; send it again, changed, if it still applies:\n")
         lines.append(undone.text.rstrip())
     more = f"{undone.left} more message(s) can be undone." if undone.left else "Nothing more can be undone."
-    lines.append(f"\n{more} The prompt is back as it was: {research.prompt_path}.")
+    lines.append(f"\n{more} {prompt or f'The prompt is back as it was: {research.prompt_path}.'}")
     return "\n".join(lines) + "\n"
+
+
+def message_label(number: int, text: str) -> str:
+    """A message named so that its writer knows it: its number, its commands, its first words."""
+    from .engine.parser import parse
+
+    names = [c.name or "?" for c in parse(text).commands]
+    shown = ", ".join(f"`{n}`" for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+    commands = f"with {shown}" if names else "with no commands"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    begins = f", which begins “{first[:60]}{'…' if len(first) > 60 else ''}”" if first else ""
+    return f"message {number} ({commands}{begins})"
 
 
 def export_printout(target: Path, result: Exported, seconds: float) -> str:

@@ -200,6 +200,22 @@ def test_tree(run, research: Path) -> None:
     )
 
 
+def test_execute_exit_status_says_whether_every_command_ran(run, research: Path) -> None:
+    """0: every command ran; 1: some failed or did not run (after a focus change), each in the
+    Errors Report with why and how to fix it; 2: the document cannot be used."""
+    message = research / "message.dr"
+    message.write_text("<<< add_subproblem\n///title\nL1\n///content\nHow big?\n>>>\n///focus_down L1\n"
+                       "///add_criteria Late\n", encoding="utf-8")
+    result = run("execute", message, code=1)
+    errors = result.stdout.split("## Errors Report", 1)[1]
+    assert "No errors." not in errors
+    assert "- Command 3 (Line 8, `add_criteria`) did not run: Comes after the focus change `focus_down` on line 7" in errors
+    assert "Move it before line 7, or send it in the next message." in errors
+    message.write_text("///add_criteria Fine\n", encoding="utf-8")
+    assert "No errors." in run("execute", message, code=0).stdout
+    assert run("execute", research / "nowhere.dr", code=2).stderr
+
+
 def test_tree_before_a_problem(run, tmp_path: Path) -> None:
     run("new", tmp_path / "r")
     assert run("tree", tmp_path / "r").stdout.strip() == "No problem is defined yet."
