@@ -1,4 +1,5 @@
-"""The `deep-research` command line: serve, mcp, new, continue, execute, run, undo, prompt, tree, export, repl, demo."""
+"""The `deep-research` command line: serve, mcp, new, continue, execute, run, undo, prompt, tree, report, check,
+export, repl, commands, demo."""
 
 from __future__ import annotations
 
@@ -137,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("dir", type=Path)
     tree.add_argument("--stats", action="store_true",
                       help="add each problem's effort: messages, commands, time in focus, model rounds and tokens")
+
+    report = command("report", _report, "Print a problem's report: the answer (default the root problem's). Exit "
+                     "status: 0 printed, 1 the problem has no report yet, 2 no such problem or research.")
+    report.add_argument("dir", type=Path)
+    report.add_argument("problem", nargs="?", default="", metavar="PROBLEM",
+                        help="the titles on its path below the root, joined by ' / ', e.g. 'Cache sizes / L1'")
 
     check = command("check", _check, "Check a research on disk, hand edits included: one finding a line, "
                     "`path:line: message`. Exit status: 0 nothing found, 1 findings, 2 not a research. Writes nothing.")
@@ -320,6 +327,25 @@ def _tree(args: argparse.Namespace) -> int:
     for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
         print(line)
     sys.stdout.flush()  # `deep-research tree DIR | head`: a closed pipe ends it quietly (see `main`)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .engine.research import Research
+    from .engine.tree import UnknownProblem, find_problem
+    from .printouts import for_terminal, report_printout
+
+    research = Research.open(_folder(args.dir))
+    try:
+        path = find_problem(research.tree, args.problem)
+    except UnknownProblem as error:
+        raise UserError(str(error)) from None
+    text, notes = report_printout(research, path)
+    for note in notes:
+        print(f"deep-research: {note}", file=sys.stderr)
+    if text is None:
+        return EXIT_COMMAND_FAILED
+    sys.stdout.write(for_terminal(text) if sys.stdout.isatty() else text)
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ exactly what a person at the terminal reads; both call these functions.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -98,3 +99,41 @@ def unsettled_export_warning(result: Exported) -> str | None:
         return None
     return (f"messages kept running while the dossier was written ({result.attempts} times); "
             "it may mix two moments of the research. Export again when they stop.")
+
+
+def report_printout(research: Research, path: tuple[str, ...] = ()) -> tuple[str | None, list[str]]:
+    """The report of the problem at `path` (default the root's) as `deep-research report` prints
+    it, None when it has none; and notes for the reader (why there is none, a failed problem, a
+    stale report)."""
+    from .engine.outline import is_stale
+    from .engine.state import Phase, Status
+    from .engine.tree import problem_name
+
+    if research.state().phase is Phase.NO_PROBLEM:
+        return None, ["No problem is defined yet, so there is no report: the first message defines the problem."]
+    problem = research.tree.problem(path)
+    if problem is None:
+        return None, [f"There is no problem “{problem_name(research.tree, path)}”."]
+    title = f"“{problem.title}”"
+    if problem.report is None:
+        done = f"{problem.criteria_met} of {len(problem.criteria)} criteria done"
+        if problem.status is Status.OPEN:
+            return None, [f"{title} has no report yet (open, {done}): its researcher writes one with "
+                          "`<<< write_report` before focusing up."]
+        return None, [f"{title} is {problem.status.value} but has no report ({done}): it was closed without one."]
+    notes = []
+    if problem.status is Status.FAILED:
+        notes.append(f"{title} failed; its report says why.")
+    if is_stale(research, problem):
+        notes.append(f"the report of {title} is stale: its problem's definition or criteria, or a subproblem's report, "
+                     "changed after it was written (`deep-research tree` marks it).")
+    return problem.report.rstrip() + "\n", notes
+
+
+def for_terminal(text: str) -> str:
+    """`text` with its control characters shown, not obeyed (a report or a reply is written by a
+    model: an escape sequence in it must not drive the reader's terminal). Lines and tabs stay."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # issue 25 may bring a shared escaping

@@ -84,7 +84,29 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     print(f"{prefix}{result.message}", file=stream)
     if result.status is not RunStatus.ERROR:
         print(f"{result.rounds} round(s), {result.tokens:,} tokens.", file=out)
+    if result.status is RunStatus.FINISHED:
+        _print_answer(research, out, err)
     return EXIT[result.status]
+
+
+def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
+    """The research's answer, the root problem's report, once it finishes (`deep-research report` prints it again)."""
+    from ..printouts import for_terminal, report_printout
+
+    text, notes = report_printout(research)
+    for note in notes:
+        print(f"deep-research: {note}", file=err)
+    if text is None:
+        return
+    root = research.tree.problem(())
+    heading = f"The answer: the report of “{root.title if root else 'the root problem'}”"
+    if out.isatty():
+        print("\n" + (f"\x1b[1m{heading}\x1b[0m" if _color(out) else heading) + "\n", file=out)
+        out.write(for_terminal(text))
+    else:
+        print(f"\n{heading}:\n", file=out)
+        out.write(text)
+    out.flush()
 
 
 async def _drive(pilot: Autopilot, client: ModelClient) -> RunResult | None:
