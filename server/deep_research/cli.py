@@ -158,8 +158,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=Path, metavar="FILE.html",
                         help="where to write it (default: DIR/dossier.html)")
 
-    repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the next prompt.")
+    repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the system's reply. "
+                   "A message that is exactly :help, :status, :tree, :prompt, :history, :undo or :quit does that "
+                   "instead. Without a terminal, messages are read from standard input, separated by lines `---`.")
     repl.add_argument("dir", type=Path)
+    repl.add_argument("--show-prompt", action="store_true",
+                      help="show the whole prompt after every reply (by default :prompt shows it on request)")
 
     mcp = command(
         "mcp", _mcp,
@@ -431,7 +435,7 @@ def _repl(args: argparse.Namespace) -> int:
     from .engine.research import Research
     from .repl import run_repl
 
-    return run_repl(Research.open(_folder(args.dir)))
+    return run_repl(Research.open(_folder(args.dir)), show_prompt=args.show_prompt)
 
 
 def _mcp(args: argparse.Namespace) -> int:

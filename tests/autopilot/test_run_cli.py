@@ -185,3 +185,27 @@ def test_on_a_terminal_the_answer_is_printed_when_the_research_finishes(folder: 
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_on_a_terminal_a_lone_esc_stops_the_run_as_ctrl_c_does(folder: Path, model: ScriptedModel) -> None:
+    """Esc alone stops it; an arrow key (Esc [ A, the start of an escape sequence) does not."""
+    import pexpect
+
+    model.add(Say(DEFINE), Hold("I add criteria.\n///add_criteria Names a tile size\n"),
+              Say("///add_criteria Has a sketch\n"), Hold("///add_criteria Never\n"))
+    child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url],
+                          env=env(TERM="xterm"), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    model.wait_for(lambda m: m.holding == 1)  # round 2 streams
+    child.send("\x1b[A")  # an arrow key: not a lone Esc
+    model.release()
+    model.wait_for(lambda m: m.holding == 0)
+    model.hold_again()
+    model.wait_for(lambda m: m.holding == 1)  # round 4 streams: the arrow stopped nothing
+    child.send("\x1b")
+    child.expect("stopped \\(interrupted\\); nothing was half-applied")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert [r["outcome"] for r in rounds(folder)] == ["executed", "executed", "executed", "cancelled"]
+    criteria = Research.open(folder).focus().criteria
+    assert [c.text for c in criteria] == ["Names a tile size", "Has a sketch"]

@@ -248,6 +248,33 @@ def test_repl_skips_empty_messages(run, research: Path) -> None:
     assert "3. Third" in (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
 
 
+def test_repl_piped_runs_its_own_commands_and_shows_each_reply_alone(run, research: Path) -> None:
+    script = ":help\n---\n///add_criteria Third\n---\n:status\n---\n  :tree  \n---\n:history\n---\n:undo\n---\n" \
+             ":prompt\n---\n:nope\n---\n:quit\n---\n///add_criteria After quitting\n"
+    out = run("repl", research, input=script).stdout
+    assert out.count("PROMPT\n") == 2  # at the start and on request, not after the reply
+    assert "Messages are separated by lines `---`. :help lists the REPL's own commands." in out
+    for name in (":help", ":status", ":tree", ":prompt", ":history", ":undo", ":quit"):
+        assert f"  {name} " in out
+    assert out.count("SYSTEM REPLY TO MESSAGE") == 3  # one reply; in :history, the two of this session
+    assert "Focus: the root problem, “Tiled matrix multiplication”" in out
+    assert "Messages: 3 executed; 2 in this session (session 2); 3 can be undone." in out
+    assert "Tiled matrix multiplication [0/3] (open)  ◀ focus" in out  # :tree
+    assert "MESSAGE 2 OF THIS SESSION\n" + "─" * 72 + "\n///add_criteria Third" in out  # :history
+    assert "Undid message 3 (with `add_criteria`, which begins “///add_criteria Third”)" in out
+    assert "This was the message; send it again, changed, if it still applies:\n\n///add_criteria Third" in out
+    assert "Unknown REPL command `:nope`: nothing was sent." in out
+    criteria = (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "Third" not in criteria and "After quitting" not in criteria
+    prompt = out.rsplit("PROMPT\n", 1)[1]
+    assert "Third" not in prompt.split("Unknown REPL command")[0]  # the prompt as it is back after the undo
+
+
+def test_repl_show_prompt_shows_it_after_every_reply(run, research: Path) -> None:
+    out = run("repl", research, "--show-prompt", input="///add_criteria Third\n").stdout
+    assert out.count("PROMPT\n") == 2 and out.index("SYSTEM REPLY TO MESSAGE 1") < out.rindex("PROMPT\n")
+
+
 # -- errors: clear message, exit code 2, no traceback, nothing changed -----------------------------------------------------
 
 
