@@ -146,8 +146,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="the titles on its path below the root, joined by ' / ', e.g. 'Cache sizes / L1'")
 
     check = command("check", _check, "Check a research on disk, hand edits included: one finding a line, "
-                    "`path:line: message`. Exit status: 0 nothing found, 1 findings, 2 not a research. Writes nothing.")
+                    "`path:line: message`. Exit status: 0 nothing found, 1 findings, 2 not a research. Writes nothing "
+                    "(unless --fix).")
     check.add_argument("dir", type=Path)
+    check.add_argument("--fix", action="store_true",
+                       help="make the safe fixes first (generated files written again, criteria renumbered, known "
+                            "status words), the same an editor offers, and print each; nothing a person wrote is "
+                            "removed. What is left is printed as without --fix")
 
     undo = command("undo", _undo, "Take back the last executed message: the tree, focus, session and prompt "
                    "return to what they were before it (run again to take back the one before).")
@@ -365,6 +370,7 @@ def _check(args: argparse.Namespace) -> int:
             f": it is inside the research in {root}; check that one" if where is Location.INSIDE else
             " (no .deep-research/ folder and no Problem Definition.md)"))
     research = Research(root)  # not `open`: it would finish an interrupted message, and check writes nothing
+    fixed = _fix(args, root) if args.fix else 0
     count = 0
     files: set[Path] = set()
     if (bookkeeping(root) / "pending.json").exists():
@@ -376,11 +382,26 @@ def _check(args: argparse.Namespace) -> int:
         files.add(finding.path)
         print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
     sys.stdout.flush()  # `deep-research check DIR | head`: a closed pipe ends it quietly (see `main`)
+    done = f"fixed {fixed:,} finding(s); " if args.fix else ""
     if count:
-        print(f"deep-research: {count:,} finding(s) in {len(files) or 1:,} file(s).", file=sys.stderr)
+        left = " left (they need a person)" if args.fix else ""
+        print(f"deep-research: {done}{count:,} finding(s){left} in {len(files) or 1:,} file(s).", file=sys.stderr)
         return EXIT_COMMAND_FAILED
-    print(f"deep-research: nothing found in {args.dir}.", file=sys.stderr)
+    print(f"deep-research: {done}nothing {'left' if args.fix else 'found'} in {args.dir}.", file=sys.stderr)
     return EXIT_OK
+
+
+def _fix(args: argparse.Namespace, root: Path) -> int:
+    """`check --fix`: the safe fixes made (an interrupted message finished first), each printed
+    as `path:line: fixed: what (the finding)`; how many."""
+    from .engine.repair import fix_research
+    from .engine.research import Research
+
+    made = fix_research(Research.open(root))
+    for item in made:
+        finding = item.finding
+        print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: fixed: {item.fix.title} ({finding.message})")
+    return len(made)
 
 
 def _shown(given: Path, root: Path, path: Path) -> str:
