@@ -104,7 +104,8 @@ def _parser() -> argparse.ArgumentParser:
 
     execute = command("execute", _execute, "Execute the message in a .dr document and consume it. Exit status: 0 "
                       "every command ran (or the document was empty), 1 some failed or did not run (the Errors "
-                      "Report says which and why), 2 the document or research cannot be used, 74 the file system refused a write.")
+                      "Report says which and why), 2 the document or research cannot be used, 74 the file system "
+                      "refused a write.")
     execute.add_argument("file", type=Path)
     execute.add_argument("--quiet", action="store_true", help="print only the Errors Report")
 

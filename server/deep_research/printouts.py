@@ -56,7 +56,9 @@ def undo_printout(research: Research, undone: Undone, *, put_back: bool = True, 
 
     focus = research.focus()
     where = f"the focus is on “{focus.title}”" if focus is not None else "no problem is defined"
-    lines = [f"{not_executed} So it left nothing to undo; the undo took back the one before it."] if not_executed else []
+    lines = []
+    if not_executed:
+        lines.append(f"{not_executed} So it left nothing to undo; the undo took back the one before it.")
     lines.append(f"Undid {message_label(undone.message, undone.text)}, the last message that was executed: "
                  f"{len(undone.files)} file(s) of the tree restored; {where}.")
     if undone.document is not None:

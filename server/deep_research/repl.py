@@ -173,8 +173,8 @@ class _Repl:
             lines.append(f"Focus: {where}" if focus.path else f"Focus: the root problem, “{focus.title}”")
             children = research.tree.children(focus.path)
             still_open = sum(1 for c in children if c.status is Status.OPEN)
-            lines.append(f"  criteria {focus.criteria_met} of {len(focus.criteria)} done; {len(children)} subproblem(s), "
-                         f"{still_open} open; report {'written' if focus.report is not None else 'not written'}; "
+            lines.append(f"  criteria {focus.criteria_met} of {len(focus.criteria)} done; "
+                         f"{len(children)} subproblem(s), {still_open} open; report {'written' if focus.report is not None else 'not written'}; "
                          f"{focus.status.value}")
         sent = sum(1 for e in research.transcript() if e.role == "assistant")
         left = len(undo.history(research.root))
@@ -213,8 +213,8 @@ class _Repl:
             self.write(f"{refusal}\n\n")
             return None
         back = "The message is back in the input: edit it and send it again, or clear it." if self.interactive else None
-        self.write(undo_printout(self.research, undone, put_back=False, prompt=":prompt shows the prompt as it is back.")
-                   + (f"{back}\n" if back else "") + "\n")
+        shown = undo_printout(self.research, undone, put_back=False, prompt=":prompt shows the prompt as it is back.")
+        self.write(shown + (f"{back}\n" if back else "") + "\n")
         return undone.text.rstrip() if self.interactive else None
 
     # -- output ------------------------------------------------------------------------------

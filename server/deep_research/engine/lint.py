@@ -64,7 +64,8 @@ class Finding:
         return self.span.start.line + 1
 
 
-def _at(path: Path, line: int, message: str, *fixes: Fix, lines: list[str] | None = None, safe: bool = False) -> Finding:
+def _at(path: Path, line: int, message: str, *fixes: Fix, lines: list[str] | None = None,
+        safe: bool = False) -> Finding:
     length = len(lines[line]) if lines is not None and 0 <= line < len(lines) else 0
     return Finding(path, Span.on_line(line, 0, length), message, tuple(fixes), safe and bool(fixes))
 

@@ -376,7 +376,9 @@ def _open_subproblems(draft: Draft, path: tuple[str, ...]) -> str:
     titles = [child.title for child in draft.children(path) if child.status is Status.OPEN]
     if not titles:
         return ""
-    named = ", ".join(quote(t, 60) for t in titles[:10]) + (f" and {len(titles) - 10:,} more" if len(titles) > 10 else "")
+    named = ", ".join(quote(t, 60) for t in titles[:10])
+    if len(titles) > 10:
+        named += f" and {len(titles) - 10:,} more"
     problem = draft.problem(path)
     title = quote(problem.title) if problem is not None else "this problem"
     if path == ROOT:

@@ -23,7 +23,8 @@ def _status_report(analysis: Analysis) -> str:
     if not analysis.outcomes:
         lines.append("Your message contained no commands, so nothing was executed.")
     for number, outcome in enumerate(analysis.outcomes, 1):
-        lines.append(f"{number}. {_where(outcome)}: {STATUS_WORDS[outcome.status]}. {_status_text(outcome, analysis.shutdown)}")
+        text = _status_text(outcome, analysis.shutdown)
+        lines.append(f"{number}. {_where(outcome)}: {STATUS_WORDS[outcome.status]}. {text}")
         lines.extend(f"   - Warning: {w}" for w in outcome.warnings)
     notes = _orphans(analysis, errors=False)
     if notes:

@@ -209,5 +209,6 @@ def _unknown(tree: Tree, pieces: list[str], slashes: list[str]) -> str:
         return f"There is no subproblem “{pieces[at]}” under {where}: it has no subproblems."
     near = get_close_matches(pieces[at], titles, n=1, cutoff=0.5)
     listed = "; ".join(f"“{t}”" for t in titles[:12]) + ("; …" if len(titles) > 12 else "")
-    return (f"There is no subproblem “{pieces[at]}” under {where}" + (f"; did you mean “{near[0]}”?" if near else ".")
-            + f" Its subproblems: {listed}. Name a problem by the titles below the root, joined by “ / ”.")
+    guess = f"; did you mean “{near[0]}”?" if near else "."
+    return (f"There is no subproblem “{pieces[at]}” under {where}{guess} Its subproblems: {listed}. Name a problem "
+            "by the titles below the root, joined by “ / ”.")

@@ -150,10 +150,10 @@ class DeepResearchMCP:
                 name = self.workspace.name(research.root)
                 answer = await approval.ask(ctx.session, ctx.request_id, name, text, waiting, mode)
                 if answer is approval.Answer.CANNOT_ASK:
-                    self.not_executed[research.root] = "Your last message was not executed: it waits for the user's approval."
+                    self.not_executed[research.root] = "Your last message was not executed: it waits for approval."
                     return approval.needs_approval_reply(research.root, waiting, mode), _summary(None, "needs-approval")
                 if answer is approval.Answer.SKIP:
-                    self.not_executed[research.root] = "Your last message was not executed: the user did not approve it."
+                    self.not_executed[research.root] = "Your last message was not executed: the user declined it."
                     return approval.declined_reply(waiting, mode), _summary(None, "declined")
                 result = await gather_and_execute(research, text, config, mode=ApprovalMode.DELETE)
             if not result.executed:
@@ -203,8 +203,9 @@ class DeepResearchMCP:
         async with self.workspace.lock(research.root):
             undone = await asyncio.to_thread(research.undo, document=None)
             name = self.workspace.name(research.root)
-            text = undo_printout(research, undone, put_back=False, not_executed=self.not_executed.pop(research.root, None),
-                                 prompt=f"The prompt is back as it was: call get_prompt (research {name!r}) to read it.")
+            text = undo_printout(
+                research, undone, put_back=False, not_executed=self.not_executed.pop(research.root, None),
+                prompt=f"The prompt is back as it was: call get_prompt (research {name!r}) to read it.")
         await self._changed(ctx)
         return text, None
 

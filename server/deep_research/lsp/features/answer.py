@@ -54,7 +54,8 @@ def register(server: DeepResearchServer) -> None:
         answer["uri"] = from_fs_path(str(research.tree.folder(path) / REPORT))
         if ls.supports("window.show_document.support"):
             try:
-                shown = await ls.window_show_document_async(types.ShowDocumentParams(uri=answer["uri"], take_focus=True))
+                params = types.ShowDocumentParams(uri=answer["uri"], take_focus=True)
+                shown = await ls.window_show_document_async(params)
                 answer["shown"] = bool(shown.success)
             except Exception as error:
                 log.warning("could not show the report: %s", error)
