@@ -33,7 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         status = args.run(args)
-        sys.stdout.flush()  # a closed pipe is seen here, not as a warning at exit
+        if not sys.stdout.closed:  # `serve` may have closed it; a closed pipe is seen here, not at exit
+            sys.stdout.flush()
         return status
     except UserError as error:
         print(f"deep-research: {error}", file=sys.stderr)
