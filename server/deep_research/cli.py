@@ -193,7 +193,7 @@ def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources
     if args.instruction_file:
         from .engine.evidence import MAX_TEXT_CHARS
 
-        instruction = _read(args.instruction_file)
+        instruction = _read(args.instruction_file, f"{outcome} Give plain UTF-8 text.")
         if len(instruction) > MAX_TEXT_CHARS:
             raise UserError(f"{args.instruction_file} holds {len(instruction):,} characters; an instruction is at "
                             f"most {MAX_TEXT_CHARS:,}. {outcome}")
@@ -245,7 +245,7 @@ def _continue(args: argparse.Namespace) -> int:
 def _execute(args: argparse.Namespace) -> int:
     from .engine.analysis import Status
     from .engine.research import MESSAGE_FILE, Research, is_message_document
-    from .engine.store import MESSAGE_SUFFIX
+    from .engine.store import MESSAGE_SUFFIX, Guard
     from .printouts import execution_printout
     from .sources.gather import gather_and_execute_sync
 
@@ -259,6 +259,9 @@ def _execute(args: argparse.Namespace) -> int:
             f"{path} is not a message document: only {MESSAGE_SUFFIX} documents are executed (and emptied "
             f"afterwards). Write the message in the research's {MESSAGE_FILE}; {path} was not touched."
         )
+    if Guard(path.parent).locate(path) is None:  # a link out of its folder: someone else's file
+        raise UserError(f"{path} is a link to a file outside its folder: it is not read as a message, and was "
+                        "not touched.")
     text = _read(path)
     research = Research.open(path.resolve().parent)
     config = _config(research.root)
@@ -355,7 +358,8 @@ def _check(args: argparse.Namespace) -> int:
 def _shown(given: Path, root: Path, path: Path) -> str:
     """`path` as the user named the research: `DIR/Subproblems/…` (clickable in terminals and editors)."""
     try:
-        return str(given / Path(os.path.realpath(path)).relative_to(os.path.realpath(root)))
+        # The entry itself, not where it leads: `check` reports links by their own place.
+        return str(given / Path(os.path.realpath(path.parent), path.name).relative_to(os.path.realpath(root)))
     except ValueError:
         return str(path)
 
@@ -454,19 +458,23 @@ def _folder(path: Path) -> Path:
     return path
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, after: str | None = None) -> str:
     if not path.exists():
         raise UserError(f"{path}: no such file")
     if path.is_dir():
         raise UserError(f"{path} is a folder, not a file")
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: permission denied")
-    from .engine.store import read_text
+    from .engine.store import read_bytes
+    from .engine.text import NotText, message_text
 
-    text = read_text(path)
-    if text is None:
-        raise UserError(f"{path}: cannot read the file")
-    return text
+    data = read_bytes(path)  # a regular file, read without blocking
+    if data is None:
+        raise UserError(f"{path}: cannot read the file (it is not a regular file, or cannot be opened)")
+    try:
+        return message_text(data, str(path), *([after] if after else []))
+    except NotText as error:
+        raise UserError(str(error)) from None
 
 
 def _config(root: Path):

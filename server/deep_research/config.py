@@ -37,7 +37,7 @@ from typing import Any
 
 from .engine.names import expand_home
 from .engine.rules import MIN_REPORT_MAX_WORDS
-from .engine.store import CONFIG_FILE
+from .engine.store import CONFIG_FILE, Guard
 
 try:
     import tomllib
@@ -100,11 +100,15 @@ def load(root: Path, environ: dict[str, str] | None = None) -> tuple[Config, lis
     config = Config()
     path = root / CONFIG_FILE
     raw: dict[str, Any] = {}
-    if path.is_file():
+    guard = Guard(root)  # a research from someone else: its file may be a link out, or a pipe
+    data = guard.read(path)
+    if data is not None:
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            raw = tomllib.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
             problems.append(f"{path} cannot be read ({error}); using the defaults")
+    elif guard.why_not(path) is not None:
+        problems.append(f"{path} is not read ({guard.why_not(path)}); using the defaults")
     if raw:
         config = _from_table(raw, root, problems, str(path))
     if env.get("OPENAI_BASE_URL"):

@@ -140,7 +140,7 @@ def test_any_name_gives_one_safe_unique_component(name: str, taken: list[str]) -
 # -- through real commands, on a real folder ---------------------------------------------------------------------
 
 DANGEROUS_TITLES = [
-    "../x", "../../escape", "/etc", "/etc/passwd", "a/b", "a\\b", "C:\\x", "a\x00b", "bell\x07", "\x1b[2J",
+    "../x", "../../escape", "/etc", "/etc/passwd", "a/b", "a\\b", "C:\\x", "bell\x07", "\x1b[2J",
     "CON", "con.txt", "COM1", "NUL", "x" * 300, "Subproblems", "Attachments", ".deep-research", ".",
     "..", "~", "$HOME", "Problem Definition.md", "Report 3 Pager.md", "\u202eevil", "Caf\u00e9",
 ]
@@ -177,7 +177,7 @@ def test_dangerous_titles_stay_inside_and_keep_their_text(research: Research, ro
 
 
 def test_dangerous_attachment_names(research: Research, root: Path, tmp_path: Path) -> None:
-    names = ["../../x", "/etc/passwd", "a/b", "a:b", "CON", "x" * 300, ".hidden", "Problem Definition", "e\x00f"]
+    names = ["../../x", "/etc/passwd", "a/b", "a:b", "CON", "x" * 300, ".hidden", "Problem Definition"]
     for number, name in enumerate(names):
         ok(research, attachment(name, f"content {number}"))
     assert outside(tmp_path, root) == []

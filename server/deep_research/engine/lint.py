@@ -22,15 +22,15 @@ import re
 from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from . import citations, formats, staleness
 from .draft import title_key
 from .model import Attachment, Problem
 from .state import Phase, ProblemPath, State, Status
 from .store import (
-    ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS, bookkeeping,
-    list_dir, read_text,
+    ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
+    bookkeeping, is_message_document,
 )
 from .text import Edit, Fix, Pos, Span, split_lines
 
@@ -79,6 +79,8 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
     depth first."""
     yield from _bookkeeping(research)
     tree = research.tree
+    guard = research.guard
+    yield from _unread_entries(guard, research.root, _ROOT_FILES + _PROBLEM_FILES)
     if not tree.exists(()):
         return
     # Each problem with its family by title key (read once per family, for the title collisions).
@@ -87,9 +89,11 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
         path, siblings = stack.pop()
         children = tree.children(path)
         folder = tree.folder(path)
+        if path:
+            yield from _unread_entries(guard, folder, _PROBLEM_FILES)
         for kind in (DEFINITION, CRITERIA, BREAKDOWN, REPORT):
             target = folder / kind
-            text = read_text(target)
+            text = guard.read_text(target)
             if text is not None:
                 yield from _check(research, target, text, path, kind, siblings, children)
         yield from _folders(research, path)
@@ -97,20 +101,64 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
         stack.extend(reversed([(child.path, family) for child in children]))
 
 
+# What the engine reads in a problem folder (and, for the root, beside it): a link there that
+# leads out of the research, or something that is not a regular file, is never read.
+_PROBLEM_FILES = (DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS)
+_ROOT_FILES = (CONFIG_FILE, BOOKKEEPING)
+_NOT_READ = ("so it is never read: the prompt, the tree, the views and the dossier leave it out. Remove it, or put "
+             "the file itself in the research if it belongs there")
+
+
+def _unread_entries(guard, folder: Path, names: tuple[str, ...]) -> Iterator[Finding]:
+    """The entries of `folder` the engine would read but does not (see `store.Guard`): links out
+    of the research, links that lead nowhere, pipes and devices, unreadable or huge files,
+    linked folders of the tree; the root's message documents too."""
+    for entry in guard.list_dir(folder, hidden=True, outside=True):
+        named = entry.name in names or (CONFIG_FILE in names and is_message_document(Path(entry.name)))
+        if not named:
+            continue
+        path = Path(entry.path)
+        if entry.name == SUBPROBLEMS and entry.is_symlink() and not entry.leads_outside() and entry.is_dir():
+            yield _at(path, 0, "the Subproblems folder is a link: the folders of the problem tree are never followed "
+                               "through links (a link could make a loop or give a problem two parents), so these "
+                               "subproblems are not part of the research. Move the folder here instead of linking it")
+            continue
+        if entry.is_dir() and not entry.leads_outside():
+            continue
+        why = guard.why_not(path) if entry.is_symlink() or not entry.is_file() else None
+        if entry.is_file() and why is None:
+            why = guard.why_not(path)  # unreadable, or too large
+        if why is not None:
+            yield _at(path, 0, f"{why}, {_NOT_READ}")
+
+
 def _bookkeeping(research) -> Iterator[Finding]:
     book = bookkeeping(research.root)
+    guard = research.guard
     state_file = book / STATE
-    text = read_text(state_file) if state_file.is_file() else None
+    text = guard.read_text(state_file)
     if text is not None:
         yield from _state(research, state_file, text)
     journal = book / JOURNAL
-    if journal.is_file():
-        yield from _journal(journal)
-    for entry in list_dir(book):
-        if entry.name.startswith("pending-failed-") and entry.name.endswith(".json"):
-            yield _at(Path(entry.path), 0, (
-                "an interrupted message could not be finished when the research was opened again; its changes "
-                "are recorded in this file: apply or delete it by hand"))
+    handle = guard.open_binary(journal)
+    if handle is not None:
+        with handle:
+            yield from _journal(journal, handle)
+    folders = [book]
+    while folders:  # the bookkeeping's own folders, never through a link
+        folder = folders.pop()
+        for entry in sorted(guard.list_dir(folder, hidden=True, outside=True), key=lambda e: e.name):
+            path = Path(entry.path)
+            if entry.name.startswith("pending-failed-") and entry.name.endswith(".json"):
+                yield _at(path, 0, (
+                    "an interrupted message could not be finished when the research was opened again; its changes "
+                    "are recorded in this file: apply or delete it by hand"))
+            if entry.is_dir() and not entry.is_symlink():
+                folders.append(path)
+            elif entry.is_symlink() or not entry.is_file():
+                why = guard.why_not(path)
+                if why is not None:
+                    yield _at(path, 0, f"{why}, {_NOT_READ}")
 
 
 def _state(research, path: Path, text: str) -> Iterator[Finding]:
@@ -145,22 +193,21 @@ def _state(research, path: Path, text: str) -> Iterator[Finding]:
             lines=lines)
 
 
-def _journal(path: Path) -> Iterator[Finding]:
+def _journal(path: Path, handle: BinaryIO) -> Iterator[Finding]:
     bad = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                record = None
-            if isinstance(record, dict):
-                continue
-            bad += 1
-            if bad <= MAX_JOURNAL_FINDINGS:
-                torn = "" if raw.endswith(b"\n") else " (a torn last line, from a write that was cut off)"
-                yield _at(path, number, f"this journal line is not a JSON record{torn}; it is ignored")
+    for number, raw in enumerate(handle):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            continue
+        bad += 1
+        if bad <= MAX_JOURNAL_FINDINGS:
+            torn = "" if raw.endswith(b"\n") else " (a torn last line, from a write that was cut off)"
+            yield _at(path, number, f"this journal line is not a JSON record{torn}; it is ignored")
     if bad > MAX_JOURNAL_FINDINGS:
         yield _at(path, 0, f"{bad - MAX_JOURNAL_FINDINGS} more journal lines are not JSON records")
 
@@ -168,21 +215,35 @@ def _journal(path: Path) -> Iterator[Finding]:
 def _folders(research, path: ProblemPath) -> Iterator[Finding]:
     """Entries of the problem's Subproblems/ and Attachments/ folders the engine passes over."""
     folder = research.tree.folder(path)
-    for entry in list_dir(folder / SUBPROBLEMS):
-        if not entry.is_dir():
+    guard = research.guard
+    for entry in research.tree.cache.list_dir(folder / SUBPROBLEMS, outside=True, own=True):
+        if entry.is_symlink() and entry.is_dir() and not entry.leads_outside():
+            yield _at(Path(entry.path), 0, (
+                "this subproblem folder is a link: the folders of the problem tree are never followed through links "
+                "(a link could make a loop or give a problem two parents), so it is not a subproblem. Move the "
+                "folder here instead of linking it"))
+        elif entry.is_symlink() or (not entry.is_dir() and not entry.is_file()):
+            yield _at(Path(entry.path), 0, f"{guard.why_not(entry.path) or 'it is not a folder'}, {_NOT_READ}")
+        elif not entry.is_dir():
             yield _at(Path(entry.path), 0, "a file among the subproblems is not a subproblem (each is a folder); "
                                            "it is passed over")
-        elif not os.path.isfile(os.path.join(entry.path, DEFINITION)):
+        elif not os.path.isfile(os.path.join(entry.path, DEFINITION)) and not os.path.lexists(
+                os.path.join(entry.path, DEFINITION)):
             yield _at(Path(entry.path) / DEFINITION, 0, (
                 f"the subproblem folder “{entry.name}” has no {DEFINITION}: its title is taken from the folder "
                 "name and its definition is empty"))
-    for entry in list_dir(folder / ATTACHMENTS):
+    for entry in guard.list_dir(folder / ATTACHMENTS, outside=True):
         if entry.is_file() and not entry.name.endswith(".md"):
             yield _at(Path(entry.path), 0, "attachments are .md files: this one is not read")
         elif entry.is_file():
-            text = read_text(Path(entry.path))
+            text = guard.read_text(entry.path)
             if text is not None:
                 yield from _front_matter(Path(entry.path), split_lines(text))
+                continue
+        if entry.name.endswith(".md") and (entry.is_symlink() or not entry.is_file()):
+            why = guard.why_not(entry.path)
+            if why is not None:
+                yield _at(Path(entry.path), 0, f"{why}, {_NOT_READ}")
 
 
 # -- one file -------------------------------------------------------------------------------------
@@ -191,8 +252,8 @@ def _folders(research, path: ProblemPath) -> Iterator[Finding]:
 def tree_place(root: Path, path: Path) -> tuple[ProblemPath, str] | None:
     """The problem a markdown file of the tree belongs to and its file name (a problem's
     own file, or `Attachments` for an attachment), or None if it is not one of those."""
-    try:
-        parts = Path(os.path.realpath(path)).relative_to(os.path.realpath(root)).parts
+    try:  # the entry itself (a link is placed where it is, not where it leads)
+        parts = Path(os.path.realpath(Path(path).parent), Path(path).name).relative_to(os.path.realpath(root)).parts
     except ValueError:
         return None
     if not parts or parts[0] == BOOKKEEPING:
@@ -219,6 +280,9 @@ def check_file(research, target: Path, text: str) -> list[Finding]:
     place = tree_place(research.root, target)
     if place is None:
         return []
+    why = research.guard.why_not(target)
+    if why is not None:  # a link out of the research (its text is not the research's), a pipe …
+        return [_at(target, 0, f"{why}, {_NOT_READ}")]
     return _check(research, target, text, *place)
 
 

@@ -25,6 +25,40 @@ def clean_text(text: str) -> str:
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
+# -- text that is not text ---------------------------------------------------------------------------
+
+
+class NotText(ValueError):
+    """A message that is not text (NUL bytes, or bytes that are not UTF-8: a binary file).
+    Nothing of it runs and its document is left as it is; the text is the sentence to show."""
+
+
+_NOTHING_RAN = "Nothing was run and it was left as it is; a message is plain UTF-8 text."
+
+
+def _not_text(shown: str, why: str, after: str = _NOTHING_RAN) -> NotText:
+    return NotText(f"{shown} is not text: {why} (a binary file?). {after}")
+
+
+def message_text(data: bytes, shown: str = "The message", after: str = _NOTHING_RAN) -> str:
+    """A message document's bytes as text; NotText if they are not (see `NotText`). `after`
+    ends the sentence (what was not done)."""
+    if b"\x00" in data:
+        raise _not_text(shown, "it holds NUL bytes", after)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _not_text(shown, f"its bytes are not UTF-8 (byte {data[error.start]:#04x} at offset {error.start:,})",
+                        after) from None
+    return text.replace("\r\n", "\n")
+
+
+def refuse_not_text(text: str, shown: str = "The message") -> None:
+    """NotText if `text` (a message from an editor, an agent, a model) holds a NUL character."""
+    if "\x00" in text:
+        raise _not_text(shown, "it holds NUL characters")
+
+
 def split_lines(text: str) -> list[str]:
     """Split like an LSP client does: a trailing newline gives a last, empty line."""
     return _LINE_BREAK.split(text)

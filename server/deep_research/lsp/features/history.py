@@ -66,8 +66,8 @@ def register(server: DeepResearchServer) -> None:
         })
         shown = False
         if ls.settings.show_prompt:
-            shown = await show_prompt(ls, research.prompt_path, research.prompt_path.read_text(encoding="utf-8")
-                                if research.prompt_path.is_file() else "", take_focus=False)
+            shown = await show_prompt(ls, research.prompt_path, research.guard.read_text(research.prompt_path) or "",
+                                      take_focus=False)
         return {
             "undone": True, "reason": None, "message": undone.message, "text": undone.text,
             "files": len(undone.files), "putBack": put_back, "left": undone.left,
