@@ -33,27 +33,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except UserError as error:
-        print(f"deep-research: {error}", file=sys.stderr)
+        _err(f"deep-research: {error}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     except OSError as error:  # the file system refused: say what and where, change nothing
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
-        print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
+        _err(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.")
         return EXIT_IO
     except Exception as error:  # never a raw traceback for a user
         from .engine.research import NotAResearch
 
         if isinstance(error, NotAResearch):
-            print(f"deep-research: {error}", file=sys.stderr)
+            _err(f"deep-research: {error}")
             return EXIT_USAGE
         if os.environ.get("DEEP_RESEARCH_DEBUG"):
             raise
-        print(
+        _err(
             f"deep-research: internal error: {type(error).__name__}: {error}\n"
             "Nothing was half-written (every change is one transaction). Set DEEP_RESEARCH_DEBUG=1 "
-            "to see the traceback, and please report it.",
-            file=sys.stderr,
+            "to see the traceback, and please report it."
         )
         return EXIT_INTERNAL
 
@@ -206,15 +205,19 @@ def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources
         raise UserError(f"{error.message} {outcome}") from None
     assert prepared is not None  # nothing cancels it here (Ctrl-C stops the process)
     for note in prepared.notes:
-        print(f"deep-research: note: {note}", file=sys.stderr)
+        _err(f"deep-research: note: {note}")
     return prepared
 
 
 def _new(args: argparse.Namespace) -> int:
     from .engine.research import MESSAGE_FILE, Location, Research, locate
+    from .engine.text import control_sentence
 
     if args.dir.exists() and not args.dir.is_dir():
         raise UserError(f"{args.dir} exists and is not a folder")
+    refusal = control_sentence(f"The folder name {str(args.dir)!r}", str(args.dir), name=True)
+    if refusal:  # a newline or an escape in a name would fool every listing and terminal that shows it
+        raise UserError(refusal + " Nothing was created.")
     existing = f"{args.dir} already holds a research. Continue it: write the next message in " \
                f"{args.dir / MESSAGE_FILE} and run `deep-research execute`, or `deep-research continue {args.dir}`."
     if args.dir.is_dir() and locate(args.dir)[0] is Location.RESEARCH:
@@ -224,8 +227,8 @@ def _new(args: argparse.Namespace) -> int:
         research = Research.create(args.dir, prepared.instruction, prepared.context, prepared.attachments)
     except FileExistsError:
         raise UserError(existing) from None
-    print(f"Created a research in {research.root}")
-    print(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
+    _say(f"Created a research in {research.root}")
+    _say(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
     return EXIT_OK
 
 
@@ -236,9 +239,9 @@ def _continue(args: argparse.Namespace) -> int:
     research = Research.open(folder)  # a clear error if this is not a research
     prepared = _inputs(args, folder, "Nothing was changed.")
     reopened = research.continue_with(prepared.instruction, prepared.context, prepared.attachments)  # one transaction
-    print(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
+    _say(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
-    print(f"Write the next message in {research.root / MESSAGE_FILE}.")
+    _say(f"Write the next message in {research.root / MESSAGE_FILE}.")
     return EXIT_OK
 
 
@@ -268,9 +271,9 @@ def _execute(args: argparse.Namespace) -> int:
     # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
     result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress)
     if not result.executed:
-        print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
+        _say(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
-    sys.stdout.write(execution_printout(result, research, document=path, quiet=args.quiet))
+    _out(execution_printout(result, research, document=path, quiet=args.quiet))
     failed = result.analysis is not None and result.analysis.count(Status.FAILED) > 0
     return EXIT_COMMAND_FAILED if failed else EXIT_OK
 
@@ -286,11 +289,11 @@ def _run(args: argparse.Namespace) -> int:
             args.max_reply_tokens, args.approval, args.grammar, args.seed,
         ))
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
-        print(f"deep-research: {error}", file=sys.stderr)
+        _err(f"deep-research: {error}")
         return EXIT_COMMAND_FAILED
     except OSError as error:  # the file system refused: nothing was half-applied
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
-        print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
+        _err(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.")
         return EXIT_COMMAND_FAILED
 
 
@@ -298,13 +301,14 @@ def _prompt(args: argparse.Namespace) -> int:
     from .engine.research import Research
     from .printouts import prompt_printout
 
-    sys.stdout.write(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
+    _out(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
     return EXIT_OK
 
 
 def _tree(args: argparse.Namespace) -> int:
     from .engine.outline import outline_lines
     from .engine.research import Research
+    from .engine.text import printable
 
     research = Research.open(_folder(args.dir))
     stats = None
@@ -314,7 +318,7 @@ def _tree(args: argparse.Namespace) -> int:
         stats = Ledger(research.root)
     try:
         for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
-            print(line)
+            print(printable(line))  # titles come from files anyone may have written
         sys.stdout.flush()
     except BrokenPipeError:  # `deep-research tree DIR | head`: the reader has seen enough
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -325,6 +329,7 @@ def _check(args: argparse.Namespace) -> int:
     from .engine.lint import check_research
     from .engine.research import Location, Research, locate
     from .engine.store import bookkeeping
+    from .engine.text import printable
 
     folder = _folder(args.dir)
     where, root = locate(folder)
@@ -343,15 +348,15 @@ def _check(args: argparse.Namespace) -> int:
         for finding in check_research(research):
             count += 1
             files.add(finding.path)
-            print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
+            print(printable(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}"))
         sys.stdout.flush()
     except BrokenPipeError:  # `deep-research check DIR | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_COMMAND_FAILED
     if count:
-        print(f"deep-research: {count:,} finding(s) in {len(files) or 1:,} file(s).", file=sys.stderr)
+        _err(f"deep-research: {count:,} finding(s) in {len(files) or 1:,} file(s).")
         return EXIT_COMMAND_FAILED
-    print(f"deep-research: nothing found in {args.dir}.", file=sys.stderr)
+    _err(f"deep-research: nothing found in {args.dir}.")
     return EXIT_OK
 
 
@@ -373,9 +378,9 @@ def _undo(args: argparse.Namespace) -> int:
     try:
         undone = research.undo()
     except UndoRefused as refusal:
-        print(f"deep-research: {refusal}", file=sys.stderr)
+        _err(f"deep-research: {refusal}")
         return EXIT_COMMAND_FAILED
-    sys.stdout.write(undo_printout(research, undone))
+    _out(undo_printout(research, undone))
     return EXIT_OK
 
 
@@ -397,10 +402,10 @@ def _export(args: argparse.Namespace) -> int:
         result = export(research.root, target, replace_any=args.output is not None)  # -o: the user's choice
     except FileExistsError as error:
         raise UserError(f"{error} (give it explicitly with -o to replace it)") from None
-    sys.stdout.write(export_printout(target, result, time.perf_counter() - started))
+    _out(export_printout(target, result, time.perf_counter() - started))
     warning = unsettled_export_warning(result)
     if warning:
-        print(f"deep-research: {warning}", file=sys.stderr)
+        _err(f"deep-research: {warning}")
     return EXIT_OK
 
 
@@ -438,6 +443,28 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _err(text: str) -> None:
+    """A line for the person at the terminal, on standard error: control characters escaped."""
+    from .engine.text import printable
+
+    print(printable(text), file=sys.stderr, flush=True)
+
+
+def _say(text: str) -> None:
+    """A line for the person who ran the command (paths may hold anything): escaped."""
+    from .engine.text import printable
+
+    print(printable(text))
+
+
+def _out(text: str) -> None:
+    """What a command prints that scripts and models also read (the prompt, a reply): exact
+    when piped, control characters escaped on a terminal (as `ls` does with names)."""
+    from .engine.text import printable
+
+    sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
 
 
 def _positive(text: str) -> int:
@@ -483,11 +510,11 @@ def _config(root: Path):
 
     config, problems = load(root)
     for problem in problems:
-        print(f"deep-research: warning: {problem}", file=sys.stderr)
+        _err(f"deep-research: warning: {problem}")
     return config
 
 
 def _progress(done: int, total: int, what: str) -> None:
     """Gathering sources can take seconds: say what is happening, on standard error."""
-    print(f"deep-research: [{done}/{total}] {what}", file=sys.stderr, flush=True)
+    _err(f"deep-research: [{done}/{total}] {what}")
 

@@ -13,6 +13,7 @@ from typing import Iterator, TextIO
 
 from .engine.research import Research
 from .engine.state import Phase
+from .engine.text import NotText, printable
 
 SEPARATOR = "---"
 RULE = "─" * 72
@@ -29,7 +30,11 @@ def run_repl(research: Research, stdin: TextIO | None = None, stdout: TextIO | N
     _show(stdout, research.prompt(), "PROMPT")
     for number, text in enumerate(messages, 1):
         # attach_url, attach_file and search gather their sources first, as `execute` does.
-        result = gather_and_execute_sync(research, text, load(research.root)[0])
+        try:
+            result = gather_and_execute_sync(research, text, load(research.root)[0])
+        except NotText as error:  # a NUL pasted in: nothing runs, say so and go on
+            stdout.write(printable(str(error)) + "\n")
+            continue
         if not result.executed:
             stdout.write("(empty message: nothing sent)\n")
             continue
@@ -43,7 +48,8 @@ def run_repl(research: Research, stdin: TextIO | None = None, stdout: TextIO | N
 
 
 def _show(out: TextIO, text: str, title: str) -> None:
-    out.write(f"{RULE}\n{title}\n{RULE}\n{text.rstrip()}\n\n")
+    # Control characters escaped: the prompt holds what anyone wrote into the research's files.
+    out.write(f"{RULE}\n{title}\n{RULE}\n{printable(text.rstrip())}\n\n")
     out.flush()
 
 

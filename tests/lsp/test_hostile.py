@@ -91,3 +91,14 @@ async def test_an_open_document_holding_a_nul_runs_nothing(client, research: Pat
     result = await command(client, "deepResearch.execute", uri)
     assert (result["executed"], result["reason"]) == (False, "not-text")
     assert not (research / "Problem Definition.md").exists()
+
+
+async def test_a_control_character_in_an_argument_is_a_diagnostic_with_a_fix(client, research: Path):
+    uri = open_doc(client, research / "message.dr", "///add_criteria Cites \x1b[2J sources\n")
+    [found] = [d for d in await diagnostics(client, uri) if d.code == "control-character"]
+    assert (found.range.start.line, found.range.start.character, found.range.end.character) == (0, 22, 23)
+    assert "U+001B (ESC)" in found.message
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=found.range,
+        context=types.CodeActionContext(diagnostics=[found])))
+    assert [a.title for a in actions if a.title.startswith("Remove")] == ["Remove the control characters"]

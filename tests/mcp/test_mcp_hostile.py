@@ -72,3 +72,16 @@ async def test_a_message_that_is_not_text_is_refused_and_changes_nothing(tmp_pat
             "research": "r", "message": "<<< define_problem\n///title\nA\x00B\n///content\nx\n>>>\n"})
         assert "The message is not text: it holds NUL characters" in sentence and "Nothing was run" in sentence
         assert snapshot(tmp_path / "r") == before
+
+
+@pytest.mark.parametrize("arguments, named", [
+    ({"research": "two\nlines", "instruction": "Q"}, "`research` of new_research holds a control character, U+000A"),
+    ({"research": "esc\x1b[2J", "instruction": "Q"}, "U+001B (ESC)"),
+    ({"research": "ok", "instruction": "Study \u202etiles"}, "`instruction` of new_research holds a control character"),
+    ({"research": "ok", "instruction": "Q", "context": ["fine", "bell\x07"]}, "Item 2 of `context`"),
+])
+async def test_names_and_instructions_with_control_characters_are_refused(tmp_path: Path, arguments, named) -> None:
+    async with connect(tmp_path) as (session, _):
+        sentence = await refused(session, "new_research", arguments)
+        assert named in sentence and "Remove it" in sentence
+    assert list(tmp_path.iterdir()) == []

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from ..engine.research import Research
+from ..engine.text import NotText, printable
 from .client import ModelClient, ModelError
 from .loop import (
     ApprovalRequest, Autopilot, Decision, Observer, RoundReport, RunResult,
@@ -58,7 +59,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     research = Research.open(options.folder)
     config, problems = research_config.load(research.root)
     for problem in problems:
-        print(f"deep-research: warning: {problem}", file=err)
+        print(printable(f"deep-research: warning: {problem}"), file=err)
     config = config.merged(
         model=options.model, base_url=options.base_url, max_rounds=options.max_rounds,
         max_tokens=options.max_tokens, max_prompt_tokens=options.max_prompt_tokens,
@@ -73,15 +74,18 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     pilot = Autopilot(research, client, settings, approver=approver, observer=observer, config=config)
     interrupted = asyncio.run(_drive(pilot, client))
     if interrupted is None:
-        draft = pilot.document.read().strip()
+        try:
+            draft = pilot.document.read().strip()
+        except NotText:
+            draft = ""
         where = f" The partial reply is in {pilot.document.path}, not executed." if draft else ""
-        print(f"deep-research: stopped (interrupted); nothing was half-applied.{where} "
-              f"`deep-research run {options.folder}` continues.", file=err)
+        print(printable(f"deep-research: stopped (interrupted); nothing was half-applied.{where} "
+                        f"`deep-research run {options.folder}` continues."), file=err)
         return EXIT_INTERRUPTED
     result = interrupted
     stream = err if result.status is RunStatus.ERROR else out
     prefix = "deep-research: " if result.status is RunStatus.ERROR else ""
-    print(f"{prefix}{result.message}", file=stream)
+    print(printable(f"{prefix}{result.message}"), file=stream)
     if result.status is not RunStatus.ERROR:
         print(f"{result.rounds} round(s), {result.tokens:,} tokens.", file=out)
     return EXIT[result.status]
@@ -123,6 +127,8 @@ class TerminalObserver(Observer):
         self._line_open = False
 
     def _style(self, text: str, code: str) -> str:
+        """`text` escaped (the model's reply and the research's titles may hold anything), then styled."""
+        text = printable(text)
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
     def started(self, research, settings, notes) -> None:
@@ -137,7 +143,7 @@ class TerminalObserver(Observer):
         self._line_open = False
 
     def text(self, delta: str) -> None:
-        self.out.write(delta)
+        self.out.write(printable(delta))
         self.out.flush()
         self._line_open = not delta.endswith("\n")
 
@@ -167,7 +173,8 @@ class LineObserver(Observer):
         self.focus = ""
 
     def started(self, research, settings, notes) -> None:
-        print(f"autopilot: {research.root}; approval {settings.approval.label}; " + "; ".join(notes), file=self.out, flush=True)
+        print(printable(f"autopilot: {research.root}; approval {settings.approval.label}; " + "; ".join(notes)),
+              file=self.out, flush=True)
 
     def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
         self.focus = " > ".join(focus) if focus else "(no problem yet)"
@@ -181,10 +188,10 @@ class LineObserver(Observer):
                 f"{' (estimated)' if r['tokens_estimated'] else ''}{_cached(r)}; {latency:.1f} s; focus {self.focus}")
         if r.get("error"):
             line += f"; {r['error']}"
-        print(line, file=self.out, flush=True)
+        print(printable(line), file=self.out, flush=True)
 
     def notice(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(printable(text), file=self.out, flush=True)
 
 
 def _cached(record: dict) -> str:
@@ -201,13 +208,14 @@ class TerminalApprover:
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         if request.pending:
-            print(f"\n{request.document} holds a message that has not been executed:\n", file=self.out)
-            print(request.text.rstrip(), file=self.out)
+            print(printable(f"\n{request.document} holds a message that has not been executed:\n"), file=self.out)
+            print(printable(request.text.rstrip()), file=self.out)
             question = "Run it now [r], drop it into the transcript as declined [s], or stop [t]? "
         else:
             listed = "\n".join(f"  - line {o.line}: `{o.label}` ({o.kind.label if o.kind else '?'})"
                                for o in request.waiting)
-            print(f"\nThese commands are above the approval mode `{request.mode.label}`:\n{listed}", file=self.out)
+            print(printable(f"\nThese commands are above the approval mode `{request.mode.label}`:\n{listed}"),
+                  file=self.out)
             question = "Run the message [r], skip it (the model writes another) [s], or stop [t]? "
         while True:
             answer = (await _ask(question, self.out)).strip().lower()
