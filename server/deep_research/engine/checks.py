@@ -13,7 +13,7 @@ from difflib import get_close_matches
 
 from . import commands
 from .commands import ArgType, CommandSpec, Form
-from .names import one_line
+from .names import look_alike, one_line
 from .operations import Arg, Args
 from .parser import BLOCK_CLOSE, Command
 from .text import Diagnostic, Edit, Fix, Pos, Severity, Span, control_characters, describe_character
@@ -155,7 +155,7 @@ def _unknown(command: Command) -> Diagnostic:
         )
     suggestion = commands.suggest(command.name)
     if suggestion:
-        message = f"Unknown command `{command.name}`. Did you mean `{suggestion}`?"
+        message = f"Unknown command `{command.name}`. Did you mean `{suggestion}`?{look_alike(command.name, suggestion)}"
         fixes = (Fix(f"Change to `{suggestion}`", (Edit(command.name_span, suggestion),)),)
     else:
         message = f"Unknown command `{command.name}`. Commands are: " + ", ".join(

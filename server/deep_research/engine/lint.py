@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from . import citations, formats, staleness
-from .draft import title_key
 from .model import Attachment, Problem
+from .names import title_key
 from .state import Phase, ProblemPath, State, Status
 from .store import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
