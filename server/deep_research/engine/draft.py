@@ -234,7 +234,7 @@ class Draft:
             if DEFINITION_ASPECT in aspects:
                 out[folder / DEFINITION] = formats.render_definition(problem)
             if CRITERIA_ASPECT in aspects:
-                out[folder / CRITERIA] = formats.render_criteria(problem.criteria)
+                out[folder / CRITERIA] = formats.render_criteria(problem.criteria, problem.criteria_notes)
             if BREAKDOWN_ASPECT in aspects:
                 out[folder / BREAKDOWN] = formats.render_breakdown(self.children(path))
             if REPORT_ASPECT in aspects and problem.report is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .model import ORIGIN_FIELDS, Attachment, Criterion, Problem
@@ -20,16 +21,26 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:\d+\s*[.):]\s*)?(.*?)\s*$")
+_PLAIN_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?!\[[^\]]?\])(?:\d+\s*[.):]\s+)?(.*?)\s*$")
 
 
 # -- front matter -----------------------------------------------------------------------
 
 
 def split_front_matter(text: str) -> tuple[dict[str, str], str]:
+    meta, body, _ = read_front_matter(text)
+    return meta, body
+
+
+def read_front_matter(text: str, used: tuple[str, ...] = ()) -> tuple[dict[str, str], str, tuple[str, ...]]:
+    """The front matter's values, the text after it, and its lines the engine does not use
+    (keys not in `used`, lines that are not `key: value`): a person wrote those, and they are
+    written back as they were."""
     match = _FRONT.match(text)
     if not match:
-        return {}, text
+        return {}, text, ()
     meta: dict[str, str] = {}
+    other: list[str] = []
     for line in match.group(1).split("\n"):
         key, sep, value = line.partition(":")
         if sep:
@@ -40,29 +51,36 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
                 except ValueError:
                     pass
             meta[key.strip()] = str(value)
-    return meta, text[match.end():]
+        if (not sep or key.strip() not in used) and line.strip():
+            other.append(line.rstrip("\r"))
+    return meta, text[match.end():], tuple(other)
 
 
-def front_matter(**meta: object) -> str:
+def front_matter(*extra: str, **meta: object) -> str:
+    """A front matter of `meta`, then the `extra` lines as they are (kept from a hand edit)."""
     lines = []
     for key, value in meta.items():
         text = str(value)
         plain = re.fullmatch(r"[\w .+\-]*", text) and text == text.strip()
         lines.append(f"{key}: {text if plain else json.dumps(text, ensure_ascii=False)}")
-    return "---\n" + "\n".join(lines) + "\n---\n"
+    return "---\n" + "\n".join([*lines, *extra]) + "\n---\n"
 
 
 # -- Problem Definition.md ----------------------------------------------------------------
 
 
+DEFINITION_KEYS = ("status", "order", "created")
+
+
 def render_definition(problem: Problem) -> str:
-    meta = front_matter(status=problem.status.value, order=problem.order, created=problem.created)
+    meta = front_matter(*problem.extra_meta, status=problem.status.value, order=problem.order,
+                        created=problem.created)
     body = problem.definition.strip()
     return f"{meta}\n# {problem.title}\n" + (f"\n{body}\n" if body else "")
 
 
 def parse_definition(text: str, path: ProblemPath, fallback_title: str) -> Problem:
-    meta, body = split_front_matter(text)
+    meta, body, extra = read_front_matter(text, DEFINITION_KEYS)
     title = fallback_title
     lines = body.split("\n")  # not splitlines(): it also breaks on \f, \x1c, \u2028 ...
     for index, line in enumerate(lines):
@@ -83,29 +101,74 @@ def parse_definition(text: str, path: ProblemPath, fallback_title: str) -> Probl
         status=Status.parse(meta.get("status")),
         order=order,
         created=meta.get("created", ""),
+        extra_meta=extra,
     )
 
 
 # -- Criteria of Definition of Done.md --------------------------------------------------------
 
 
-def render_criteria(criteria: list[Criterion]) -> str:
-    lines = ["# Criteria of Definition of Done", ""]
-    if not criteria:
-        lines.append("_No criteria yet._")
+CRITERIA_HEADING = "# Criteria of Definition of Done"
+NO_CRITERIA = "_No criteria yet._"
+
+
+def render_criteria(criteria: list[Criterion], notes: tuple[tuple[int, str], ...] = ()) -> str:
+    """The criteria, numbered; `notes` (lines a person wrote that are not criteria) where they
+    were, each after as many criteria as preceded it."""
+    lines = [CRITERIA_HEADING, ""]
+    if not criteria and not notes:
+        lines.append(NO_CRITERIA)
+    pending = sorted(notes, key=lambda note: note[0])
     for number, criterion in enumerate(criteria, 1):
+        while pending and pending[0][0] < number:
+            lines.append(pending.pop(0)[1])
         lines.append(f"- [{'x' if criterion.done else ' '}] {number}. {criterion.text}")
+    lines.extend(note for _, note in pending)
     return "\n".join(lines) + "\n"
 
 
-def parse_criteria(text: str) -> list[Criterion]:
-    """Every checkbox line is a criterion, numbered by its position. `[x]`, `[X]`, `[✓]` are done."""
-    criteria = []
+@dataclass(frozen=True)
+class CriteriaFile:
+    """What a criteria file says: its criteria and the lines that are not criteria (notes)."""
+
+    criteria: tuple[Criterion, ...]
+    notes: tuple[tuple[int, str], ...] = ()
+
+
+def read_criteria(text: str) -> CriteriaFile:
+    """Every checkbox line is a criterion (`[x]`, `[X]`, `[✓]` done), and so is a plain list item
+    (`- text`, `1. text`: written by hand, it is meant as one, open); numbered by position. Any
+    other line but the heading (and the placeholder) is a note: not read, kept where it is."""
+    criteria: list[Criterion] = []
+    notes: list[tuple[int, str]] = []
     for line in text.split("\n"):
-        match = _CRITERION.match(line)
-        if match and match.group(2):
-            criteria.append(Criterion(match.group(2), match.group(1).strip() != ""))
-    return criteria
+        criterion = criterion_of(line)
+        if criterion is not None:
+            criteria.append(criterion)
+        elif is_criteria_note(line):
+            notes.append((len(criteria), line.rstrip("\r")))
+    return CriteriaFile(tuple(criteria), tuple(notes))
+
+
+def is_criteria_note(line: str) -> bool:
+    """A line of the criteria file that is neither a criterion nor ours (a blank line, the file's
+    `# ` heading, the placeholder): what a person wrote there, kept as it is."""
+    return (bool(line.strip()) and criterion_of(line) is None and not line.startswith("# ")
+            and line.strip() != NO_CRITERIA)
+
+
+def criterion_of(line: str) -> Criterion | None:
+    """The criterion a line of the criteria file is, or None."""
+    match = _CRITERION.match(line)
+    if match:
+        return Criterion(match.group(2), match.group(1).strip() != "") if match.group(2) else None
+    item = _PLAIN_ITEM.match(line)
+    return Criterion(item.group(1)) if item and item.group(1) else None
+
+
+def parse_criteria(text: str) -> list[Criterion]:
+    """The criteria of a criteria file (see `read_criteria`)."""
+    return list(read_criteria(text).criteria)
 
 
 # -- Breakdown Structure.md (generated) --------------------------------------------------------

@@ -38,7 +38,6 @@ _STATUSES = tuple(s.value for s in Status)
 _FRONT_OPEN = re.compile(r"\A---[ \t]*$")
 _META_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:")
 _BREAKDOWN_ITEM = re.compile(r"^##\s+(\d+)\.\s+(.*?)\s+\[\d+/\d+ criteria met\]\s+\((\w+)\)\s*$")
-_CRITERION_LIKE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 _CRITERION_NUMBER = re.compile(r"^\s*[-*+]\s*\[[^\]]?\]\s*(\d+)\s*[.):]")
 MAX_JOURNAL_FINDINGS = 20
 # What people write for a status, and the status they mean.
@@ -323,7 +322,8 @@ def _front_matter(target: Path, lines: list[str]) -> Iterator[Finding]:
         return
     for number in range(1, end):
         if lines[number].strip() and not _META_LINE.match(lines[number]):
-            yield _at(target, number, "this front matter line is not `key: value`; it is ignored", lines=lines)
+            yield _at(target, number, "this front matter line is not `key: value`: it is not read (it is kept as it is "
+                                      "when the file is written again)", lines=lines)
 
 
 def _definition(research, target: Path, path: ProblemPath, text: str, lines: list[str],
@@ -372,20 +372,21 @@ def _criteria(target: Path, lines: list[str]) -> list[Finding]:
     found = []
     position = 0
     for number, line in enumerate(lines):
-        if formats.parse_criteria(line):
+        if formats.criterion_of(line) is not None:
             position += 1
             written = _CRITERION_NUMBER.match(line)
             if written is not None and int(written.group(1)) != position:
                 found.append(_at(target, number, (
                     f"numbered {written.group(1)}, but it is criterion {position}: criteria are numbered by their "
                     "order, and `mark_criteria_as_done` uses that number"), lines=lines))
-        elif _CRITERION_LIKE.match(line) and not line.strip().startswith("#"):
+        elif formats.is_criteria_note(line):
             found.append(_at(target, number, (
-                "this looks like a criterion but is not read as one: write it as `- [ ] N. text` (or `- [x]` when "
-                "done)"), lines=lines))
+                "this line is not a criterion, so the assistant does not see it; it is kept as it is when the "
+                "criteria are written again. To make it a criterion, write it as `- [ ] text`"), lines=lines))
     if any("numbered" in f.message for f in found):
         text = "\n".join(lines)
-        renumbered = formats.render_criteria(formats.parse_criteria(text))
+        read = formats.read_criteria(text)
+        renumbered = formats.render_criteria(list(read.criteria), read.notes)
         fix = _whole_file(lines, "Renumber the criteria", renumbered)
         found = [Finding(f.path, f.span, f.message, (fix,) if "numbered" in f.message else f.fixes) for f in found]
     return found

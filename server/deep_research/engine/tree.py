@@ -60,8 +60,10 @@ class Tree:
             return None
         folder = self.folder(path)
         problem = base.copy()
-        criteria = self.cache.read(folder / CRITERIA, formats.parse_criteria)
-        problem.criteria = [Criterion(c.text, c.done) for c in criteria or []]
+        criteria = self.cache.read(folder / CRITERIA, formats.read_criteria)
+        if criteria is not None:
+            problem.criteria = [Criterion(c.text, c.done) for c in criteria.criteria]
+            problem.criteria_notes = criteria.notes
         if report:
             found = self.cache.read(folder / REPORT, formats.parse_report)
             if found is not None and found[0]:
