@@ -107,7 +107,7 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
         except OSError as error:  # the folder cannot take the changes: say so, change nothing
             message = (f"Deep Research: the message was not executed: {error}. Nothing was half-written; "
                        "fix the research folder and save again.")
-            log.error("%s", message)
+            log.warning("%s", message)  # the folder's doing (a link out, a pipe, a full disk), not the server's
             ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
             return _result(False, "error", message=str(error))
         if not result.executed:
