@@ -19,8 +19,17 @@ from .state import ProblemPath, Status
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
 
+_CANONICAL_FRONT = re.compile(r'---\nstatus: (open|done|failed)\norder: (-?\d+)\ncreated: "([^"\\\x00-\x1f]*)"\n---\n')
+_FRONT_OPEN = re.compile(r"\A---[ \t]*(?:\r?\n|\Z)")
+META_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:")  # a front matter line as `check` wants it
+_KNOWN_STATUSES = frozenset(s.value for s in Status)
+_WHOLE_NUMBER = re.compile(r"-?\d+")
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
-_CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:\d+\s*[.):]\s*)?(.*?)\s*$")
+_CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:(\d+)\s*[.):]\s*)?(.*?)\s*$")
+_PLAIN_VALUE = re.compile(r"[\w .+\-]*")
+_QUOTABLE = re.compile(r'[^"\\\x00-\x1f\x7f\u2028\u2029]*')  # json.dumps quotes these as they are
+CRITERION_NUMBER = re.compile(r"^\s*[-*+]\s*\[[^\]]?\]\s*(\d+)\s*[.):]")  # the number a criterion was written with
+_ITEM_STARTS = frozenset("-*+0123456789")
 _PLAIN_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?!\[[^\]]?\])(?:\d+\s*[.):]\s+)?(.*?)\s*$")
 
 
@@ -36,24 +45,36 @@ def read_front_matter(text: str, used: tuple[str, ...] = ()) -> tuple[dict[str, 
     """The front matter's values, the text after it, and its lines the engine does not use
     (keys not in `used`, lines that are not `key: value`): a person wrote those, and they are
     written back as they were."""
+    return _front(text, used)[:3]
+
+
+def _front(text: str, used: tuple[str, ...]) -> tuple[dict[str, str], str, tuple[str, ...], bool]:
+    """`read_front_matter`, and whether the front matter is well formed (absent, or closed and
+    made of `key: value` lines: what `check` asks of it)."""
     match = _FRONT.match(text)
     if not match:
-        return {}, text, ()
+        return {}, text, (), _FRONT_OPEN.match(text) is None
     meta: dict[str, str] = {}
     other: list[str] = []
+    well_formed = True
     for line in match.group(1).split("\n"):
         key, sep, value = line.partition(":")
         if sep:
             value = value.strip()
             if value.startswith('"'):
-                try:
-                    value = json.loads(value)
-                except ValueError:
-                    pass
+                if value.endswith('"') and "\\" not in value and len(value) > 1:
+                    value = value[1:-1]  # what json.loads gives, without its cost (a walk reads thousands)
+                else:
+                    try:
+                        value = json.loads(value)
+                    except ValueError:
+                        pass
             meta[key.strip()] = str(value)
-        if (not sep or key.strip() not in used) and line.strip():
-            other.append(line.rstrip("\r"))
-    return meta, text[match.end():], tuple(other)
+        if line.strip():
+            well_formed = well_formed and META_LINE.match(line) is not None
+            if not sep or key.strip() not in used:
+                other.append(line.rstrip("\r"))
+    return meta, text[match.end():], tuple(other), well_formed
 
 
 def front_matter(*extra: str, **meta: object) -> str:
@@ -61,8 +82,12 @@ def front_matter(*extra: str, **meta: object) -> str:
     lines = []
     for key, value in meta.items():
         text = str(value)
-        plain = re.fullmatch(r"[\w .+\-]*", text) and text == text.strip()
-        lines.append(f"{key}: {text if plain else json.dumps(text, ensure_ascii=False)}")
+        if _PLAIN_VALUE.fullmatch(text) and text == text.strip():
+            lines.append(f"{key}: {text}")
+        elif _QUOTABLE.fullmatch(text):
+            lines.append(f'{key}: "{text}"')  # what json.dumps gives, without its cost
+        else:
+            lines.append(f"{key}: {json.dumps(text, ensure_ascii=False)}")
     return "---\n" + "\n".join([*lines, *extra]) + "\n---\n"
 
 
@@ -80,29 +105,50 @@ def render_definition(problem: Problem) -> str:
 
 
 def parse_definition(text: str, path: ProblemPath, fallback_title: str) -> Problem:
-    meta, body, extra = read_front_matter(text, DEFINITION_KEYS)
+    return read_definition(text, path, fallback_title)[0]
+
+
+def read_definition(text: str, path: ProblemPath, fallback_title: str) -> tuple[Problem, bool]:
+    """The problem a definition file says, and whether the file alone leaves `check` nothing to
+    say (a well-formed front matter with a known status and a whole-number order, the `# Title`
+    line first): worked out while parsing, so that a walk need not look at clean files again."""
+    canonical = _CANONICAL_FRONT.match(text)
+    if canonical is not None:  # as the engine writes it (nearly every file): no line by line reading
+        status, order, created = canonical.groups()
+        meta, body, extra, clean = {"status": status, "order": order, "created": created}, text[canonical.end():], (), True
+    else:
+        meta, body, extra, clean = _front(text, DEFINITION_KEYS)
     title = fallback_title
-    lines = body.split("\n")  # not splitlines(): it also breaks on \f, \x1c, \u2028 ...
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        if line.startswith("# "):
-            title = line[2:].strip() or fallback_title
-            lines = lines[index + 1:]
-        break
+    rest = body
+    start = 0
+    while True:  # the first line that is not blank (lines end at "\n" only, not at \f, \x1c, \u2028 ...)
+        end = body.find("\n", start)
+        line = body[start:] if end < 0 else body[start:end]
+        if line.strip() or end < 0:
+            break
+        start = end + 1
+    if line.startswith("# "):
+        title = line[2:].strip() or fallback_title
+        rest = "" if end < 0 else body[end + 1:]
+    elif line.strip():
+        clean = False  # no title line first
     try:
         order = int(meta.get("order", "0"))
     except ValueError:
         order = 0
+    status = meta.get("status")
+    if clean and (status is not None and status.strip().lower() not in _KNOWN_STATUSES or "order" in meta
+                  and not _WHOLE_NUMBER.fullmatch(meta["order"].strip())):
+        clean = False
     return Problem(
         path=path,
         title=title,
-        definition="\n".join(lines).strip(),
+        definition=rest.strip(),
         status=Status.parse(meta.get("status")),
         order=order,
         created=meta.get("created", ""),
         extra_meta=extra,
-    )
+    ), clean
 
 
 # -- Criteria of Definition of Done.md --------------------------------------------------------
@@ -133,6 +179,7 @@ class CriteriaFile:
 
     criteria: tuple[Criterion, ...]
     notes: tuple[tuple[int, str], ...] = ()
+    clean: bool = True  # nothing for `check` to say: no notes, every number written is the criterion's
 
 
 def read_criteria(text: str) -> CriteriaFile:
@@ -141,27 +188,42 @@ def read_criteria(text: str) -> CriteriaFile:
     other line but the heading (and the placeholder) is a note: not read, kept where it is."""
     criteria: list[Criterion] = []
     notes: list[tuple[int, str]] = []
+    numbered = True
     for line in text.split("\n"):
-        criterion = criterion_of(line)
+        box = _CRITERION.match(line) if line[:1] == "-" else None  # the usual line, in one match
+        if box is not None and box.group(3):
+            criteria.append(Criterion(box.group(3), box.group(1).strip() != ""))
+            numbered = numbered and (box.group(2) is None or int(box.group(2)) == len(criteria))
+            continue
+        criterion = criterion_of(line) if box is None else None
         if criterion is not None:
             criteria.append(criterion)
-        elif is_criteria_note(line):
+            number = CRITERION_NUMBER.match(line)
+            numbered = numbered and (number is None or int(number.group(1)) == len(criteria))
+        elif _is_note(line):
             notes.append((len(criteria), line.rstrip("\r")))
-    return CriteriaFile(tuple(criteria), tuple(notes))
+    return CriteriaFile(tuple(criteria), tuple(notes), numbered and not notes)
 
 
 def is_criteria_note(line: str) -> bool:
     """A line of the criteria file that is neither a criterion nor ours (a blank line, the file's
     `# ` heading, the placeholder): what a person wrote there, kept as it is."""
-    return (bool(line.strip()) and criterion_of(line) is None and not line.startswith("# ")
-            and line.strip() != NO_CRITERIA)
+    return criterion_of(line) is None and _is_note(line)
+
+
+def _is_note(line: str) -> bool:
+    """`is_criteria_note` for a line known not to be a criterion."""
+    stripped = line.strip()
+    return bool(stripped) and not line.startswith("# ") and stripped != NO_CRITERIA
 
 
 def criterion_of(line: str) -> Criterion | None:
     """The criterion a line of the criteria file is, or None."""
+    if line[:1] not in _ITEM_STARTS and line.lstrip()[:1] not in _ITEM_STARTS:
+        return None  # most lines: a heading, a blank line, prose
     match = _CRITERION.match(line)
     if match:
-        return Criterion(match.group(2), match.group(1).strip() != "") if match.group(2) else None
+        return Criterion(match.group(3), match.group(1).strip() != "") if match.group(3) else None
     item = _PLAIN_ITEM.match(line)
     return Criterion(item.group(1)) if item and item.group(1) else None
 

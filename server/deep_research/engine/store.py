@@ -212,6 +212,7 @@ MAX_READ_BYTES = 16 * 1024 * 1024  # a file of the research larger than this is 
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _READ_FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_NOCTTY", 0) | _CLOEXEC | getattr(os, "O_BINARY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
 _PATH_FLAGS = getattr(os, "O_PATH", 0) | _CLOEXEC  # a handle that opens nothing (Linux)
 _PROC_FD = os.path.isdir("/proc/self/fd")
@@ -237,10 +238,14 @@ def _fd_real_path(fd: int) -> str | None:
 class Entry:
     """A folder entry as `Guard.list_dir` gives it, its kind looked up while listing."""
 
-    __slots__ = ("name", "path", "_kind")
+    __slots__ = ("name", "folder", "_kind")
 
-    def __init__(self, name: str, path: str, kind: int) -> None:
-        self.name, self.path, self._kind = name, path, kind
+    def __init__(self, name: str, folder: str, kind: int) -> None:
+        self.name, self.folder, self._kind = name, folder, kind
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.folder, self.name)
 
     def is_dir(self) -> bool:
         """A folder, or a link inside the research to one."""
@@ -322,32 +327,14 @@ class Guard:
         A link whose target is outside is left out, unless `outside` (then it is listed,
         `leads_outside()`, neither file nor folder): a new name must avoid it, and `check`
         reports it."""
-        name = str(folder)
-        try:
-            fd = os.open(name, _FOLDER_FLAGS)
-        except OSError:
-            return []
-        try:
-            real = _fd_real_path(fd) or os.path.realpath(name)
-            if not self.contains(real) or own and real != os.path.normpath(name):
-                return []
-            found = []
-            with os.scandir(fd if _PROC_FD else real) as scan:
-                for entry in scan:
-                    if not hidden and entry.name.startswith("."):
-                        continue
-                    try:
-                        kind = self._kind(entry, real)
-                    except OSError:
-                        kind = _LINK  # a link in a loop or to nothing: neither file nor folder
-                    if kind & _OUTSIDE and not outside:
-                        continue
-                    found.append(Entry(entry.name, os.path.join(name, entry.name), kind))
-            return found
-        except OSError:
-            return []
-        finally:
-            os.close(fd)
+        with self.open_folder(folder, own=own) as opened:
+            return opened.entries(hidden=hidden, outside=outside) if opened is not None else []
+
+    def open_folder(self, folder: Path | str, *, own: bool = False) -> _Opening:
+        """`with guard.open_folder(path) as opened`: the folder, open, if it is inside the
+        research (with `own`: reached through no link), else None. Its entries are listed and
+        its files read relative to it, so each file costs no check of where it is (`OpenFolder`)."""
+        return _Opening(self, str(folder), own)
 
     def _kind(self, entry: os.DirEntry[str], real_folder: str) -> int:
         if not entry.is_symlink():  # the kind comes with the listing: no look-up
@@ -382,6 +369,87 @@ class Guard:
             except OSError as error:
                 return f"it cannot be read ({error.strerror or error})"
         return None
+
+
+class _Opening:
+    """`Guard.open_folder`'s context (a class, not a generator: a walk opens thousands)."""
+
+    __slots__ = ("guard", "name", "own", "fd", "parent", "child")
+
+    def __init__(self, guard: Guard, name: str, own: bool, parent: OpenFolder | None = None,
+                 child: str = "") -> None:
+        self.guard, self.name, self.own, self.fd, self.parent, self.child = guard, name, own, -1, parent, child
+
+    def __enter__(self) -> OpenFolder | None:
+        if self.parent is not None:  # a subfolder, opened relative to its open parent, not through a link
+            try:
+                self.fd = os.open(self.child, _FOLDER_FLAGS | _NOFOLLOW, dir_fd=self.parent.fd)
+            except (OSError, NotImplementedError):
+                return None
+            return OpenFolder(self.guard, self.fd, self.name, self.parent.real + os.sep + self.child)
+        try:
+            self.fd = os.open(self.name, _FOLDER_FLAGS)
+        except OSError:
+            return None
+        real = _fd_real_path(self.fd) or os.path.realpath(self.name)
+        if not self.guard.contains(real) or self.own and real != os.path.normpath(self.name):
+            return None
+        return OpenFolder(self.guard, self.fd, self.name, real)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class OpenFolder:
+    """A folder of the research, open (`Guard.open_folder`): its entries, and its files read
+    relative to it without following a link in their name (`O_NOFOLLOW`), so that a file
+    costs an open, an `fstat` and its reads. A link that stays inside is read by its path,
+    through the guard."""
+
+    def __init__(self, guard: Guard, fd: int, name: str, real: str) -> None:
+        self.guard, self.fd, self.name, self.real = guard, fd, name, real
+
+    def entries(self, *, hidden: bool = False, outside: bool = False) -> list[Entry]:
+        found = []
+        try:
+            with os.scandir(self.fd if _PROC_FD else self.real) as scan:
+                for entry in scan:
+                    name = entry.name
+                    if not hidden and name[0] == ".":
+                        continue
+                    try:
+                        if not entry.is_symlink():  # the kind comes with the listing: no look-up
+                            kind = _DIR if entry.is_dir() else _FILE if entry.is_file() else 0
+                        else:
+                            kind = self.guard._kind(entry, self.real)
+                    except OSError:
+                        kind = _LINK  # a link in a loop or to nothing: neither file nor folder
+                    if kind & _OUTSIDE and not outside:
+                        continue
+                    found.append(Entry(name, self.name, kind))
+        except OSError:
+            return []
+        return found
+
+    def open_child(self, entry: Entry) -> _Opening:
+        """`with opened.open_child(entry) as child`: the subfolder `entry` (a folder of
+        `entries()`, not a link), open relative to this one: no path to resolve, no check of
+        where it is (it is here); None if it is not that folder any more."""
+        return _Opening(self.guard, self.name + os.sep + entry.name, False, self, entry.name)
+
+    def read(self, entry: Entry, limit: int | None = MAX_READ_BYTES) -> bytes | None:
+        """The bytes of the file `entry` (one of `entries()`), or None (see `Guard`)."""
+        if entry.leads_outside() or not entry.is_file():
+            return None
+        if entry.is_symlink():
+            return self.guard.read(entry.path, limit=limit)
+        try:
+            fd = os.open(entry.name, _READ_FLAGS | _NOFOLLOW, dir_fd=self.fd)
+        except (OSError, NotImplementedError):
+            return None
+        return _read_open(fd, limit)
 
 
 def _open_regular(name: str, st: os.stat_result | None, guard: Guard | None) -> int | None:
@@ -444,8 +512,17 @@ def _read_regular(name: str, st: os.stat_result | None, guard: Guard | None, lim
     fd = _open_regular(name, st, guard)
     if fd is None:
         return None
+    return _read_open(fd, limit)
+
+
+def _read_open(fd: int, limit: int | None) -> bytes | None:
+    """Everything the regular file open as `fd` holds (None if it is not one, or holds more than
+    `limit`); closes `fd`."""
     try:
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        if not stat_module.S_ISREG(info.st_mode):
+            return None
+        size = info.st_size
         if limit is not None and size > limit:
             return None
         data = os.read(fd, size + 1)  # a regular file gives all it has, or up to the end
