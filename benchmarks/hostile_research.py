@@ -283,7 +283,8 @@ async def mcp(workspace: Path, root: Path, name: str, found: Findings, timeout: 
         if "Internal error" in text:
             found.crashes.append(f"{name}: mcp {label}: {text[:300]}")
 
-    try:
+    async def session_through() -> None:
+        nonlocal session
         async with connect(workspace) as (session, _):
             await tool("get_prompt", {})
             await tool("research_tree", {})
@@ -303,6 +304,11 @@ async def mcp(workspace: Path, root: Path, name: str, found: Findings, timeout: 
             await tool("export_dossier", {})
             await tool("execute_message", {"message": "///add_criteria Through MCP\n"})
             await tool("undo_message", {})
+
+    session = None
+    try:
+        with anyio.fail_after(timeout * 10):  # the whole session, the server's start included
+            await session_through()
     except TimeoutError:
         found.hangs.append(f"{name}: mcp")
     except Exception as error:  # the server died, or the SDK could not talk to it

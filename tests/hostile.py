@@ -186,6 +186,8 @@ def _fifo(at: Path) -> None:
 
 
 def _bytes(at: Path, data: bytes) -> None:
+    if at.is_symlink() or at.exists():
+        at.unlink()  # a FIFO planted there would block the write; a link would write elsewhere
     at.write_bytes(data)
 
 
