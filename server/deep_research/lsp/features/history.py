@@ -48,7 +48,7 @@ def register(server: DeepResearchServer) -> None:
                 return {"undone": False, "reason": "nothing-to-undo" if nothing else "refused", "message": str(refusal)}
             except OSError as error:
                 message = f"Deep Research: the undo did not run: {error}. Nothing was half-written."
-                log.error("%s", message)
+                log.warning("%s", message)  # the folder's doing (a link out, a pipe, a full disk), not the server's
                 ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
                 return {"undone": False, "reason": "error", "message": str(error)}
             finally:
