@@ -2,7 +2,7 @@
 """Issue 16's benchmark: `deep-research check` and stale reports on big researches, and what
 the research's rules cost execution.
 
-    PYTHONPATH=server python benchmarks/check_bench.py [--quick] [--reps N] [--dir DIR]
+    PYTHONPATH=server python benchmarks/check_bench.py [--quick] [--reps N] [--runs N] [--dir DIR] [--walks-only]
 
 For a research of 11,111 problems (10 x 10 x 10 x 10) and one of 101,111 (10 x 10 x 10 x 100),
 built with `engine_bench.build_tree`, with reports (and what they rest on) on every problem above the
@@ -11,7 +11,9 @@ its parent's report stale):
 
 - `check` (engine/lint.py over the whole tree) and `tree` (the streamed outline, which marks
   stale reports), each in a fresh process: wall time and peak memory (ru_maxrss), beside a
-  baseline that only reads every file of the tree once (the I/O floor of any whole-tree walk);
+  baseline that only reads every file of the tree once (the I/O floor of any whole-tree walk),
+  alternating, `--runs` times each; the medians and their ratios to the baseline (issue 25's goal:
+  at most ×1.5);
 - executing a typical message (engine_bench's) in the 101,111-problem research against the same
   in a 111-problem one, interleaved message by message, durable: the ratio of the medians.
 
@@ -113,6 +115,7 @@ def child(kind: str, root: Path) -> dict:
     from deep_research.engine.outline import outline_lines
 
     began = time.perf_counter()
+    cpu = time.process_time()
     if kind == "read":
         count = read_everything(root)
     elif kind == "check":
@@ -120,7 +123,8 @@ def child(kind: str, root: Path) -> dict:
     else:
         count = sum(1 for line in outline_lines(Research(root)) if " stale" in line)
     seconds = time.perf_counter() - began
-    return {"seconds": seconds, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "count": count}
+    return {"seconds": seconds, "cpu": time.process_time() - cpu,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "count": count}
 
 
 def measure(kind: str, root: Path) -> dict:
@@ -191,7 +195,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small trees, few runs (seconds)")
     parser.add_argument("--reps", type=int, default=30, help="typical messages per research (default 30)")
     parser.add_argument("--dir", type=Path, help="where to build the researches (default: a temporary folder)")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each whole-tree measurement (default 5)")
     parser.add_argument("--execute-only", action="store_true", help="measure only execute, big against small")
+    parser.add_argument("--walks-only", action="store_true", help="measure only read, tree and check")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -201,22 +207,34 @@ def main() -> int:
     sizes = {"10k": (10, 10, 10, 10), "100k": (10, 10, 10, 100)}
     # The small research has the big one's neighbourhood of the focus (three levels down, as
     # many subproblems there), so that only the size of the rest of the tree differs.
-    reps = args.reps
+    reps, runs = args.reps, args.runs
     if args.quick:
-        sizes, reps = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, 3
+        sizes, reps, runs = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, 3, 1
     try:
         # reports on every level above the leaves, so that a leaf's edited report makes its parent's stale
         if args.execute_only:
             sizes = {name: shape for name, shape in sizes.items() if name == list(sizes)[-1]}
         roots = {name: prepared(base, name, shape, len(shape) - 1, 10) for name, shape in sizes.items()}
-        print(f"\n{'research':>9} | {'what':<34} | {'time':>8} | {'peak RSS':>9} | found")
+        print(f"\neach in a fresh process, {runs} run(s) each, alternating; medians (wall time, and CPU time)")
+        print(f"{'research':>9} | {'what':<34} | {'time':>8} | {'ratio':>6} | {'CPU':>7} | {'ratio':>6} | "
+              f"{'peak RSS':>9} | found")
+        kinds = (("read", "baseline: read every file once"), ("tree", "tree (marks stale reports)"), ("check", "check"))
         for name, root in ({} if args.execute_only else roots).items():
-            for kind, label in (("read", "baseline: read every file once"), ("tree", "tree (marks stale reports)"),
-                                ("check", "check")):
-                got = measure(kind, root)
-                found = {"read": f"{got['count'] / 1e6:.1f} MB", "tree": f"{got['count']:,} stale",
-                         "check": f"{got['count']:,} findings"}[kind]
-                print(f"{name:>9} | {label:<34} | {got['seconds']:>6.2f} s | {got['rss_mb']:>6.1f} MB | {found}")
+            got: dict[str, list[dict]] = {kind: [] for kind, _ in kinds}
+            for _ in range(runs):
+                for kind, _ in kinds:
+                    got[kind].append(measure(kind, root))
+            wall = {kind: statistics.median(g["seconds"] for g in runs_) for kind, runs_ in got.items()}
+            cpu = {kind: statistics.median(g["cpu"] for g in runs_) for kind, runs_ in got.items()}
+            for kind, label in kinds:
+                last = got[kind][-1]
+                found = {"read": f"{last['count'] / 1e6:.1f} MB", "tree": f"{last['count']:,} stale",
+                         "check": f"{last['count']:,} findings"}[kind]
+                rss = max(g["rss_mb"] for g in got[kind])
+                print(f"{name:>9} | {label:<34} | {wall[kind]:>6.2f} s | ×{wall[kind] / wall['read']:>5.2f} | "
+                      f"{cpu[kind]:>5.2f} s | ×{cpu[kind] / cpu['read']:>5.2f} | {rss:>6.1f} MB | {found}")
+        if args.walks_only:
+            return 0
         big_shape = sizes[list(sizes)[-1]]
         small = prepared(base, "small", big_shape, len(big_shape) - 1, 10, spine=True)
         executions(small, roots[list(roots)[-1]], reps)

@@ -37,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()
         return status
     except UserError as error:
-        print(f"deep-research: {error}", file=sys.stderr)
+        _err(f"deep-research: {error}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
@@ -45,21 +45,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except OSError as error:  # the file system refused: say what and where, change nothing
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
-        print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
+        _err(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.")
         return EXIT_IO
     except Exception as error:  # never a raw traceback for a user
         from .engine.research import NotAResearch
 
         if isinstance(error, NotAResearch):
-            print(f"deep-research: {error}", file=sys.stderr)
+            _err(f"deep-research: {error}")
             return EXIT_USAGE
         if os.environ.get("DEEP_RESEARCH_DEBUG"):
             raise
-        print(
+        _err(
             f"deep-research: internal error: {type(error).__name__}: {error}\n"
             "Nothing was half-written (every change is one transaction). Set DEEP_RESEARCH_DEBUG=1 "
-            "to see the traceback, and please report it.",
-            file=sys.stderr,
+            "to see the traceback, and please report it."
         )
         return EXIT_INTERNAL
 
@@ -207,7 +206,7 @@ def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources
     if args.instruction_file:
         from .engine.evidence import MAX_TEXT_CHARS
 
-        instruction = _read(args.instruction_file)
+        instruction = _read(args.instruction_file, f"{outcome} Give plain UTF-8 text.")
         if len(instruction) > MAX_TEXT_CHARS:
             raise UserError(f"{args.instruction_file} holds {len(instruction):,} characters; an instruction is at "
                             f"most {MAX_TEXT_CHARS:,}. {outcome}")
@@ -220,15 +219,19 @@ def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources
         raise UserError(f"{error.message} {outcome}") from None
     assert prepared is not None  # nothing cancels it here (Ctrl-C stops the process)
     for note in prepared.notes:
-        print(f"deep-research: note: {note}", file=sys.stderr)
+        _err(f"deep-research: note: {note}")
     return prepared
 
 
 def _new(args: argparse.Namespace) -> int:
     from .engine.research import MESSAGE_FILE, Location, Research, locate
+    from .engine.text import control_sentence
 
     if args.dir.exists() and not args.dir.is_dir():
         raise UserError(f"{args.dir} exists and is not a folder")
+    refusal = control_sentence(f"The folder name {str(args.dir)!r}", str(args.dir), name=True)
+    if refusal:  # a newline or an escape in a name would fool every listing and terminal that shows it
+        raise UserError(refusal + " Nothing was created.")
     existing = f"{args.dir} already holds a research. Continue it: write the next message in " \
                f"{args.dir / MESSAGE_FILE} and run `deep-research execute`, or `deep-research continue {args.dir}`."
     if args.dir.is_dir() and locate(args.dir)[0] is Location.RESEARCH:
@@ -238,8 +241,8 @@ def _new(args: argparse.Namespace) -> int:
         research = Research.create(args.dir, prepared.instruction, prepared.context, prepared.attachments)
     except FileExistsError:
         raise UserError(existing) from None
-    print(f"Created a research in {research.root}")
-    print(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
+    _say(f"Created a research in {research.root}")
+    _say(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
     return EXIT_OK
 
 
@@ -250,16 +253,16 @@ def _continue(args: argparse.Namespace) -> int:
     research = Research.open(folder)  # a clear error if this is not a research
     prepared = _inputs(args, folder, "Nothing was changed.")
     reopened = research.continue_with(prepared.instruction, prepared.context, prepared.attachments)  # one transaction
-    print(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
+    _say(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
-    print(f"Write the next message in {research.root / MESSAGE_FILE}.")
+    _say(f"Write the next message in {research.root / MESSAGE_FILE}.")
     return EXIT_OK
 
 
 def _execute(args: argparse.Namespace) -> int:
     from .engine.reply import unsuccessful
     from .engine.research import MESSAGE_FILE, Research, is_message_document
-    from .engine.store import MESSAGE_SUFFIX
+    from .engine.store import MESSAGE_SUFFIX, Guard
     from .printouts import execution_printout
     from .sources.gather import gather_and_execute_sync
 
@@ -273,15 +276,18 @@ def _execute(args: argparse.Namespace) -> int:
             f"{path} is not a message document: only {MESSAGE_SUFFIX} documents are executed (and emptied "
             f"afterwards). Write the message in the research's {MESSAGE_FILE}; {path} was not touched."
         )
+    if Guard(path.parent).locate(path) is None:  # a link out of its folder: someone else's file
+        raise UserError(f"{path} is a link to a file outside its folder: it is not read as a message, and was "
+                        "not touched.")
     text = _read(path)
     research = Research.open(path.resolve().parent)
     config = _config(research.root)
     # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
     result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress)
     if not result.executed:
-        print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
+        _say(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
-    sys.stdout.write(execution_printout(result, research, document=path, quiet=args.quiet))
+    _out(execution_printout(result, research, document=path, quiet=args.quiet))
     failed = result.analysis is not None and bool(unsuccessful(result.analysis))  # failed, or not run
     return EXIT_COMMAND_FAILED if failed else EXIT_OK
 
@@ -295,13 +301,13 @@ def _run(args: argparse.Namespace) -> int:
         folder = _folder(args.dir)
         return run_command(Options(folder, given(args), args.seed))
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
-        print(f"deep-research: {error}", file=sys.stderr)
+        _err(f"deep-research: {error}")
         return EXIT_COMMAND_FAILED
     except BrokenPipeError:
         raise  # the reader went away: `main` ends quietly
     except OSError as error:  # the file system refused: nothing was half-applied
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
-        print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
+        _err(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.")
         return EXIT_COMMAND_FAILED
 
 
@@ -309,13 +315,14 @@ def _prompt(args: argparse.Namespace) -> int:
     from .engine.research import Research
     from .printouts import prompt_printout
 
-    sys.stdout.write(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
+    _out(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
     return EXIT_OK
 
 
 def _tree(args: argparse.Namespace) -> int:
     from .engine.outline import outline_lines
     from .engine.research import Research
+    from .engine.text import printable
 
     research = Research.open(_folder(args.dir))
     stats = None
@@ -324,7 +331,7 @@ def _tree(args: argparse.Namespace) -> int:
 
         stats = Ledger(research.root)
     for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
-        print(line)
+        print(printable(line))  # titles come from files anyone may have written
     sys.stdout.flush()  # `deep-research tree DIR | head`: a closed pipe ends it quietly (see `main`)
     return EXIT_OK
 
@@ -332,7 +339,7 @@ def _tree(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from .engine.research import Research
     from .engine.tree import UnknownProblem, find_problem
-    from .printouts import for_terminal, report_printout
+    from .printouts import report_printout
 
     research = Research.open(_folder(args.dir))
     try:
@@ -341,10 +348,10 @@ def _report(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     text, notes = report_printout(research, path)
     for note in notes:
-        print(f"deep-research: {note}", file=sys.stderr)
+        _err(f"deep-research: {note}")
     if text is None:
         return EXIT_COMMAND_FAILED
-    sys.stdout.write(for_terminal(text) if sys.stdout.isatty() else text)
+    _out(text)
     return EXIT_OK
 
 
@@ -352,6 +359,7 @@ def _check(args: argparse.Namespace) -> int:
     from .engine.lint import check_research
     from .engine.research import Location, Research, locate
     from .engine.store import bookkeeping
+    from .engine.text import printable
 
     folder = _folder(args.dir)
     where, root = locate(folder)
@@ -370,14 +378,14 @@ def _check(args: argparse.Namespace) -> int:
     for finding in check_research(research):
         count += 1
         files.add(finding.path)
-        print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
+        print(printable(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}"))
     sys.stdout.flush()  # `deep-research check DIR | head`: a closed pipe ends it quietly (see `main`)
     done = f"fixed {fixed:,} finding(s); " if args.fix else ""
     if count:
         left = " left (they need a person)" if args.fix else ""
-        print(f"deep-research: {done}{count:,} finding(s){left} in {len(files) or 1:,} file(s).", file=sys.stderr)
+        _err(f"deep-research: {done}{count:,} finding(s){left} in {len(files) or 1:,} file(s).")
         return EXIT_COMMAND_FAILED
-    print(f"deep-research: {done}nothing {'left' if args.fix else 'found'} in {args.dir}.", file=sys.stderr)
+    _err(f"deep-research: {done}nothing {'left' if args.fix else 'found'} in {args.dir}.")
     return EXIT_OK
 
 
@@ -397,7 +405,8 @@ def _fix(args: argparse.Namespace, root: Path) -> int:
 def _shown(given: Path, root: Path, path: Path) -> str:
     """`path` as the user named the research: `DIR/Subproblems/…` (clickable in terminals and editors)."""
     try:
-        return str(given / Path(os.path.realpath(path)).relative_to(os.path.realpath(root)))
+        # The entry itself, not where it leads: `check` reports links by their own place.
+        return str(given / Path(os.path.realpath(path.parent), path.name).relative_to(os.path.realpath(root)))
     except ValueError:
         return str(path)
 
@@ -411,9 +420,9 @@ def _undo(args: argparse.Namespace) -> int:
     try:
         undone = research.undo()
     except UndoRefused as refusal:
-        print(f"deep-research: {refusal}", file=sys.stderr)
+        _err(f"deep-research: {refusal}")
         return EXIT_COMMAND_FAILED
-    sys.stdout.write(undo_printout(research, undone))
+    _out(undo_printout(research, undone))
     return EXIT_OK
 
 
@@ -435,10 +444,10 @@ def _export(args: argparse.Namespace) -> int:
         result = export(research.root, target, replace_any=args.output is not None)  # -o: the user's choice
     except FileExistsError as error:
         raise UserError(f"{error} (give it explicitly with -o to replace it)") from None
-    sys.stdout.write(export_printout(target, result, time.perf_counter() - started))
+    _out(export_printout(target, result, time.perf_counter() - started))
     warning = unsettled_export_warning(result)
     if warning:
-        print(f"deep-research: {warning}", file=sys.stderr)
+        _err(f"deep-research: {warning}")
     return EXIT_OK
 
 
@@ -494,6 +503,38 @@ def _reader_gone() -> int:
     return 128 + 13  # where there is no SIGPIPE: the status a shell shows for it
 
 
+def _err(text: str) -> None:
+    """A line for the person at the terminal, on standard error: control characters escaped."""
+    from .engine.text import printable
+
+    print(printable(text), file=sys.stderr, flush=True)
+
+
+def _say(text: str) -> None:
+    """A line for the person who ran the command (paths may hold anything): escaped."""
+    from .engine.text import printable
+
+    print(printable(text))
+
+
+def _out(text: str) -> None:
+    """What a command prints that scripts and models also read (the prompt, a reply): exact
+    when piped, control characters escaped on a terminal (as `ls` does with names)."""
+    from .engine.text import printable
+
+    sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
 def _folder(path: Path) -> Path:
     if not path.exists():
         raise UserError(f"{path}: no such folder")
@@ -502,19 +543,23 @@ def _folder(path: Path) -> Path:
     return path
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, after: str | None = None) -> str:
     if not path.exists():
         raise UserError(f"{path}: no such file")
     if path.is_dir():
         raise UserError(f"{path} is a folder, not a file")
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: permission denied")
-    from .engine.store import read_text
+    from .engine.store import read_bytes
+    from .engine.text import NotText, message_text
 
-    text = read_text(path)
-    if text is None:
-        raise UserError(f"{path}: cannot read the file")
-    return text
+    data = read_bytes(path)  # a regular file, read without blocking
+    if data is None:
+        raise UserError(f"{path}: cannot read the file (it is not a regular file, or cannot be opened)")
+    try:
+        return message_text(data, str(path), *([after] if after else []))
+    except NotText as error:
+        raise UserError(str(error)) from None
 
 
 def _config(root: Path):
@@ -523,11 +568,11 @@ def _config(root: Path):
 
     config, problems = load(root)
     for problem in problems:
-        print(f"deep-research: warning: {problem}", file=sys.stderr)
+        _err(f"deep-research: warning: {problem}")
     return config
 
 
 def _progress(done: int, total: int, what: str) -> None:
     """Gathering sources can take seconds: say what is happening, on standard error."""
-    print(f"deep-research: [{done}/{total}] {what}", file=sys.stderr, flush=True)
+    _err(f"deep-research: [{done}/{total}] {what}")
 

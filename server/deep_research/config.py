@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from .engine.names import expand_home
-from .engine.store import CONFIG_FILE
+from .engine.store import CONFIG_FILE, Guard
 
 __all__ = ["CONFIG_FILE", "Config", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load"]
 
@@ -249,10 +249,17 @@ def load(root: Path, environ: dict[str, str] | None = None) -> tuple[Any, list[s
     config = Config()
     path = root / CONFIG_FILE
     raw: dict[str, Any] = {}
-    if path.is_file():
-        raw, problem = parse_toml(path)
+    guard = Guard(root)  # a research from someone else: its file may be a link out, or a pipe
+    data = guard.read(path)
+    if data is not None:
+        try:
+            raw, problem = parse_toml(text=data.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raw, problem = {}, str(error)
         if problem:
             problems.append(f"{path} cannot be read ({problem}); using the defaults")
+    elif guard.why_not(path) is not None:
+        problems.append(f"{path} is not read ({guard.why_not(path)}); using the defaults")
     if raw:
         config = config.merged(**read_table(raw, problems, str(path), root))
     if env.get("OPENAI_BASE_URL"):

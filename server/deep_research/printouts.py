@@ -6,7 +6,6 @@ exactly what a person at the terminal reads; both call these functions.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,10 +131,3 @@ def report_printout(research: Research, path: tuple[str, ...] = ()) -> tuple[str
     return problem.report.rstrip() + "\n", notes
 
 
-def for_terminal(text: str) -> str:
-    """`text` with its control characters shown, not obeyed (a report or a reply is written by a
-    model: an escape sequence in it must not drive the reader's terminal). Lines and tabs stay."""
-    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # issue 25 may bring a shared escaping

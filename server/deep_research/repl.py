@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
 from .engine.research import Research
 from .engine.state import Phase
+from .engine.text import NotText, printable
 
 if TYPE_CHECKING:  # pragma: no cover
     from .config import Config
@@ -77,7 +78,11 @@ class _Repl:
             if not word:
                 self.write("(empty message: nothing sent)\n")
                 continue
-            result = self.send(text)
+            try:
+                result = self.send(text)
+            except NotText as error:  # a NUL pasted in: nothing runs, say so and go on
+                self.write(f"{error}\n")
+                continue
             if result.reason == "cancelled":
                 self.write("(stopped: nothing was sent; the message is back, to edit or send again)\n")
                 default = text
@@ -223,11 +228,8 @@ class _Repl:
         self.write(f"{RULE}\n{title}\n{RULE}\n{text.rstrip()}\n\n")
 
     def write(self, text: str) -> None:
-        if self.interactive:  # a page or a model's text must not drive the terminal
-            from .printouts import for_terminal
-
-            text = for_terminal(text)
-        self.out.write(text)
+        # Control characters escaped, piped too: the prompt holds what anyone wrote into the research's files.
+        self.out.write(printable(text))
         self.out.flush()
 
 
@@ -236,7 +238,7 @@ def _listing() -> str:
 
 
 def _progress_to_stderr(done: int, total: int, what: str) -> None:
-    print(f"deep-research: [{done}/{total}] {what}", file=sys.stderr, flush=True)
+    print(printable(f"deep-research: [{done}/{total}] {what}"), file=sys.stderr, flush=True)
 
 
 # -- reading messages ------------------------------------------------------------------------------

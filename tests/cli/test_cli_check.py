@@ -51,7 +51,7 @@ def hand_edited(folder: Path) -> Path:
     edit = lambda path, old, new: path.write_text(path.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")  # noqa: E731
     edit(sub / "Cache" / "Problem Definition.md", "status: done", "status: finished")
     edit(sub / "Flags" / "Problem Definition.md", "# Flags", "# cache")  # collides with "Cache"
-    edit(folder / "Criteria of Definition of Done.md", "- [x] 2. Two", "- [x] 7. Two\n3) Three, no box")
+    edit(folder / "Criteria of Definition of Done.md", "- [x] 2. Two", "- [x] 7. Two\n3) Three, no box\nA note by hand")
     edit(folder / "Report 3 Pager.md", "[[Paper]]", "[[Papr]]")
     edit(sub / "Cache" / "Report 3 Pager.md", "A1: 32", "A1: 64")  # the root's report is now stale
     (sub / "Lost").mkdir()  # a folder without a definition, missing from the breakdown
@@ -76,10 +76,11 @@ def test_hand_edits_are_found_one_line_each(run, tmp_path: Path) -> None:
         ("r/.deep-research/journal.jsonl", "not a JSON record (a torn last line"),
         ("r/Problem Definition.md", None),  # none: [[Paper]] in the definition resolves
         ("r/Criteria of Definition of Done.md", "numbered 7, but it is criterion 2"),
-        ("r/Criteria of Definition of Done.md", "looks like a criterion but is not read as one"),
+        ("r/Criteria of Definition of Done.md", "this line is not a criterion, so the assistant does not see it"),
         ("r/Breakdown Structure.md", "the subproblem “Lost” is missing from the breakdown"),
         ("r/Breakdown Structure.md", "“Flags” is listed, but no subproblem folder has that title"),
-        ("r/Report 3 Pager.md", "the report is out of date. Since this report was written, the report of “Cache” changed."),
+        ("r/Report 3 Pager.md", "the report is out of date. Since this report was written, its criteria changed and the "
+                                 "report of “Cache” changed."),
         ("r/Report 3 Pager.md", "[[Papr]] names no attachment of this problem or of its parents; did you mean [[Paper]]?"),
         ("r/Subproblems/notes.txt", "a file among the subproblems is not a subproblem"),
         ("r/Subproblems/Lost/Problem Definition.md", "has no Problem Definition.md"),

@@ -132,10 +132,19 @@ def test_execute_quiet_prints_only_errors(run, research: Path) -> None:
     assert "## Execution Status Report" not in result.stdout and "## Errors Report" in result.stdout
 
 
-def test_execute_a_message_with_undecodable_bytes(run, research: Path) -> None:
-    (research / "message.dr").write_bytes(b"///add_criteria caf\xe9 \xff\n")
-    run("execute", research / "message.dr")
-    assert "- [ ] 3. caf\ufffd \ufffd" in (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("data, why", [
+    (b"///add_criteria caf\xe9 \xff\n", "its bytes are not UTF-8 (byte 0xe9 at offset 19)"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR///add_criteria x\n\x00\x10", "it holds NUL bytes"),
+])
+def test_a_message_document_that_is_not_text_runs_nothing(run, research: Path, data: bytes, why: str) -> None:
+    """A binary file (or one in another encoding) saved as a message: a sentence, nothing run,
+    the document left as it was (issue 25)."""
+    (research / "message.dr").write_bytes(data)
+    before = snapshot(research)
+    result = run("execute", research / "message.dr", code=2)
+    assert f"message.dr is not text: {why} (a binary file?). Nothing was run and it was left as it is" \
+        in result.stderr
+    assert snapshot(research) == before
 
 
 def test_execute_crlf_message(run, research: Path) -> None:

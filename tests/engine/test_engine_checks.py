@@ -122,8 +122,8 @@ VALID = {
         "<<< add_subproblem\n///title\nTiling\n  strategies\n///content\nC\n>>>",
         {"title": "Tiling strategies", "content": "C"},
     ),
-    "tabs and NUL in a title become spaces": (
-        "<<< add_subproblem\n///title\nA\tB\x00C\n///content\nC\n>>>", {"title": "A B C", "content": "C"},
+    "tabs in a title become spaces": (
+        "<<< add_subproblem\n///title\nA\tB\t C\n///content\nC\n>>>", {"title": "A B C", "content": "C"},
     ),
     "criteria of a subproblem is one line": (
         "<<< add_criteria_to_subproblem\n///title\nSub A\n///criteria\nIt cites\nsources\n>>>",
@@ -137,6 +137,30 @@ def test_binds(text: str, args: dict[str, str]) -> None:
     binding = bind(parse(text).commands[0])
     assert [d for d in binding.diagnostics if d.is_error] == []
     assert {k: a.value for k, a in (binding.args or {}).items()} == args
+
+
+CONTROL = {  # issue 25: refused in every argument, with the character's place and a fix removing them
+    "escape in a line argument": ("///add_criteria Cites \x1b[2J sources", "0:22-0:23", "U+001B (ESC)",
+                                  "///add_criteria Cites [2J sources"),
+    "NUL in a title": ("<<< add_subproblem\n///title\nA\x00B\n///content\nC\n>>>", "2:1-2:2", "U+0000 (NUL)",
+                       "<<< add_subproblem\n///title\nAB\n///content\nC\n>>>"),
+    "override in content, two more below": (
+        "<<< add_attachment\n///name\nN\n///content\nab\u202ecd\n\x07\x9b\n>>>", "4:2-4:3",
+        "3 control characters, the first U+202E (RIGHT-TO-LEFT OVERRIDE)",
+        "<<< add_attachment\n///name\nN\n///content\nabcd\n\n>>>"),
+    "window title in a reason": ("///fail_task_and_focus_up \x1b]0;pwned\x07", "0:26-0:27", "U+001B (ESC)",
+                                 "///fail_task_and_focus_up ]0;pwned"),
+}
+
+
+@pytest.mark.parametrize("text, span, named, fixed", CONTROL.values(), ids=CONTROL.keys())
+def test_control_characters_in_an_argument_are_refused(text: str, span: str, named: str, fixed: str) -> None:
+    binding = bind(parse(text).commands[0])
+    [found] = [d for d in binding.diagnostics if d.code == "control-character"]
+    assert binding.args is None and found.is_error and fmt(found.span) == span
+    assert named in found.message and "Remove them" in found.message
+    assert apply_edits(text, found.fixes[0].edits) == fixed
+    assert bind(parse(fixed).commands[0]).args is not None
 
 
 def test_multi_line_title_is_a_warning_that_shows_the_result() -> None:

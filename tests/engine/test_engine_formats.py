@@ -97,7 +97,9 @@ HAND_CRITERIA = {
     "other number styles": ("- [ ] 1) Paren\n- [ ] 2: Colon\n", [("Paren", False), ("Colon", False)]),
     "empty box without space": ("- [] Empty box\n", [("Empty box", False)]),
     "indented": ("   - [x] Indented\n", [("Indented", True)]),
-    "prose and headings ignored": ("# Criteria\n\nSome notes.\n- [ ] Real one\n- plain bullet\n", [("Real one", False)]),
+    "prose and headings are not criteria": ("# Criteria\n\nSome notes.\n- [ ] Real one\n", [("Real one", False)]),
+    "a plain list item is an open criterion": ("- plain bullet\n1. numbered\n2) paren\n", [
+        ("plain bullet", False), ("numbered", False), ("paren", False)]),
     "empty criterion ignored": ("- [ ] \n- [x]\n- [ ] Kept\n", [("Kept", False)]),
     "CRLF": ("- [x] 1. First\r\n- [ ] 2. Second\r\n", [("First", True), ("Second", False)]),
     "empty file": ("", []),
@@ -176,3 +178,25 @@ def test_definition_keeps_unusual_separators() -> None:
     definition = "Page one\x0cpage two; copied\u2028from a web page\x1eend"
     back = formats.parse_definition(formats.render_definition(Problem((), "T", definition)), (), "f")
     assert back.definition == definition
+
+
+def test_lines_that_are_not_criteria_are_kept_where_they_were() -> None:
+    """Issue 25: a note written by hand in the criteria file survives the next rewrite."""
+    text = ("# Criteria of Definition of Done\n\nRead these first.\n- [ ] 1. One\n  (the hard one)\n- [x] 2. Two\n"
+            "- [ ] \nLast words.\n")
+    read = formats.read_criteria(text)
+    assert [c.text for c in read.criteria] == ["One", "Two"]
+    assert read.notes == ((0, "Read these first."), (1, "  (the hard one)"), (2, "- [ ] "), (2, "Last words."))
+    written = formats.render_criteria(list(read.criteria) + [formats.Criterion("Three")], read.notes)
+    assert written == ("# Criteria of Definition of Done\n\nRead these first.\n- [ ] 1. One\n  (the hard one)\n"
+                       "- [x] 2. Two\n- [ ] \nLast words.\n- [ ] 3. Three\n")
+    assert formats.read_criteria(written).notes == read.notes
+
+
+def test_front_matter_lines_the_engine_does_not_use_are_kept() -> None:
+    text = "---\nstatus: open\ntags: cache, tiles\norder: 2\njust a line\n---\n\n# T\n\nBody.\n"
+    problem = formats.parse_definition(text, ("T",), "T")
+    assert problem.extra_meta == ("tags: cache, tiles", "just a line")
+    written = formats.render_definition(problem)
+    assert "tags: cache, tiles\njust a line\n---" in written and "status: open" in written
+    assert formats.parse_definition(written, ("T",), "T").extra_meta == problem.extra_meta

@@ -152,10 +152,24 @@ def test_any_name_gives_one_safe_unique_component(name: str, taken: list[str]) -
 # -- through real commands, on a real folder ---------------------------------------------------------------------
 
 DANGEROUS_TITLES = [
-    "../x", "../../escape", "/etc", "/etc/passwd", "a/b", "a\\b", "C:\\x", "a\x00b", "bell\x07", "\x1b[2J",
+    "../x", "../../escape", "/etc", "/etc/passwd", "a/b", "a\\b", "C:\\x",
     "CON", "con.txt", "COM1", "NUL", "x" * 300, "Subproblems", "Attachments", ".deep-research", ".",
-    "..", "~", "$HOME", "Problem Definition.md", "Report 3 Pager.md", "\u202eevil", "Caf\u00e9",
+    "..", "~", "$HOME", "Problem Definition.md", "Report 3 Pager.md", "Caf\u00e9",
 ]
+CONTROL_TITLES = ["a\x00b", "bell\x07", "\x1b[2J", "\x1b]0;title\x07", "\u202eevil", "del\x7f", "csi\x9b"]
+
+
+def test_titles_with_control_characters_are_refused(research: Research, root: Path) -> None:
+    """Issue 25: they would fool a terminal showing the tree; the command fails, nothing is written."""
+    before = sorted(p.name for p in (root / "Subproblems").iterdir())
+    for title in CONTROL_TITLES:
+        text = subproblem(title, "Definition")
+        if "\x00" in title:
+            continue  # a NUL makes the whole message not text (test_engine_research.py)
+        result = research.execute(text)
+        assert statuses(result) == [("add_subproblem", "failed")], title
+        assert "control character" in result.reply and "Remove them" in result.reply
+    assert sorted(p.name for p in (root / "Subproblems").iterdir()) == before
 
 
 def outside(tmp_path: Path, root: Path) -> list[str]:
@@ -189,7 +203,7 @@ def test_dangerous_titles_stay_inside_and_keep_their_text(research: Research, ro
 
 
 def test_dangerous_attachment_names(research: Research, root: Path, tmp_path: Path) -> None:
-    names = ["../../x", "/etc/passwd", "a/b", "a:b", "CON", "x" * 300, ".hidden", "Problem Definition", "e\x00f"]
+    names = ["../../x", "/etc/passwd", "a/b", "a:b", "CON", "x" * 300, ".hidden", "Problem Definition"]
     for number, name in enumerate(names):
         ok(research, attachment(name, f"content {number}"))
     assert outside(tmp_path, root) == []

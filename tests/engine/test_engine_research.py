@@ -14,6 +14,7 @@ from deep_research.engine.research import (
     Location, NotAMessageDocument, NotAResearch, Research, in_tree, locate, refuse_as_research,
 )
 from deep_research.engine.state import ROOT, Phase
+from deep_research.engine.text import NotText
 
 from dr_engine_support import (
     BREAKDOWN, CRITERIA, DEFINITION, REPORT, attachment, block, define, files, line, ok, read, report, stats,
@@ -306,7 +307,6 @@ ODD_TEXT = {
     "lone surrogate in a title": subproblem("Broken \ud800 title"),
     "lone surrogate in content": attachment("Notes", "bad \udfff bytes"),
     "lone surrogate in free text": "thinking \ud800\n" + line("add_criteria", "ok"),
-    "NUL everywhere": "\x00" + subproblem("a\x00b", "c\x00d"),
     "huge line": line("add_criteria", "x" * 100_000),
 }
 
@@ -320,6 +320,14 @@ def test_any_text_is_analysed_and_executed_without_raising(research: Research, r
     Research.open(root).prompt()
     for path in files(root, bookkeeping=True):
         (root / path).read_bytes().decode("utf-8")  # everything on disk is valid UTF-8
+
+
+def test_a_message_with_a_nul_is_not_text_and_changes_nothing(research: Research, root: Path) -> None:
+    """A NUL is what a binary file holds (issue 25): the message is refused whole, nothing runs."""
+    before = stats(root)
+    with pytest.raises(NotText, match="not text: it holds NUL characters"):
+        research.execute("\x00" + subproblem("a\x00b", "c\x00d"))
+    assert stats(root) == before
 
 
 # -- only .dr documents; "inside a research" is its tree (the data-loss issue) -------------------------------------

@@ -93,7 +93,7 @@ async def test_hostile_input_is_a_sentence_and_writes_nothing(client, tmp_path: 
     cases = [
         ((outside / "r").as_uri(), None, "is outside the workspace folders"),
         ("file:///", None, "/ is outside the workspace folders"),
-        (folder.as_uri() + "%0Abad", None, "holds control characters"),
+        (folder.as_uri() + "%0Abad", None, "holds a control character, U+000A (LF)"),
         ((tmp_path / ".." / outside.name / "r").as_uri(), None, "is outside the workspace folders"),
         ("untitled:Untitled-1", None, "expected a file URI"),
         (folder.as_uri(), {"context": [(outside / "secret.txt").as_uri()]}, "secret.txt is outside the workspace"),

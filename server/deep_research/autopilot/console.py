@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..engine.research import Research
+from ..engine.text import NotText, printable
 from ..keys import EscapeWatch
 from .client import ModelClient, ModelError
 from .loop import (
@@ -54,7 +55,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     research = Research.open(options.folder)
     config, problems = research_config.load(research.root)
     for problem in problems:
-        print(f"deep-research: warning: {problem}", file=err)
+        print(printable(f"deep-research: warning: {problem}"), file=err)
     config = config.merged(**options.given)
     research.rule_overrides = research_config.rule_values(options.given)  # the budgets given on the command line
     settings = Settings.from_config(config, seed=options.seed)
@@ -66,15 +67,18 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     pilot = Autopilot(research, client, settings, approver=approver, observer=observer, config=config)
     interrupted = asyncio.run(_drive(pilot, client, watch_escape=terminal))
     if interrupted is None:
-        draft = pilot.document.read().strip()
+        try:
+            draft = pilot.document.read().strip()
+        except NotText:
+            draft = ""
         where = f" The partial reply is in {pilot.document.path}, not executed." if draft else ""
-        print(f"deep-research: stopped (interrupted); nothing was half-applied.{where} "
-              f"`deep-research run {options.folder}` continues.", file=err)
+        print(printable(f"deep-research: stopped (interrupted); nothing was half-applied.{where} "
+                        f"`deep-research run {options.folder}` continues."), file=err)
         return EXIT_INTERRUPTED
     result = interrupted
     stream = err if result.status is RunStatus.ERROR else out
     prefix = "deep-research: " if result.status is RunStatus.ERROR else ""
-    print(f"{prefix}{result.message}", file=stream)
+    print(printable(f"{prefix}{result.message}"), file=stream)
     if result.status is not RunStatus.ERROR:
         print(f"{result.rounds} round(s), {result.tokens:,} tokens.", file=out)
     if result.status is RunStatus.FINISHED:
@@ -84,18 +88,18 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
 
 def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
     """The research's answer, the root problem's report, once it finishes (`deep-research report` prints it again)."""
-    from ..printouts import for_terminal, report_printout
+    from ..printouts import report_printout
 
     text, notes = report_printout(research)
     for note in notes:
-        print(f"deep-research: {note}", file=err)
+        print(printable(f"deep-research: {note}"), file=err)
     if text is None:
         return
     root = research.tree.problem(())
     heading = f"The answer: the report of “{root.title if root else 'the root problem'}”"
     if out.isatty():
         print("\n" + (f"\x1b[1m{heading}\x1b[0m" if _color(out) else heading) + "\n", file=out)
-        out.write(for_terminal(text))
+        out.write(printable(text))
     else:
         print(f"\n{heading}:\n", file=out)
         out.write(text)
@@ -143,6 +147,8 @@ class TerminalObserver(Observer):
         self._line_open = False
 
     def _style(self, text: str, code: str) -> str:
+        """`text` escaped (the model's reply and the research's titles may hold anything), then styled."""
+        text = printable(text)
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
     def started(self, research, settings, notes) -> None:
@@ -157,7 +163,7 @@ class TerminalObserver(Observer):
         self._line_open = False
 
     def text(self, delta: str) -> None:
-        self.out.write(delta)
+        self.out.write(printable(delta))
         self.out.flush()
         self._line_open = not delta.endswith("\n")
 
@@ -187,7 +193,8 @@ class LineObserver(Observer):
         self.focus = ""
 
     def started(self, research, settings, notes) -> None:
-        print(f"autopilot: {research.root}; approval {settings.approval.label}; " + "; ".join(notes), file=self.out, flush=True)
+        print(printable(f"autopilot: {research.root}; approval {settings.approval.label}; " + "; ".join(notes)),
+              file=self.out, flush=True)
 
     def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
         self.focus = " > ".join(focus) if focus else "(no problem yet)"
@@ -201,10 +208,10 @@ class LineObserver(Observer):
                 f"{' (estimated)' if r['tokens_estimated'] else ''}{_cached(r)}; {latency:.1f} s; focus {self.focus}")
         if r.get("error"):
             line += f"; {r['error']}"
-        print(line, file=self.out, flush=True)
+        print(printable(line), file=self.out, flush=True)
 
     def notice(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        print(printable(text), file=self.out, flush=True)
 
 
 def _cached(record: dict) -> str:
@@ -228,13 +235,14 @@ class TerminalApprover:
 
     async def _decide(self, request: ApprovalRequest) -> Decision:
         if request.pending:
-            print(f"\n{request.document} holds a message that has not been executed:\n", file=self.out)
-            print(request.text.rstrip(), file=self.out)
+            print(printable(f"\n{request.document} holds a message that has not been executed:\n"), file=self.out)
+            print(printable(request.text.rstrip()), file=self.out)
             question = "Run it now [r], drop it into the transcript as declined [s], or stop [t]? "
         else:
             listed = "\n".join(f"  - line {o.line}: `{o.label}` ({o.kind.label if o.kind else '?'})"
                                for o in request.waiting)
-            print(f"\nThese commands are above the approval mode `{request.mode.label}`:\n{listed}", file=self.out)
+            print(printable(f"\nThese commands are above the approval mode `{request.mode.label}`:\n{listed}"),
+                  file=self.out)
             question = "Run the message [r], skip it (the model writes another) [s], or stop [t]? "
         while True:
             answer = (await _ask(question, self.out)).strip().lower()

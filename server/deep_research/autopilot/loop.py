@@ -39,7 +39,8 @@ from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
 from ..engine.research import Execution, Research, message_digest
 from ..engine.state import Phase, now
-from ..engine.store import atomic_write, read_text
+from ..engine.store import Guard, atomic_write
+from ..engine.text import NotText, message_text, refuse_not_text
 from .client import ModelClient, ModelError, Reply
 from .grammar import MessageGrammar
 from .turns import Turns
@@ -160,7 +161,9 @@ class FileDocument:
         self.path = path
 
     def read(self) -> str:
-        return read_text(self.path) or ""
+        """The document's text ("" if there is none); NotText if it is not text."""
+        data = Guard(self.path.parent).read(self.path)  # a link out of the research is not read
+        return "" if data is None else message_text(data, str(self.path))
 
     async def replace(self, text: str) -> None:
         # Not fsynced: a draft; the transaction that runs it (and empties the file) is durable.
@@ -301,7 +304,11 @@ class Autopilot:
     async def _pending_message(self) -> RunResult | None:
         """A message already in the document is never dropped silently: it runs only with
         approval (a person decides), or the run stops and says how to deal with it."""
-        text = self.document.read()
+        try:
+            text = self.document.read()
+            refuse_not_text(text, str(self.document.path))
+        except NotText as error:  # nothing of it runs; the run cannot go on over it
+            return self._result(RunStatus.ERROR, str(error) + " Empty it or write a message there, then run again.")
         if not text.strip():
             return None
         if message_digest(text) == self.research.state().last_message:
@@ -385,6 +392,12 @@ class Autopilot:
             # Cut off by the reply's token limit inside a command: that command could not run
             # (an unclosed block, a half line); what the message finished runs.
             text = MessageGrammar.complete_part(text)
+        if "\x00" in text:  # not text: never written to the document, never run (as any message)
+            self.count.idle += 1
+            self._finish(record, "not-text", error="the model's reply held NUL characters; it was not run")
+            self.research.record([record])
+            self._report(number, record, reply, None, tick, model_time)
+            return None
         if not text.strip():
             self.count.idle += 1
             self._finish(record, "empty", error="the model's reply was empty")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from ..engine.store import journal_records
+from ..engine.store import Guard, journal_records
 
 
 @dataclass
@@ -37,21 +37,19 @@ class Event:
     record: dict
 
 
-def records(path: Path) -> Iterator[dict]:
-    try:
-        handle = open(path, "rb")
-    except OSError:
+def records(path: Path, guard: Guard) -> Iterator[dict]:
+    handle = guard.open_binary(path)
+    if handle is None:
         return
     with handle:
         yield from journal_records(handle)
 
 
-def undone_messages(path: Path) -> set[int]:
+def undone_messages(path: Path, guard: Guard) -> set[int]:
     """Numbers of the messages an undo took back (a cheap first pass over the journal)."""
     numbers: set[int] = set()
-    try:
-        handle = open(path, "rb")
-    except OSError:
+    handle = guard.open_binary(path)
+    if handle is None:
         return numbers
     with handle:
         for record in journal_records(line for line in handle if b'"undo"' in line):
@@ -60,11 +58,11 @@ def undone_messages(path: Path) -> set[int]:
     return numbers
 
 
-def timeline(path: Path) -> Iterator[Message | Event]:
+def timeline(path: Path, guard: Guard) -> Iterator[Message | Event]:
     """The journal's records grouped: one `Message` per executed message (its command
     records and the model rounds that produced it), one `Event` for everything else."""
     current: Message | None = None
-    for record in records(path):
+    for record in records(path, guard):
         kind = record.get("record")
         number = record.get("message")
         number = number if type(number) is int else None  # not a bool, not a float

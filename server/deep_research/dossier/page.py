@@ -24,7 +24,7 @@ from ..engine import citations, formats, staleness
 from ..engine.accounting import Ledger, summary
 from ..engine.model import Attachment, Problem
 from ..engine.state import ProblemPath, Status
-from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping, list_dir, read_text
+from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping
 from ..engine.tree import Tree, read_attachments
 from .journal import Event, Message, timeline, undone_messages
 from .markdown import Cited, Markdown, safe_url
@@ -226,7 +226,7 @@ class Page:
     def _instruction(self) -> None:
         w = self.out.write
         book = bookkeeping(self.root)
-        instruction = (read_text(book / INSTRUCTION) or "").strip()
+        instruction = (self.tree.guard.read_text(book / INSTRUCTION) or "").strip()
         if instruction:
             w("<h3>Instruction</h3>\n" + self.md.render(instruction))
         context = read_attachments(book / CONTEXT, self.tree.cache)
@@ -238,7 +238,7 @@ class Page:
     def _attachments(self, folder: Path) -> list[tuple[Attachment, dict[str, str]]]:
         """Every attachment with its front matter (where a source may be), oldest first."""
         found = []
-        for entry in list_dir(folder):
+        for entry in self.tree.cache.list_dir(folder):
             if not (entry.is_file() and entry.name.endswith(".md")):
                 continue
             text = self.tree.cache.read(Path(entry.path), str)
@@ -289,10 +289,10 @@ class Page:
         w('<section class="page" id="journal">\n<h2>Journal</h2>\n')
         w(f'<p class="effort">{escape(summary(self.ledger.total(())))}. Every executed message with its commands '
           "(and the model rounds that wrote it), newest last; undone messages are struck through.</p>\n")
-        undone = undone_messages(path)
+        undone = undone_messages(path, self.tree.guard)
         w('<ol class="timeline">\n')
         empty = True
-        for item in timeline(path):
+        for item in timeline(path, self.tree.guard):
             empty = False
             if isinstance(item, Message):
                 self._message(item, item.number in undone)

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .state import ProblemPath
-from .store import JOURNAL, bookkeeping, journal_records
+from .store import JOURNAL, Guard, bookkeeping, journal_records
 
 IDLE = 30 * 60.0  # seconds: a longer gap between two events counts as this much
 _CHECK = 64  # bytes before the read offset compared on refresh, to notice a rewritten journal
@@ -93,6 +93,7 @@ class Ledger:
 
     def __init__(self, root: Path) -> None:
         self.path = bookkeeping(root) / JOURNAL
+        self._guard = Guard(root)  # the journal may be a link out of the research: not read then
         self._lock = threading.Lock()
         self._warm = threading.Event()  # set unless a background reading is under way
         self._warm.set()
@@ -142,7 +143,10 @@ class Ledger:
         signature = (st.st_ino, st.st_size, st.st_mtime_ns)
         if signature == self._signature:
             return False
-        with open(self.path, "rb") as handle:
+        handle = self._guard.open_binary(self.path)
+        if handle is None:
+            return False
+        with handle:
             if self._inode is not None and (
                 st.st_ino != self._inode or st.st_size < self._offset or not self._same_start(handle)
             ):

@@ -20,7 +20,7 @@ from .accounting import Figures
 from .budgets import Refusals
 from .commands import ArgType, CommandSpec, Form
 from .formats import status_label
-from .names import expand_home
+from .names import expand_home, find_title
 from .model import Attachment, Problem
 from . import citations
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
@@ -90,7 +90,8 @@ class Snapshot:
         return part[4] if len(part) > 4 else Refusals()
 
     def child(self, title: str) -> Problem | None:
-        return next((c for c in self.children if c.title == title), None)
+        found = find_title(title, [c.title for c in self.children])
+        return next((c for c in self.children if c.title == found), None)
 
     @property
     def valid(self) -> list[CommandSpec]:
@@ -524,7 +525,8 @@ def definition_target(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Path |
         return found[1] if found is not None else None
     if target is None or target[0].type is not ArgType.SUBPROBLEM:
         return None
-    folder = snap.folder_of.get(" ".join(target[1].split()))
+    found_title = find_title(" ".join(target[1].split()), snap.folder_of)
+    folder = snap.folder_of.get(found_title) if found_title is not None else None
     return folder / DEFINITION if folder else None
 
 

@@ -13,10 +13,10 @@ from difflib import get_close_matches
 
 from . import commands
 from .commands import ArgType, CommandSpec, Form
-from .names import one_line
+from .names import look_alike, one_line
 from .operations import Arg, Args
 from .parser import BLOCK_CLOSE, Command
-from .text import Diagnostic, Edit, Fix, Pos, Severity, Span
+from .text import Diagnostic, Edit, Fix, Pos, Severity, Span, control_characters, describe_character
 
 
 @dataclass
@@ -65,9 +65,47 @@ def bind(command: Command) -> Binding:
             ))
         else:
             binding.args = {argument.name: Arg(command.argument, command.argument_span)}
+    if binding.args:
+        binding.diagnostics.extend(_control_characters(command, binding.args))
     if binding.error is not None:
         binding.args = None
     return binding
+
+
+def _control_characters(command: Command, args: Args) -> list[Diagnostic]:
+    """Arguments holding control characters (engine/text.py): refused, whatever the command,
+    with the first one's place and a fix that removes them all (docs/decisions.md, issue 25)."""
+    raw: list[tuple[str, str, Span | None]] = []  # (what, text as written, where it starts)
+    if command.is_block:
+        raw = [(f"`///{s.name}` section", s.content, s.content_span) for s in command.sections if s.name in args]
+    elif command.argument is not None:
+        raw = [("argument", command.argument, command.argument_span)]
+    found = []
+    for what, text, span in raw:
+        places = control_characters(text)
+        if not places or span is None:
+            continue
+        positions = [_position_in(text, span.start, index) for index in places]
+        edits = tuple(Edit(Span(at, Pos(at.line, at.col + 1)), "") for at in positions)
+        first = positions[0]
+        count = f"{len(places)} control characters, the first" if len(places) > 1 else "a control character,"
+        found.append(_error(
+            Span(first, Pos(first.line, first.col + 1)), "control-character",
+            f"The {what} of `{command.name}` holds {count} {describe_character(text[places[0]])} (line "
+            f"{first.line + 1}, column {first.col + 1}). Control characters (other than tabs and line breaks) and "
+            "bidirectional overrides are not taken: they could drive a terminal or make text read in another "
+            "order than it is stored. Remove them.",
+            Fix("Remove the control characters", edits),
+        ))
+    return found
+
+
+def _position_in(text: str, start: Pos, index: int) -> Pos:
+    """The document position of `text[index]`, for text that begins at `start` and continues on
+    the following lines from their first column (a line argument, a section's content)."""
+    line = text.count("\n", 0, index)
+    column = index - (text.rfind("\n", 0, index) + 1)
+    return Pos(start.line + line, (start.col if line == 0 else 0) + column)
 
 
 def _bind_block(command: Command, spec: CommandSpec, out: list[Diagnostic]) -> Args | None:
@@ -117,7 +155,7 @@ def _unknown(command: Command) -> Diagnostic:
         )
     suggestion = commands.suggest(command.name)
     if suggestion:
-        message = f"Unknown command `{command.name}`. Did you mean `{suggestion}`?"
+        message = f"Unknown command `{command.name}`. Did you mean `{suggestion}`?{look_alike(command.name, suggestion)}"
         fixes = (Fix(f"Change to `{suggestion}`", (Edit(command.name_span, suggestion),)),)
     else:
         message = f"Unknown command `{command.name}`. Commands are: " + ", ".join(

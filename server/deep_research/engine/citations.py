@@ -3,7 +3,7 @@
 The wiki-link form of marksman, Foam and Obsidian; `[[Name|shown text]]` shows other text.
 A citation may name an attachment of its problem or of any parent (what the assistant sees
 while that problem is in focus). Names match as attachment names do everywhere: ignoring
-case, spacing and Unicode normalisation (`names.name_key`). Text in code (fenced blocks,
+case, spacing and Unicode normalisation (`names.title_key`). Text in code (fenced blocks,
 `inline spans`) is not a citation: a report may quote wiki syntax.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Iterable, Sequence, TypeVar
 
-from .names import name_key
+from .names import title_key
 
 _LINK = re.compile(r"\[\[([^\[\]\n|]+)(?:\|([^\[\]\n]*))?\]\]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -80,7 +80,7 @@ def _without_code(text: str) -> str:
 
 
 def key(name: str) -> str:
-    return name_key(" ".join(name.split()))
+    return title_key(name)  # the one comparison of titles and names (names.py)
 
 
 def resolve(name: str, named: Iterable[tuple[str, T]]) -> T | None:

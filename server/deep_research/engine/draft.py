@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 from . import formats
 from .model import Attachment, Problem
-from .names import name_key, unique_component
+from .names import find_title, name_key, title_key, unique_component
 from .rules import Rules
 from .state import ROOT, ProblemPath, State, Status, now
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
@@ -51,11 +51,6 @@ class _Siblings:
     by_key: dict[str, ProblemPath]  # title_key -> path
     taken: set[str]  # name_key of every entry in the Subproblems folder, and of new folders
     next_order: int
-
-
-def title_key(title: str) -> str:
-    """Titles that differ only in case, spacing or normalisation have the same key."""
-    return name_key(" ".join(title.split()))
 
 
 @dataclass
@@ -165,7 +160,12 @@ class Draft:
         return problem
 
     def child_titled(self, parent: ProblemPath, title: str) -> Problem | None:
-        path = self._siblings(parent).by_title.get(title)
+        """The subproblem `title` names: its own title, or one that looks the same (`names.find_title`)."""
+        by_title = self._siblings(parent).by_title
+        path = by_title.get(title)
+        if path is None:
+            found = find_title(title, by_title)
+            path = by_title[found] if found is not None else None
         return self.problem(path) if path is not None else None
 
     def child_title_clash(self, parent: ProblemPath, title: str) -> Problem | None:
@@ -210,8 +210,8 @@ class Draft:
             self.mark(path, DEFINITION_ASPECT)
 
     def attachment_taken(self, path: ProblemPath, name: str) -> bool:
-        key = name_key(name)
-        return any(name_key(a.name) == key for a in self.attachments(path))
+        key = title_key(name)
+        return any(title_key(a.name) == key for a in self.attachments(path))
 
     def add_attachment(self, path: ProblemPath, name: str, content: str, **origin: str) -> None:
         """`origin`: the source fields of `Attachment` (source, final_url, fetched, …)."""
@@ -236,7 +236,7 @@ class Draft:
             if DEFINITION_ASPECT in aspects:
                 out[folder / DEFINITION] = formats.render_definition(problem)
             if CRITERIA_ASPECT in aspects:
-                out[folder / CRITERIA] = formats.render_criteria(problem.criteria)
+                out[folder / CRITERIA] = formats.render_criteria(problem.criteria, problem.criteria_notes)
             if BREAKDOWN_ASPECT in aspects:
                 out[folder / BREAKDOWN] = formats.render_breakdown(self.children(path))
             if REPORT_ASPECT in aspects and problem.report is not None:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from .names import expand_home, one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
 from .store import watched_stat
-from .text import Edit, Fix
+from .text import Edit, Fix, visible
 
 if TYPE_CHECKING:  # pragma: no cover
     from .draft import Draft
@@ -281,12 +281,14 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
 
 def title_of(result: Found) -> str:
     """The attachment's name: the page's title (or its address), on one line, not too long."""
-    title = one_line(result.title) or one_line(result.final_url or result.source) or "Untitled source"
+    title = one_line(visible(result.title)) or one_line(result.final_url or result.source) or "Untitled source"
     return title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1].rstrip() + "…"
 
 
 def kept_text(text: str) -> tuple[str, str | None]:
-    """An attachment's text, cut after MAX_TEXT_CHARS with the cut marked, and what to say about the cut."""
+    """An attachment's text from outside (control characters replaced: `text.visible`), cut after
+    MAX_TEXT_CHARS with the cut marked, and what to say about the cut."""
+    text = visible(text)
     if len(text) <= MAX_TEXT_CHARS:
         return text, None
     return (text[:MAX_TEXT_CHARS] + f"\n\n[… cut: {len(text) - MAX_TEXT_CHARS:,} more characters were not kept …]",

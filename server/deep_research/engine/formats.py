@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .model import ORIGIN_FIELDS, Attachment, Criterion, Problem
@@ -18,94 +19,218 @@ from .state import ProblemPath, Status
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
 
+_CANONICAL_FRONT = re.compile(r'---\nstatus: (open|done|failed)\norder: (-?\d+)\ncreated: "([^"\\\x00-\x1f]*)"\n---\n')
+_FRONT_OPEN = re.compile(r"\A---[ \t]*(?:\r?\n|\Z)")
+META_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:")  # a front matter line as `check` wants it
+_KNOWN_STATUSES = frozenset(s.value for s in Status)
+_WHOLE_NUMBER = re.compile(r"-?\d+")
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
-_CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:\d+\s*[.):]\s*)?(.*?)\s*$")
+_CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:(\d+)\s*[.):]\s*)?(.*?)\s*$")
+_PLAIN_VALUE = re.compile(r"[\w .+\-]*")
+_QUOTABLE = re.compile(r'[^"\\\x00-\x1f\x7f\u2028\u2029]*')  # json.dumps quotes these as they are
+CRITERION_NUMBER = re.compile(r"^\s*[-*+]\s*\[[^\]]?\]\s*(\d+)\s*[.):]")  # the number a criterion was written with
+_ITEM_STARTS = frozenset("-*+0123456789")
+_PLAIN_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?!\[[^\]]?\])(?:\d+\s*[.):]\s+)?(.*?)\s*$")
 
 
 # -- front matter -----------------------------------------------------------------------
 
 
 def split_front_matter(text: str) -> tuple[dict[str, str], str]:
+    meta, body, _ = read_front_matter(text)
+    return meta, body
+
+
+def read_front_matter(text: str, used: tuple[str, ...] = ()) -> tuple[dict[str, str], str, tuple[str, ...]]:
+    """The front matter's values, the text after it, and its lines the engine does not use
+    (keys not in `used`, lines that are not `key: value`): a person wrote those, and they are
+    written back as they were."""
+    return _front(text, used)[:3]
+
+
+def _front(text: str, used: tuple[str, ...]) -> tuple[dict[str, str], str, tuple[str, ...], bool]:
+    """`read_front_matter`, and whether the front matter is well formed (absent, or closed and
+    made of `key: value` lines: what `check` asks of it)."""
     match = _FRONT.match(text)
     if not match:
-        return {}, text
+        return {}, text, (), _FRONT_OPEN.match(text) is None
     meta: dict[str, str] = {}
+    other: list[str] = []
+    well_formed = True
     for line in match.group(1).split("\n"):
         key, sep, value = line.partition(":")
         if sep:
             value = value.strip()
             if value.startswith('"'):
-                try:
-                    value = json.loads(value)
-                except ValueError:
-                    pass
+                if value.endswith('"') and "\\" not in value and len(value) > 1:
+                    value = value[1:-1]  # what json.loads gives, without its cost (a walk reads thousands)
+                else:
+                    try:
+                        value = json.loads(value)
+                    except ValueError:
+                        pass
             meta[key.strip()] = str(value)
-    return meta, text[match.end():]
+        if line.strip():
+            well_formed = well_formed and META_LINE.match(line) is not None
+            if not sep or key.strip() not in used:
+                other.append(line.rstrip("\r"))
+    return meta, text[match.end():], tuple(other), well_formed
 
 
-def front_matter(**meta: object) -> str:
+def front_matter(*extra: str, **meta: object) -> str:
+    """A front matter of `meta`, then the `extra` lines as they are (kept from a hand edit)."""
     lines = []
     for key, value in meta.items():
         text = str(value)
-        plain = re.fullmatch(r"[\w .+\-]*", text) and text == text.strip()
-        lines.append(f"{key}: {text if plain else json.dumps(text, ensure_ascii=False)}")
-    return "---\n" + "\n".join(lines) + "\n---\n"
+        if _PLAIN_VALUE.fullmatch(text) and text == text.strip():
+            lines.append(f"{key}: {text}")
+        elif _QUOTABLE.fullmatch(text):
+            lines.append(f'{key}: "{text}"')  # what json.dumps gives, without its cost
+        else:
+            lines.append(f"{key}: {json.dumps(text, ensure_ascii=False)}")
+    return "---\n" + "\n".join([*lines, *extra]) + "\n---\n"
 
 
 # -- Problem Definition.md ----------------------------------------------------------------
 
 
+DEFINITION_KEYS = ("status", "order", "created")
+
+
 def render_definition(problem: Problem) -> str:
-    meta = front_matter(status=problem.status.value, order=problem.order, created=problem.created)
+    meta = front_matter(*problem.extra_meta, status=problem.status.value, order=problem.order,
+                        created=problem.created)
     body = problem.definition.strip()
     return f"{meta}\n# {problem.title}\n" + (f"\n{body}\n" if body else "")
 
 
 def parse_definition(text: str, path: ProblemPath, fallback_title: str) -> Problem:
-    meta, body = split_front_matter(text)
+    return read_definition(text, path, fallback_title)[0]
+
+
+def read_definition(text: str, path: ProblemPath, fallback_title: str) -> tuple[Problem, bool]:
+    """The problem a definition file says, and whether the file alone leaves `check` nothing to
+    say (a well-formed front matter with a known status and a whole-number order, the `# Title`
+    line first): worked out while parsing, so that a walk need not look at clean files again."""
+    canonical = _CANONICAL_FRONT.match(text)
+    if canonical is not None:  # as the engine writes it (nearly every file): no line by line reading
+        status, order, created = canonical.groups()
+        meta, body, extra, clean = {"status": status, "order": order, "created": created}, text[canonical.end():], (), True
+    else:
+        meta, body, extra, clean = _front(text, DEFINITION_KEYS)
     title = fallback_title
-    lines = body.split("\n")  # not splitlines(): it also breaks on \f, \x1c, \u2028 ...
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        if line.startswith("# "):
-            title = line[2:].strip() or fallback_title
-            lines = lines[index + 1:]
-        break
+    rest = body
+    start = 0
+    while True:  # the first line that is not blank (lines end at "\n" only, not at \f, \x1c, \u2028 ...)
+        end = body.find("\n", start)
+        line = body[start:] if end < 0 else body[start:end]
+        if line.strip() or end < 0:
+            break
+        start = end + 1
+    if line.startswith("# "):
+        title = line[2:].strip() or fallback_title
+        rest = "" if end < 0 else body[end + 1:]
+    elif line.strip():
+        clean = False  # no title line first
     try:
         order = int(meta.get("order", "0"))
     except ValueError:
         order = 0
+    status = meta.get("status")
+    if clean and (status is not None and status.strip().lower() not in _KNOWN_STATUSES or "order" in meta
+                  and not _WHOLE_NUMBER.fullmatch(meta["order"].strip())):
+        clean = False
     return Problem(
         path=path,
         title=title,
-        definition="\n".join(lines).strip(),
+        definition=rest.strip(),
         status=Status.parse(meta.get("status")),
         order=order,
         created=meta.get("created", ""),
-    )
+        extra_meta=extra,
+    ), clean
 
 
 # -- Criteria of Definition of Done.md --------------------------------------------------------
 
 
-def render_criteria(criteria: list[Criterion]) -> str:
-    lines = ["# Criteria of Definition of Done", ""]
-    if not criteria:
-        lines.append("_No criteria yet._")
+CRITERIA_HEADING = "# Criteria of Definition of Done"
+NO_CRITERIA = "_No criteria yet._"
+
+
+def render_criteria(criteria: list[Criterion], notes: tuple[tuple[int, str], ...] = ()) -> str:
+    """The criteria, numbered; `notes` (lines a person wrote that are not criteria) where they
+    were, each after as many criteria as preceded it."""
+    lines = [CRITERIA_HEADING, ""]
+    if not criteria and not notes:
+        lines.append(NO_CRITERIA)
+    pending = sorted(notes, key=lambda note: note[0])
     for number, criterion in enumerate(criteria, 1):
+        while pending and pending[0][0] < number:
+            lines.append(pending.pop(0)[1])
         lines.append(f"- [{'x' if criterion.done else ' '}] {number}. {criterion.text}")
+    lines.extend(note for _, note in pending)
     return "\n".join(lines) + "\n"
 
 
-def parse_criteria(text: str) -> list[Criterion]:
-    """Every checkbox line is a criterion, numbered by its position. `[x]`, `[X]`, `[✓]` are done."""
-    criteria = []
+@dataclass(frozen=True)
+class CriteriaFile:
+    """What a criteria file says: its criteria and the lines that are not criteria (notes)."""
+
+    criteria: tuple[Criterion, ...]
+    notes: tuple[tuple[int, str], ...] = ()
+    clean: bool = True  # nothing for `check` to say: no notes, every number written is the criterion's
+
+
+def read_criteria(text: str) -> CriteriaFile:
+    """Every checkbox line is a criterion (`[x]`, `[X]`, `[✓]` done), and so is a plain list item
+    (`- text`, `1. text`: written by hand, it is meant as one, open); numbered by position. Any
+    other line but the heading (and the placeholder) is a note: not read, kept where it is."""
+    criteria: list[Criterion] = []
+    notes: list[tuple[int, str]] = []
+    numbered = True
     for line in text.split("\n"):
-        match = _CRITERION.match(line)
-        if match and match.group(2):
-            criteria.append(Criterion(match.group(2), match.group(1).strip() != ""))
-    return criteria
+        box = _CRITERION.match(line) if line[:1] == "-" else None  # the usual line, in one match
+        if box is not None and box.group(3):
+            criteria.append(Criterion(box.group(3), box.group(1).strip() != ""))
+            numbered = numbered and (box.group(2) is None or int(box.group(2)) == len(criteria))
+            continue
+        criterion = criterion_of(line) if box is None else None
+        if criterion is not None:
+            criteria.append(criterion)
+            number = CRITERION_NUMBER.match(line)
+            numbered = numbered and (number is None or int(number.group(1)) == len(criteria))
+        elif _is_note(line):
+            notes.append((len(criteria), line.rstrip("\r")))
+    return CriteriaFile(tuple(criteria), tuple(notes), numbered and not notes)
+
+
+def is_criteria_note(line: str) -> bool:
+    """A line of the criteria file that is neither a criterion nor ours (a blank line, the file's
+    `# ` heading, the placeholder): what a person wrote there, kept as it is."""
+    return criterion_of(line) is None and _is_note(line)
+
+
+def _is_note(line: str) -> bool:
+    """`is_criteria_note` for a line known not to be a criterion."""
+    stripped = line.strip()
+    return bool(stripped) and not line.startswith("# ") and stripped != NO_CRITERIA
+
+
+def criterion_of(line: str) -> Criterion | None:
+    """The criterion a line of the criteria file is, or None."""
+    if line[:1] not in _ITEM_STARTS and line.lstrip()[:1] not in _ITEM_STARTS:
+        return None  # most lines: a heading, a blank line, prose
+    match = _CRITERION.match(line)
+    if match:
+        return Criterion(match.group(3), match.group(1).strip() != "") if match.group(3) else None
+    item = _PLAIN_ITEM.match(line)
+    return Criterion(item.group(1)) if item and item.group(1) else None
+
+
+def parse_criteria(text: str) -> list[Criterion]:
+    """The criteria of a criteria file (see `read_criteria`)."""
+    return list(read_criteria(text).criteria)
 
 
 # -- Breakdown Structure.md (generated) --------------------------------------------------------

@@ -22,25 +22,24 @@ import re
 from dataclasses import dataclass
 from difflib import get_close_matches
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from ..config import parse_toml, read_table
 from . import citations, formats, staleness
-from .draft import title_key
 from .model import Attachment, Problem
+from .names import title_key
+from .rules import Rules
 from .state import Phase, ProblemPath, State, Status
 from .store import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
-    bookkeeping, list_dir, read_text,
+    Entry, bookkeeping, is_message_document,
 )
 from .text import Edit, Fix, Pos, Span, split_lines
+from .walk import Loaded, Walk
 
 _STATUSES = tuple(s.value for s in Status)
 _FRONT_OPEN = re.compile(r"\A---[ \t]*$")
-_META_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:")
 _BREAKDOWN_ITEM = re.compile(r"^##\s+(\d+)\.\s+(.*?)\s+\[\d+/\d+ criteria met\]\s+\((\w+)\)\s*$")
-_CRITERION_LIKE = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
-_CRITERION_NUMBER = re.compile(r"^\s*[-*+]\s*\[[^\]]?\]\s*(\d+)\s*[.):]")
 MAX_JOURNAL_FINDINGS = 20
 # What people write for a status, and the status they mean.
 _STATUS_WORDS = {
@@ -65,10 +64,11 @@ class Finding:
         return self.span.start.line + 1
 
 
-def _at(path: Path, line: int, message: str, *fixes: Fix, lines: list[str] | None = None,
+def _at(path: Path | str, line: int, message: str, *fixes: Fix, lines: list[str] | None = None,
         safe: bool = False) -> Finding:
     length = len(lines[line]) if lines is not None and 0 <= line < len(lines) else 0
-    return Finding(path, Span.on_line(line, 0, length), message, tuple(fixes), safe and bool(fixes))
+    return Finding(path if isinstance(path, Path) else Path(path), Span.on_line(line, 0, length), message,
+                   tuple(fixes), safe and bool(fixes))
 
 
 def _whole_file(lines: list[str], title: str, text: str) -> Fix:
@@ -81,50 +81,121 @@ def _whole_file(lines: list[str], title: str, text: str) -> Fix:
 
 def check_research(research) -> Iterator[Finding]:  # research: engine.research.Research
     """Every finding in the research, the bookkeeping's first, then problem by problem,
-    depth first."""
+    depth first. Each file is read once (engine/walk.py)."""
     yield from _bookkeeping(research)
-    tree = research.tree
-    if not tree.exists(()):
+    guard = research.guard
+    walk = Walk(research.tree, texts=True)
+    rules = research.rules()
+    root = walk.root()
+    top = {e.name: e for e in guard.list_dir(research.root, hidden=True, outside=True)} if root is None \
+        else root.entries
+    yield from _unread_entries(guard, top.values(), _ROOT_FILES + _PROBLEM_FILES, walked=root is not None)
+    if root is None:
         return
     # Each problem with its family by title key (read once per family, for the title collisions).
-    stack: list[tuple[ProblemPath, Family]] = [((), {})]
+    stack: list[tuple[Loaded, Family]] = [(root, {})]
     while stack:
-        path, siblings = stack.pop()
-        children = tree.children(path)
-        folder = tree.folder(path)
+        loaded, siblings = stack.pop()
+        children = walk.children(loaded)
+        problem = loaded.problem
+        path, folder = problem.path, loaded.folder
+        if path and any(e.is_symlink() or not (e.is_file() or e.is_dir()) for e in loaded.entries.values()):
+            yield from _unread_entries(guard, loaded.entries.values(), _PROBLEM_FILES)
+        child_problems = [c.problem for c in children]
         for kind in (DEFINITION, CRITERIA, BREAKDOWN, REPORT):
-            target = folder / kind
-            text = read_text(target)
-            if text is not None:
-                yield from _check(research, target, text, path, kind, siblings, children)
-        yield from _folders(research, path)
-        family = _family(children)
-        stack.extend(reversed([(child.path, family) for child in children]))
+            entry = loaded.entries.get(kind)
+            if entry is None or entry.leads_outside() or not entry.is_file():
+                continue  # missing, or reported above
+            target = folder + os.sep + kind  # a Path only for a finding: a walk has tens of thousands
+            text = walk.text(loaded, kind) if kind not in loaded.unread else None
+            if text is None:
+                why = guard.why_not(target)
+                if why is not None:
+                    yield _at(target, 0, f"{why}, {_NOT_READ}")
+                continue
+            if kind == CRITERIA and kind in loaded.clean:  # the walk's reading found nothing to say
+                yield from _over_budget(research, target, path, len(formats.parse_criteria(text)), None)
+                continue
+            if kind == DEFINITION and kind in loaded.clean:
+                yield from _definition_in_context(research, target, path, text, problem, siblings, None)
+                continue
+            yield from _check(research, target, text, path, kind, siblings, child_problems, problem, rules)
+        yield from _folders(research, loaded, children)
+        family = _family(child_problems)
+        stack.extend(reversed([(child, family) for child in children]))
+
+
+# What the engine reads in a problem folder (and, for the root, beside it): a link there that
+# leads out of the research, or something that is not a regular file, is never read.
+_PROBLEM_FILES = (DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS)
+_ROOT_FILES = (CONFIG_FILE, BOOKKEEPING)
+_READ_BY_WALK = (DEFINITION, CRITERIA, BREAKDOWN, REPORT)  # their read failures are reported by the walk
+_NOT_READ = ("so it is never read: the prompt, the tree, the views and the dossier leave it out. Remove it, or put "
+             "the file itself in the research if it belongs there")
+
+
+def _unread_entries(guard, entries: Iterable[Entry], names: tuple[str, ...], *, walked: bool = True
+                    ) -> Iterator[Finding]:
+    """The entries of a folder the engine would read but does not (see `store.Guard`): links out
+    of the research, links that lead nowhere, pipes and devices, linked folders of the tree; the
+    root's message documents and settings too. (A regular file that cannot be read, or is too
+    large, is reported where it is read.)"""
+    for entry in entries:
+        if not entry.is_symlink() and (entry.is_dir() or entry.is_file() and walked and entry.name in _READ_BY_WALK):
+            continue  # a plain folder, or a file the walk reads (and reports if it cannot)
+        named = entry.name in names or (CONFIG_FILE in names and is_message_document(Path(entry.name)))
+        if not named:
+            continue
+        path = entry.path
+        if entry.name == SUBPROBLEMS and entry.is_symlink() and not entry.leads_outside() and entry.is_dir():
+            yield _at(path, 0, "the Subproblems folder is a link: the folders of the problem tree are never followed "
+                               "through links (a link could make a loop or give a problem two parents), so these "
+                               "subproblems are not part of the research. Move the folder here instead of linking it")
+            continue
+        if entry.is_dir() and not entry.leads_outside():
+            continue
+        why = guard.why_not(path) if entry.is_symlink() or not entry.is_file() or not walked \
+            or entry.name not in _READ_BY_WALK else None
+        if why is not None:
+            yield _at(path, 0, f"{why}, {_NOT_READ}")
 
 
 def _bookkeeping(research) -> Iterator[Finding]:
     settings = research.root / CONFIG_FILE
-    if settings.is_file():
-        yield from _settings(settings)
+    text = research.guard.read_text(settings)  # a link out or a pipe is reported with the root's entries
+    if text is not None:
+        yield from _settings(settings, text)
     book = bookkeeping(research.root)
+    guard = research.guard
     state_file = book / STATE
-    text = read_text(state_file) if state_file.is_file() else None
+    text = guard.read_text(state_file)
     if text is not None:
         yield from _state(research, state_file, text)
     journal = book / JOURNAL
-    if journal.is_file():
-        yield from _journal(journal)
-    for entry in list_dir(book):
-        if entry.name.startswith("pending-failed-") and entry.name.endswith(".json"):
-            yield _at(Path(entry.path), 0, (
-                "an interrupted message could not be finished when the research was opened again; its changes "
-                "are recorded in this file: apply or delete it by hand"))
+    handle = guard.open_binary(journal)
+    if handle is not None:
+        with handle:
+            yield from _journal(journal, handle)
+    folders = [book]
+    while folders:  # the bookkeeping's own folders, never through a link
+        folder = folders.pop()
+        for entry in sorted(guard.list_dir(folder, hidden=True, outside=True), key=lambda e: e.name):
+            path = Path(entry.path)
+            if entry.name.startswith("pending-failed-") and entry.name.endswith(".json"):
+                yield _at(path, 0, (
+                    "an interrupted message could not be finished when the research was opened again; its changes "
+                    "are recorded in this file: apply or delete it by hand"))
+            if entry.is_dir() and not entry.is_symlink():
+                folders.append(path)
+            elif entry.is_symlink() or not entry.is_file():
+                why = guard.why_not(path)
+                if why is not None:
+                    yield _at(path, 0, f"{why}, {_NOT_READ}")
 
 
-def _settings(path: Path) -> Iterator[Finding]:
+def _settings(path: Path, text: str) -> Iterator[Finding]:
     """The research's deep-research.toml: what of it cannot be read or is not a value of its
     setting (each a sentence naming the key; the default applies)."""
-    text = read_text(path) or ""
     raw, problem = parse_toml(text=text)
     if problem:
         yield _at(path, 0, f"the research's settings do not parse ({problem}): the defaults apply")
@@ -170,44 +241,59 @@ def _state(research, path: Path, text: str) -> Iterator[Finding]:
             lines=lines)
 
 
-def _journal(path: Path) -> Iterator[Finding]:
+def _journal(path: Path, handle: BinaryIO) -> Iterator[Finding]:
     bad = 0
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                record = None
-            if isinstance(record, dict):
-                continue
-            bad += 1
-            if bad <= MAX_JOURNAL_FINDINGS:
-                torn = "" if raw.endswith(b"\n") else " (a torn last line, from a write that was cut off)"
-                yield _at(path, number, f"this journal line is not a JSON record{torn}; it is ignored")
+    for number, raw in enumerate(handle):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            continue
+        bad += 1
+        if bad <= MAX_JOURNAL_FINDINGS:
+            torn = "" if raw.endswith(b"\n") else " (a torn last line, from a write that was cut off)"
+            yield _at(path, number, f"this journal line is not a JSON record{torn}; it is ignored")
     if bad > MAX_JOURNAL_FINDINGS:
         yield _at(path, 0, f"{bad - MAX_JOURNAL_FINDINGS} more journal lines are not JSON records")
 
 
-def _folders(research, path: ProblemPath) -> Iterator[Finding]:
+def _folders(research, loaded: Loaded, children: list[Loaded]) -> Iterator[Finding]:
     """Entries of the problem's Subproblems/ and Attachments/ folders the engine passes over."""
-    folder = research.tree.folder(path)
-    for entry in list_dir(folder / SUBPROBLEMS):
-        if not entry.is_dir():
+    folder = loaded.folder
+    guard = research.guard
+    read = {c.problem.path[-1]: c for c in children}
+    for entry in loaded.subproblems:
+        if entry.is_symlink() and entry.is_dir() and not entry.leads_outside():
+            yield _at(Path(entry.path), 0, (
+                "this subproblem folder is a link: the folders of the problem tree are never followed through links "
+                "(a link could make a loop or give a problem two parents), so it is not a subproblem. Move the "
+                "folder here instead of linking it"))
+        elif entry.is_symlink() or (not entry.is_dir() and not entry.is_file()):
+            yield _at(Path(entry.path), 0, f"{guard.why_not(entry.path) or 'it is not a folder'}, {_NOT_READ}")
+        elif not entry.is_dir():
             yield _at(Path(entry.path), 0, "a file among the subproblems is not a subproblem (each is a folder); "
                                            "it is passed over")
-        elif not os.path.isfile(os.path.join(entry.path, DEFINITION)):
-            yield _at(Path(entry.path) / DEFINITION, 0, (
+        elif entry.name in read and DEFINITION not in read[entry.name].entries:
+            yield _at(os.path.join(entry.path, DEFINITION), 0, (
                 f"the subproblem folder “{entry.name}” has no {DEFINITION}: its title is taken from the folder "
                 "name and its definition is empty"))
-    for entry in list_dir(folder / ATTACHMENTS):
+    if ATTACHMENTS not in loaded.entries:
+        return
+    for entry in guard.list_dir(os.path.join(folder, ATTACHMENTS), outside=True):
         if entry.is_file() and not entry.name.endswith(".md"):
             yield _at(Path(entry.path), 0, "attachments are .md files: this one is not read")
         elif entry.is_file():
-            text = read_text(Path(entry.path))
+            text = guard.read_text(entry.path)
             if text is not None:
                 yield from _front_matter(Path(entry.path), split_lines(text))
+                continue
+        if entry.name.endswith(".md") and (entry.is_symlink() or not entry.is_file()):
+            why = guard.why_not(entry.path)
+            if why is not None:
+                yield _at(Path(entry.path), 0, f"{why}, {_NOT_READ}")
 
 
 # -- one file -------------------------------------------------------------------------------------
@@ -216,8 +302,8 @@ def _folders(research, path: ProblemPath) -> Iterator[Finding]:
 def tree_place(root: Path, path: Path) -> tuple[ProblemPath, str] | None:
     """The problem a markdown file of the tree belongs to and its file name (a problem's
     own file, or `Attachments` for an attachment), or None if it is not one of those."""
-    try:
-        parts = Path(os.path.realpath(path)).relative_to(os.path.realpath(root)).parts
+    try:  # the entry itself (a link is placed where it is, not where it leads)
+        parts = Path(os.path.realpath(Path(path).parent), Path(path).name).relative_to(os.path.realpath(root)).parts
     except ValueError:
         return None
     if not parts or parts[0] == BOOKKEEPING:
@@ -244,6 +330,9 @@ def check_file(research, target: Path, text: str) -> list[Finding]:
     place = tree_place(research.root, target)
     if place is None:
         return []
+    why = research.guard.why_not(target)
+    if why is not None:  # a link out of the research (its text is not the research's), a pipe …
+        return [_at(target, 0, f"{why}, {_NOT_READ}")]
     return _check(research, target, text, *place)
 
 
@@ -258,12 +347,15 @@ def _family(children: list[Problem]) -> Family:
 
 
 def _check(research, target: Path, text: str, path: ProblemPath, kind: str, siblings: Family | None = None,
-           children: list[Problem] | None = None) -> list[Finding]:
-    """`check_file` for a file whose place the caller knows, with the problem's `siblings` and
-    `children` if it has them (a walk reads each family once)."""
+           children: list[Problem] | None = None, problem: Problem | None = None, rules: Rules | None = None
+           ) -> list[Finding]:
+    """`check_file` for a file whose place the caller knows, with the problem's `siblings`,
+    `children` and the problem itself if it has them (a walk reads each file once)."""
+    if kind == BREAKDOWN and children is not None and text == formats.render_breakdown(children):
+        return _over_budget(research, target, path, None, len(children))
     lines = split_lines(text)
     if kind == DEFINITION:
-        return _definition(research, target, path, text, lines, siblings)
+        return _definition(research, target, path, text, lines, siblings, problem)
     if kind == CRITERIA:
         return _criteria(target, lines) + _over_budget(research, target, path, len(formats.parse_criteria(text)), None)
     if kind == BREAKDOWN:
@@ -271,7 +363,7 @@ def _check(research, target: Path, text: str, path: ProblemPath, kind: str, sibl
         return _breakdown(research, target, path, text, lines, children) + _over_budget(
             research, target, path, None, len(children))
     if kind == REPORT:
-        return _report(research, target, path, text, lines, children)
+        return _report(research, target, path, text, lines, children, problem, rules)
     return list(_front_matter(target, lines))
 
 
@@ -285,20 +377,24 @@ def _front_matter(target: Path, lines: list[str]) -> Iterator[Finding]:
                              "and the whole file is taken as text", lines=lines)
         return
     for number in range(1, end):
-        if lines[number].strip() and not _META_LINE.match(lines[number]):
-            yield _at(target, number, "this front matter line is not `key: value`; it is ignored", lines=lines)
+        if lines[number].strip() and not formats.META_LINE.match(lines[number]):
+            yield _at(target, number, "this front matter line is not `key: value`: it is not read (it is kept as it is "
+                                      "when the file is written again)", lines=lines)
 
 
 def _definition(research, target: Path, path: ProblemPath, text: str, lines: list[str],
-                siblings: Family | None) -> list[Finding]:
+                siblings: Family | None, read: Problem | None = None) -> list[Finding]:
     found = list(_front_matter(target, lines))
     meta, body = formats.split_front_matter(text)
-    line_of = {key: next((i for i, line in enumerate(lines[:30]) if line.startswith(f"{key}:")), 0) for key in meta}
+
+    def line_of(key: str) -> int:  # asked only for a finding
+        return next((i for i, line in enumerate(lines[:30]) if line.startswith(f"{key}:")), 0)
+
     status = meta.get("status")
     if status is not None and status.strip().lower() not in _STATUSES:
         word = status.strip().lower()
         near = [_STATUS_WORDS[word]] if word in _STATUS_WORDS else get_close_matches(word, _STATUSES, n=1, cutoff=0.6)
-        number = line_of["status"]
+        number = line_of("status")
         fixes = ()
         if near:
             value_start = lines[number].index(":") + 1
@@ -310,7 +406,7 @@ def _definition(research, target: Path, path: ProblemPath, text: str, lines: lis
             safe=word in _STATUS_WORDS))  # a word people use for that status; a spelling guess is not
     order = meta.get("order")
     if order is not None and not re.fullmatch(r"-?\d+", order.strip()):
-        found.append(_at(target, line_of["order"], f"`order` must be a whole number, not “{order}”: it is read as 0, "
+        found.append(_at(target, line_of("order"), f"`order` must be a whole number, not “{order}”: it is read as 0, "
                                                   "which may change where the subproblem is listed", lines=lines))
     offset = len(text) - len(body)
     first = next((i for i in range(text.count("\n", 0, offset), len(lines)) if lines[i].strip()), None)
@@ -318,17 +414,29 @@ def _definition(research, target: Path, path: ProblemPath, text: str, lines: lis
         fallback = path[-1] if path else research.root.name
         found.append(_at(target, first, f"the definition has no `# Title` line first: the title is taken from the "
                                         f"folder name, “{fallback}”", lines=lines))
-    problem = formats.parse_definition(text, path, path[-1] if path else research.root.name)
+    problem = read or formats.parse_definition(text, path, path[-1] if path else research.root.name)
+    return found + _definition_in_context(research, target, path, text, problem, siblings, lines, offset)
+
+
+def _definition_in_context(research, target: Path | str, path: ProblemPath, text: str, problem: Problem,
+                           siblings: Family | None, lines: list[str] | None, offset: int | None = None) -> list[Finding]:
+    """What of a definition depends on other files: its title among its siblings' (`siblings`:
+    the family by title key, if the caller has it), its citations."""
+    found = []
     if path:
         family = _family(research.tree.children(path[:-1])) if siblings is None else siblings
         clash = [c for c in family.get(title_key(problem.title), []) if c.path != path]
         if clash:
+            lines = split_lines(text) if lines is None else lines
             title_line = next((i for i, line in enumerate(lines) if line.startswith("# ")), 0)
             found.append(_at(target, title_line, (
                 f"the title “{problem.title}” collides with its sibling “{clash[0].title}” ({clash[0].path[-1]}): "
                 "titles must differ by more than case, spacing or Unicode form, or `focus_down` cannot tell them apart"),
                 lines=lines))
-    found += _citations(research, target, path, text, offset)
+    if "[[" in text:
+        if offset is None:
+            offset = len(text) - len(formats.split_front_matter(text)[1])
+        found += _citations(research, target, path, text, offset)
     return found
 
 
@@ -337,18 +445,19 @@ def _criteria(target: Path, lines: list[str]) -> list[Finding]:
     renumber = []  # each wrong number replaced where it stands: every other line stays as written
     position = 0
     for number, line in enumerate(lines):
-        if formats.parse_criteria(line):
+        criterion = formats.criterion_of(line)
+        if criterion is not None:
             position += 1
-            written = _CRITERION_NUMBER.match(line)
+            written = formats.CRITERION_NUMBER.match(line)
             if written is not None and int(written.group(1)) != position:
                 renumber.append(Edit(Span.on_line(number, written.start(1), written.end(1)), str(position)))
                 found.append(_at(target, number, (
                     f"numbered {written.group(1)}, but it is criterion {position}: criteria are numbered by their "
                     "order, and `mark_criteria_as_done` uses that number"), lines=lines))
-        elif _CRITERION_LIKE.match(line) and not line.strip().startswith("#"):
+        elif line.strip() and formats.is_criteria_note(line):
             found.append(_at(target, number, (
-                "this looks like a criterion but is not read as one: write it as `- [ ] N. text` (or `- [x]` when "
-                "done)"), lines=lines))
+                "this line is not a criterion, so the assistant does not see it; it is kept as it is when the "
+                "criteria are written again. To make it a criterion, write it as `- [ ] text`"), lines=lines))
     if renumber:
         fix = Fix("Renumber the criteria", tuple(renumber))
         found = [Finding(f.path, f.span, f.message, (fix,), True) if "numbered" in f.message else f for f in found]
@@ -407,22 +516,26 @@ def _breakdown(research, target: Path, path: ProblemPath, text: str, lines: list
 
 
 def _report(research, target: Path, path: ProblemPath, text: str, lines: list[str],
-            children: list[Problem] | None) -> list[Finding]:
+            children: list[Problem] | None, read: Problem | None = None, rules: Rules | None = None) -> list[Finding]:
     found = list(_front_matter(target, lines))
     meta, body = formats.split_front_matter(text)
-    content, basis = formats.parse_report(text)
+    if read is not None:  # the walk read it: its report is this text's
+        content, basis = read.report or "", read.report_basis
+    else:
+        content, basis = formats.parse_report(text)
     if "rests_on" in meta and basis is None:
         number = next((i for i, line in enumerate(lines) if line.startswith("rests_on:")), 0)
         found.append(_at(target, number, "what this report rested on cannot be read: whether it is out of date is "
                                          "unknown until it is written again", lines=lines))
-    limit = research.rules().report_max_words
+    limit = (rules or research.rules()).report_max_words
     words = len(content.split())
     if words > limit:
         found.append(_at(target, 0, f"the report has {words:,} words, over the limit of {limit:,}: the parent's prompt "
                                     f"shows only the first {limit:,}", lines=lines))
-    problem = research.tree.problem(path)
+    problem = read if read is not None else research.tree.problem(path)
     if problem is not None and content:
-        problem.report, problem.report_basis = content, basis
+        if read is None:
+            problem.report, problem.report_basis = content, basis
         changed = staleness.changes(research.tree, problem, children)
         if changed:
             found.append(_at(target, 0, "the report is out of date. " + staleness.sentence(changed), lines=lines))
@@ -448,7 +561,7 @@ def _citations(research, target: Path, path: ProblemPath, text: str, start: int)
         span = Span.on_line(line, col, col + citation.name_end - citation.name_start)
         near = citations.suggestion(citation.name, names)
         fixes = (Fix(f"Change to [[{near}]]", (Edit(span, near),)),) if near else ()
-        found.append(Finding(target, span, (
+        found.append(Finding(target if isinstance(target, Path) else Path(target), span, (
             f"[[{citation.name}]] names no attachment of this problem or of its parents"
             + (f"; did you mean [[{near}]]?" if near else "")), fixes))
     return found

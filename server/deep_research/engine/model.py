@@ -30,6 +30,11 @@ class Problem:
     order: int = 0  # position among its siblings when it was created
     created: str = ""
     report_basis: Basis | None = None  # what the report rested on when written (engine/staleness.py)
+    # What a person wrote that the engine does not read, kept when it writes the files again
+    # (docs/decisions.md, issue 25): front matter lines of the definition it does not use, and
+    # the criteria file's lines that are not criteria, each after as many criteria as preceded it.
+    extra_meta: tuple[str, ...] = ()
+    criteria_notes: tuple[tuple[int, str], ...] = ()
 
     @property
     def criteria_met(self) -> int:
@@ -43,7 +48,7 @@ class Problem:
         return Problem(
             self.path, self.title, self.definition, self.status,
             [Criterion(c.text, c.done) for c in self.criteria], self.report, self.order, self.created,
-            self.report_basis,
+            self.report_basis, self.extra_meta, self.criteria_notes,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
+from typing import Iterable
 
 MAX_NAME_BYTES = 120  # well under the usual 255-byte limit, leaving room for " (99)" and ".md"
 _FORBIDDEN = set('<>:"/\\|?*')
@@ -28,6 +29,72 @@ def one_line(text: str) -> str:
 def name_key(name: str) -> str:
     """Two names with the same key would be the same file on some file system."""
     return unicodedata.normalize("NFC", name).casefold()
+
+
+# -- comparing titles ---------------------------------------------------------------------------------
+#
+# One normalisation for every comparison of titles and names (add_subproblem's uniqueness,
+# focus_down and add_criteria_to_subproblem, delegate, citations, attachment names): NFKC
+# (compatibility forms such as ligatures and full-width letters, and composed or decomposed
+# accents), invisible format characters (zero-width spaces and joiners, soft hyphens, bidi
+# marks) left out, spacing collapsed. Two titles with the same `normal_title` look the same:
+# one names the other. Case is a difference that shows (it is offered as a did-you-mean), but
+# titles differing only in case may not be siblings (`title_key`).
+
+
+def normal_title(text: str) -> str:
+    """How a title looks: the same for two titles a reader cannot tell apart."""
+    if text.isascii():
+        return " ".join(text.split())
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def title_key(text: str) -> str:
+    """Titles (and attachment names) with the same key may not be siblings: they differ at
+    most in case, spacing, Unicode form or invisible characters."""
+    folded = normal_title(text).casefold()
+    return folded if folded.isascii() else unicodedata.normalize("NFKC", folded)
+
+
+def find_title(wanted: str, titles: Iterable[str]) -> str | None:
+    """The title of `titles` that `wanted` names: itself, else the first that looks the same
+    (`normal_title`); None if none does. What `focus_down`, `add_criteria_to_subproblem` and
+    `delegate` look subproblems up by."""
+    titles = list(titles)
+    if wanted in titles:
+        return wanted
+    shown = normal_title(wanted)
+    return next((t for t in titles if normal_title(t) == shown), None)
+
+
+def suggest_title(wanted: str, titles: Iterable[str]) -> str | None:
+    """A did-you-mean for `wanted`, which names none of `titles`: one differing in case first,
+    else the closest. Never one that looks the same as `wanted` (that one it would have named)."""
+    from difflib import get_close_matches
+
+    shown = normal_title(wanted)
+    candidates = {normal_title(t): t for t in titles if normal_title(t) != shown}
+    key = title_key(wanted)
+    same_key = [t for n, t in candidates.items() if title_key(n) == key]
+    if same_key:
+        return same_key[0]
+    near = get_close_matches(shown, list(candidates), n=1, cutoff=0.5)
+    return candidates[near[0]] if near else None
+
+
+def look_alike(wanted: str, suggestion: str) -> str:
+    """What tells `wanted` from a `suggestion` of the same length that differs only in
+    characters that are not ASCII where the suggestion's are (a Cyrillic а for a Latin a …),
+    as a clause for a did-you-mean: "" when that is not the case."""
+    if len(wanted) != len(suggestion):
+        return ""
+    pairs = [(a, b) for a, b in zip(wanted, suggestion) if a != b]
+    if not pairs or any(a.isascii() or not b.isascii() for a, b in pairs):
+        return ""
+    a, b = pairs[0]
+    return (f" (what was written has {unicodedata.name(a, f'U+{ord(a):04X}')} U+{ord(a):04X} where it has "
+            f"“{b}”: it only looks the same)")
 
 
 def safe_component(name: str) -> str:

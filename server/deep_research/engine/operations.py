@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from typing import Callable
 
 from . import citations, staleness
 from . import report as report_checks
 from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
 from .model import Criterion
+from .names import look_alike, suggest_title
 from .rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from .state import ROOT, Phase, Status
 from .text import Edit, Fix, Span
@@ -223,14 +223,13 @@ def _subproblem(draft: Draft, arg: Arg):
         raise CommandError(
             f"{quote(focus.title)} has no subproblems yet. Add one first with `<<< add_subproblem`.", arg.span
         )
-    near = [t for t in titles if t.casefold() == arg.value.casefold()]
-    near = near or get_close_matches(arg.value, titles, n=1, cutoff=0.5)
+    near = suggest_title(arg.value, titles)  # never one that looks the same: that one it names
     fixes: tuple[Fix, ...] = ()
     hint = ""
     if near:
-        hint = f" Did you mean {quote(near[0])}?"
+        hint = f" Did you mean {quote(near)}?{look_alike(arg.value, near)}"
         if arg.span is not None:
-            fixes = (Fix(f"Change to {quote(near[0])}", (Edit(arg.span, near[0]),)),)
+            fixes = (Fix(f"Change to {quote(near)}", (Edit(arg.span, near),)),)
     listing = "; ".join(quote(t, 60) for t in titles[:12]) + ("; …" if len(titles) > 12 else "")
     raise CommandError(
         f"{quote(focus.title)} has no subproblem titled {quote(arg.value)}.{hint} "

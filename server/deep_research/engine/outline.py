@@ -23,6 +23,7 @@ from .model import Problem
 from .research import Research
 from .state import ROOT, Phase, ProblemPath, State, Status
 from .store import DEFINITION
+from .walk import Loaded, Walk
 
 PAGE = 200  # children listed per problem and request
 VIEW_BUDGET = 1000  # problems listed in one view at most, whatever the depth of the focus
@@ -130,33 +131,33 @@ def is_stale(research: Research, problem: Problem) -> bool:
 
 def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[str]:
     """Every problem, one line each with tree branches, depth first; then a footer. With
-    `stats`, each problem's effort (its own and its subproblems')."""
+    `stats`, each problem's effort (its own and its subproblems'). Each file is read once
+    (engine/walk.py); only the siblings on the way down are held."""
     state = research.state()
-    tree = research.tree
-    root = tree.problem(ROOT) if state.phase is not Phase.NO_PROBLEM else None
+    walk = Walk(research.tree)
+    root = walk.root() if state.phase is not Phase.NO_PROBLEM else None
     if root is None:
         yield "No problem is defined yet."
         return
     focus = state.focus if state.phase is Phase.IN_FOCUS else None
-    stale_seen = is_stale(research, root)
-    yield _label(root, focus, stats, stale_seen)
+    children = walk.children(root)
+    stale_seen = _stale(research, root.problem, children)
+    yield _label(root.problem, focus, stats, stale_seen)
     # One frame per level: the children still to print and the prefix of their lines.
-    stack: list[tuple[ProblemPath, list[str], int, str]] = [(ROOT, tree.ordered_child_names(ROOT), 0, "")]
+    stack: list[tuple[list[Loaded], int, str]] = [(children, 0, "")]
     while stack:
-        parent, names, index, prefix = stack.pop()
-        if index >= len(names):
+        siblings, index, prefix = stack.pop()
+        if index >= len(siblings):
             continue
-        stack.append((parent, names, index + 1, prefix))
-        problem = tree.problem(parent + (names[index],))
-        if problem is None:  # removed while we were printing
-            continue
-        last = index == len(names) - 1
-        stale = is_stale(research, problem)
+        stack.append((siblings, index + 1, prefix))
+        node = siblings[index]
+        children = walk.children(node)
+        last = index == len(siblings) - 1
+        stale = _stale(research, node.problem, children)
         stale_seen = stale_seen or stale
-        yield f"{prefix}{'└── ' if last else '├── '}{_label(problem, focus, stats, stale)}"
-        children = tree.ordered_child_names(problem.path)
+        yield f"{prefix}{'└── ' if last else '├── '}{_label(node.problem, focus, stats, stale)}"
         if children:
-            stack.append((problem.path, children, 0, prefix + ("    " if last else "│   ")))
+            stack.append((children, 0, prefix + ("    " if last else "│   ")))
     yield ""
     footer = {
         Phase.IN_FOCUS: "◀ marks the problem in focus.",
@@ -170,6 +171,10 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
         footer += (" Figures after “·” count each problem with its subproblems; time in focus counts "
                    f"at most {duration(IDLE)} between two events.")
     yield footer
+
+
+def _stale(research: Research, problem: Problem, children: list[Loaded]) -> bool:
+    return problem.report is not None and bool(staleness.changes(research.tree, problem, [c.problem for c in children]))
 
 
 def render_outline(research: Research, stats: Ledger | None = None) -> str:

@@ -37,10 +37,10 @@ from .state import Status as RootStatus
 from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
 from .store import (
     ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
-    SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path, read_text,
+    SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path,
     recover, session_file,
 )
-from .text import clean_text
+from .text import clean_text, refuse_not_text
 from .tree import Tree, attachment_files, ordered_attachments, read_attachments
 
 
@@ -125,6 +125,7 @@ class Research:
         self.root = root.resolve()
         self.cache = cache if cache is not None else FileCache()
         self.tree = Tree(self.root, self.cache)
+        self.guard = self.tree.guard  # what of the folder may be read (store.Guard): every reader uses it
         self.durable = True  # fsync at commit; benchmarks may turn it off to measure the rest
         # Rules an editor's settings set over the research's deep-research.toml (engine/rules.py).
         self.rule_overrides: dict[str, object] = {}
@@ -319,7 +320,7 @@ class Research:
                                 self.rounds(state))
 
     def instruction(self) -> str:
-        return read_text(bookkeeping(self.root) / INSTRUCTION) or ""
+        return self.guard.read_text(bookkeeping(self.root) / INSTRUCTION) or ""
 
     def context(self) -> list[Attachment]:
         return read_attachments(bookkeeping(self.root) / CONTEXT, self.cache)
@@ -404,6 +405,7 @@ class Research:
         """
         if consume is not None and not is_message_document(consume):
             raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
+        refuse_not_text(text)  # NotText: a binary document runs nothing and is left as it is
         text = clean_text(text)
         if not text.strip():
             return Execution(False, "empty")

@@ -26,6 +26,104 @@ def clean_text(text: str) -> str:
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
+# -- control characters -------------------------------------------------------------------------------
+#
+# C0 controls but tab and line breaks, DEL, C1 controls, and the bidirectional embeddings,
+# overrides and isolates: they move a terminal's cursor, clear it, set its title, or make text
+# read in another order than it is stored (docs/decisions.md, issue 25). Arguments holding one
+# are refused (engine/checks.py), text from outside has them replaced (`visible`), and every
+# terminal printout shows them escaped (`printable`).
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_NAME_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # names: one line
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # \r too
+_ABBREVIATIONS = {0x00: "NUL", 0x09: "TAB", 0x0A: "LF", 0x0D: "CR", 0x07: "BEL", 0x08: "BS", 0x0B: "VT", 0x0C: "FF", 0x1B: "ESC", 0x7F: "DEL",
+                  0x9B: "CSI", 0x9D: "OSC"}
+
+
+def control_characters(text: str) -> list[int]:
+    """Where `text` holds control characters (see above), as indices."""
+    return [m.start() for m in _CONTROL.finditer(text)]
+
+
+def describe_character(char: str) -> str:
+    """`U+001B (ESC)`: how a message names a character that cannot be shown."""
+    import unicodedata
+
+    name = _ABBREVIATIONS.get(ord(char)) or unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
+
+
+def control_sentence(what: str, text: str, *, name: bool = False) -> str | None:
+    """Why `text` (an instruction, an argument given outside a message; with `name`, a name,
+    where tabs and line breaks are refused too) is refused, or None: a sentence naming the
+    first control character and where it is."""
+    found = (_NAME_CONTROL if name else _CONTROL).search(text)
+    if found is None:
+        return None
+    index = found.start()
+    line = text.count("\n", 0, index) + 1
+    column = index - (text.rfind("\n", 0, index) + 1) + 1
+    where = f"line {line}, column {column}" if "\n" in text else f"character {index + 1}"
+    rule = ("a name is one line, without control characters or bidirectional overrides" if name else
+            "control characters (other than tabs and line breaks) and bidirectional overrides are not taken")
+    return f"{what} holds a control character, {describe_character(text[index])} ({where}): {rule}. Remove it."
+
+
+def visible(text: str) -> str:
+    """Text from outside (a page, a file, search results) with its control characters replaced
+    by U+FFFD, as undecodable bytes are: what is kept can never drive a terminal or hold a NUL."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: control characters (a lone carriage return too) written as
+    escapes (`\\x1b`, `\\u202e`), so that nothing printed can move the cursor, clear the
+    screen, set the window's title or reorder what is shown."""
+    if text.isascii() and text.isprintable():
+        return text
+    return _UNPRINTABLE.sub(_escape, text.replace("\r\n", "\n"))
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+# -- text that is not text ---------------------------------------------------------------------------
+
+
+class NotText(ValueError):
+    """A message that is not text (NUL bytes, or bytes that are not UTF-8: a binary file).
+    Nothing of it runs and its document is left as it is; the text is the sentence to show."""
+
+
+_NOTHING_RAN = "Nothing was run and it was left as it is; a message is plain UTF-8 text."
+
+
+def _not_text(shown: str, why: str, after: str = _NOTHING_RAN) -> NotText:
+    return NotText(f"{shown} is not text: {why} (a binary file?). {after}")
+
+
+def message_text(data: bytes, shown: str = "The message", after: str = _NOTHING_RAN) -> str:
+    """A message document's bytes as text; NotText if they are not (see `NotText`). `after`
+    ends the sentence (what was not done)."""
+    if b"\x00" in data:
+        raise _not_text(shown, "it holds NUL bytes", after)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _not_text(shown, f"its bytes are not UTF-8 (byte {data[error.start]:#04x} at offset {error.start:,})",
+                        after) from None
+    return text.replace("\r\n", "\n")
+
+
+def refuse_not_text(text: str, shown: str = "The message") -> None:
+    """NotText if `text` (a message from an editor, an agent, a model) holds a NUL character."""
+    if "\x00" in text:
+        raise _not_text(shown, "it holds NUL characters")
+
+
 def split_lines(text: str) -> list[str]:
     """Split like an LSP client does: a trailing newline gives a last, empty line."""
     return _LINE_BREAK.split(text)

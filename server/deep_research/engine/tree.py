@@ -5,6 +5,10 @@ focused problem, its subproblems and its parents, so a 10,000-problem research c
 the same as a small one. Every read goes through the stat-validated `FileCache`, so
 hand edits of the markdown are picked up on the next read.
 
+The cache is confined to the research (`store.Guard`): a file or folder whose real location
+is outside it is not read, and the folders of the tree (`Subproblems/` and each problem's
+folder) are never followed through links, so that no walk can loop or find a problem twice.
+
 `Tree` and `draft.Draft` offer the same reading methods (`problem`, `children`,
 `attachments`), so the prompt can be rendered from either. Every look at the disk goes
 through the cache, so a `FileCache.recording()` sees all of it.
@@ -12,6 +16,7 @@ through the cache, so a `FileCache.recording()` sees all of it.
 
 from __future__ import annotations
 
+import os
 import re
 from difflib import get_close_matches
 from functools import partial
@@ -20,17 +25,19 @@ from pathlib import Path
 from . import formats
 from .model import Attachment, Criterion, Problem
 from .names import name_key
-from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache
+from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, Entry, FileCache, Guard
 from .state import ROOT, ProblemPath
 
 _FOLDERS_KEPT = 1024  # remembered problem folders; forgotten all at once past this
 
 
 class Tree:
-    def __init__(self, root: Path, cache: FileCache | None = None) -> None:
-        self.root = root
+    def __init__(self, root: Path, cache: FileCache | None = None, guard: Guard | None = None) -> None:
+        self.root = Path(os.path.realpath(root))  # the tree's folders are its real paths (see `exists`)
         self.cache = cache if cache is not None else FileCache()
-        self._folders: dict[ProblemPath, Path] = {(): root}
+        self.guard = guard if guard is not None else Guard(root)
+        self.cache.confine(self.guard)
+        self._folders: dict[ProblemPath, Path] = {(): self.root}
 
     def folder(self, path: ProblemPath) -> Path:
         """The problem's folder (remembered: joining paths is most of a tree walk's cost;
@@ -45,7 +52,7 @@ class Tree:
 
     def exists(self, path: ProblemPath) -> bool:
         folder = self.folder(path)
-        return self.cache.is_file(folder / DEFINITION) if not path else self.cache.is_dir(folder)
+        return self.cache.is_file(folder / DEFINITION) if not path else self.cache.is_own_folder(folder)
 
     def problem(self, path: ProblemPath, *, report: bool = True) -> Problem | None:
         """The problem at `path` (a fresh copy the caller may change), or None. Without
@@ -55,8 +62,10 @@ class Tree:
             return None
         folder = self.folder(path)
         problem = base.copy()
-        criteria = self.cache.read(folder / CRITERIA, formats.parse_criteria)
-        problem.criteria = [Criterion(c.text, c.done) for c in criteria or []]
+        criteria = self.cache.read(folder / CRITERIA, formats.read_criteria)
+        if criteria is not None:
+            problem.criteria = [Criterion(c.text, c.done) for c in criteria.criteria]
+            problem.criteria_notes = criteria.notes
         if report:
             found = self.cache.read(folder / REPORT, formats.parse_report)
             if found is not None and found[0]:
@@ -69,19 +78,25 @@ class Tree:
         fallback = path[-1] if path else self.root.name
         base = self.cache.read(
             folder / DEFINITION, partial(formats.parse_definition, path=path, fallback_title=fallback), keep=keep)
-        if base is None and path and self.cache.is_dir(folder):
+        if base is None and path and self.cache.is_own_folder(folder):
             base = Problem(path, fallback, "")  # a folder made by hand, without a definition yet
         return base
 
     def taken_names(self, folder: Path) -> set[str]:
-        """Keys of every entry in `folder`, files and folders alike: a new name must avoid them all."""
-        return {name_key(e.name) for e in self.cache.list_dir(folder, hidden=True)}
+        """Keys of every entry in `folder`, files and folders alike (links out of the research
+        too): a new name must avoid them all."""
+        return {name_key(e.name) for e in self.cache.list_dir(folder, hidden=True, outside=True)}
 
     def child_names(self, path: ProblemPath) -> list[str]:
-        return [e.name for e in self.cache.list_dir(self.folder(path) / SUBPROBLEMS) if e.is_dir()]
+        """The subproblems' folder names: real folders, not links (see the module docstring)."""
+        return [e.name for e in self.subproblem_entries(path) if is_problem_folder(e)]
 
     def has_children(self, path: ProblemPath) -> bool:
-        return any(e.is_dir() for e in self.cache.list_dir(self.folder(path) / SUBPROBLEMS))
+        return any(is_problem_folder(e) for e in self.subproblem_entries(path))
+
+    def subproblem_entries(self, path: ProblemPath) -> list[Entry]:
+        """What the problem's `Subproblems/` folder holds, if that folder is reached through no link."""
+        return self.cache.list_dir(self.folder(path) / SUBPROBLEMS, own=True)
 
     def children(self, path: ProblemPath) -> list[Problem]:
         """Subproblems in the order they were added."""
@@ -107,6 +122,11 @@ class Tree:
     def attachment_files(self, path: ProblemPath) -> list[tuple[Attachment, Path]]:
         """The problem's attachments with their files, oldest first."""
         return attachment_files(self.folder(path) / ATTACHMENTS, self.cache)
+
+
+def is_problem_folder(entry: Entry) -> bool:
+    """Whether an entry of `Subproblems/` is a subproblem: a folder, not a link to one."""
+    return entry.is_dir() and not entry.is_symlink()
 
 
 def _order(problem: Problem) -> tuple[int, str, str]:

@@ -33,9 +33,8 @@ from pathlib import Path
 
 from .state import State, now
 from .store import (
-    BOOKKEEPING, JOURNAL, STATE, TMP_MARK, Transaction, bookkeeping, fsync_folder, is_message_document, locked,
-    make_folders, read_bytes,
-    read_text, recover,
+    BOOKKEEPING, JOURNAL, STATE, TMP_MARK, Guard, Transaction, bookkeeping, fsync_folder, is_message_document,
+    locked, make_folders, read_bytes, read_text, recover,
 )
 
 KEEP = 20  # messages that can be undone, newest first
@@ -216,12 +215,13 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
                 "Nothing to undo: no executed message is remembered (the history keeps the last "
                 f"{KEEP} messages, and starts again after `deep-research continue`).")
         number = numbers[-1]
+        guard = research.guard  # the record is a file like any other: what it names is read only inside
         path = record_path(root, number)
-        record = _load(path)
+        record = _load(path, guard)
         if record is None:
             raise UndoRefused(f"The undo record of message {number} cannot be read ({path}); nothing was changed.")
         book = bookkeeping(root)
-        current = State.from_json(read_text(book / STATE) or "")
+        current = State.from_json(guard.read_text(book / STATE) or "")
         expected = _state(record.get("after"))
         if expected is None or _position(current) != _position(expected):
             raise UndoRefused(
@@ -232,13 +232,13 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
             raise UndoRefused(f"The undo record of message {number} is damaged ({path}); nothing was changed.")
         files: dict[str, dict] = record.get("files") or {}
         folders: list[str] = [f for f in record.get("folders") or [] if isinstance(f, str)]
-        _check_untouched(root, number, files, folders)
+        _check_untouched(root, number, files, folders, guard)
 
         tx = Transaction(root, durable=research.durable)
         restored_tree = []
         for rel, entry in files.items():
             target = root / rel
-            old = _decode(entry, root)
+            old = _decode(entry, root, guard)
             if old is None:
                 tx.delete(target)
             else:
@@ -253,7 +253,7 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
         for rel, log in (record.get("logs") or {}).items():
             target = root / rel
             size = log.get("size", 0) if isinstance(log, dict) and isinstance(log.get("size"), int) else 0
-            removed[rel] = _tail(target, size).decode("utf-8", errors="replace")
+            removed[rel] = _tail(target, size, guard).decode("utf-8", errors="replace")
             if isinstance(log, dict) and log.get("existed") is False:
                 tx.delete(target)
             else:
@@ -283,18 +283,18 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
         tx.commit(research.cache)
     # The prompt before the message came back. It is what a fresh render gives, unless the
     # user edited by hand, since, a file the message did not write: then render it again.
-    if (read_text(research.prompt_path) or "") != research.prompt():
+    if (research.guard.read_text(research.prompt_path) or "") != research.prompt():
         research.write_prompt()
     return Undone(number, text, sorted(restored_tree), put_back, research.state(), len(numbers) - 1)
 
 
-def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: list[str]) -> None:
+def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: list[str], guard: Guard) -> None:
     """Refuse if a file of the problem tree changed since message `number` wrote it."""
     changed = []
     for rel, entry in files.items():
         if _in_bookkeeping(rel) or not isinstance(entry, dict):
             continue
-        data = read_bytes(root / rel)
+        data = guard.read(root / rel)
         if data is None or _digest(data) != entry.get("after"):
             changed.append((rel, "deleted" if data is None else "changed"))
     to_delete = {rel for rel, entry in files.items() if isinstance(entry, dict) and _created(entry)}
@@ -348,8 +348,8 @@ def _state(raw: object) -> State | None:
     return State.from_json(json.dumps(raw))
 
 
-def _load(path: Path) -> dict | None:
-    text = read_text(path)
+def _load(path: Path, guard: Guard) -> dict | None:
+    text = guard.read_text(path)
     try:
         record = json.loads(text) if text is not None else None
     except ValueError:
@@ -366,10 +366,10 @@ def _encode(data: bytes | None) -> dict:
         return {"before_base64": base64.b64encode(data).decode("ascii")}
 
 
-def _decode(entry: dict, root: Path) -> bytes | None:
+def _decode(entry: dict, root: Path, guard: Guard) -> bytes | None:
     """The file's bytes before the message; None if it did not exist."""
     if isinstance(entry.get("before_file"), str):
-        data = read_bytes(root / entry["before_file"])
+        data = guard.read(root / entry["before_file"], limit=None)
         if data is None:
             raise UndoRefused(f"What undo needs of {root / entry['before_file']} is missing; nothing was changed.")
         return data
@@ -393,13 +393,16 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _tail(path: Path, offset: int) -> bytes:
-    try:
-        with open(path, "rb") as handle:
+def _tail(path: Path, offset: int, guard: Guard) -> bytes:
+    handle = guard.open_binary(path)
+    if handle is None:
+        return b""
+    with handle:
+        try:
             handle.seek(offset)
             return handle.read()
-    except OSError:
-        return b""
+        except OSError:
+            return b""
 
 
 def _new_folders(root: Path, rel: str) -> list[str]:

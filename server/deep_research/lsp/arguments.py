@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
-from ..engine.store import read_text
+from ..engine.store import Guard
+from ..engine.text import message_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.research import Research
@@ -38,14 +39,15 @@ def message_document(ls: DeepResearchServer, uri: str) -> Path:
 
 
 def disk_text(uri: str) -> str:
+    """The document's text on disk (read without blocking); NotText if it is not text."""
     path = fs_path(uri)
     try:
-        text = read_text(path) if path.is_file() else None
+        data = Guard(path.parent).read(path)  # not through a link out of its folder; never blocks
     except OSError:  # a name too long for the file system …
-        text = None
-    if text is None:
+        data = None
+    if data is None:
         raise JsonRpcInvalidParams(f"no open document and no readable file for {uri}")
-    return text
+    return message_text(data, path.name)
 
 
 def research_of(ls: DeepResearchServer, uri: str) -> Research:

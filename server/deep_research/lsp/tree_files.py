@@ -59,7 +59,7 @@ def tree_file(ls: DeepResearchServer, uri: str) -> TreeFile | None:
     text = doc.source
     positions = Positions(split_lines(text), ls.encoding)
     try:
-        findings = check_file(ls.research(root), Path(os.path.realpath(path)), text)
+        findings = check_file(ls.research(root), Path(os.path.realpath(path.parent), path.name), text)
     except Exception as error:  # a check must never take the server down
         log.exception("checking %s failed: %s", uri, error)
         findings = []

@@ -16,9 +16,7 @@ subproblems. Reading never writes.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from urllib.parse import quote, unquote
 
 import mcp_types as types
@@ -26,7 +24,7 @@ import mcp_types as types
 from ..config import load
 from ..engine.research import Research
 from ..engine.state import Phase, ProblemPath
-from ..engine.store import CRITERIA, DEFINITION, REPORT, read_text
+from ..engine.store import CRITERIA, DEFINITION, REPORT
 from .workspace import Refusal, Workspace
 
 PREFIX = "deep-research://research/"
@@ -111,14 +109,14 @@ def read(workspace: Workspace, address: Address) -> str:
     tree = research.tree
     if research.state().phase is Phase.NO_PROBLEM or not tree.exists(address.path):
         raise ResourceMissing(f"The research {address.research!r} has no problem at {list(address.path)!r}.")
-    target = Path(os.path.realpath(tree.folder(address.path) / ASPECTS[address.aspect]))
-    if research.root not in target.parents:  # a symlinked folder must not lead out of the research
-        raise ResourceMissing(f"The problem at {list(address.path)!r} leads outside its research.")
-    text = read_text(target)
+    target = tree.folder(address.path) / ASPECTS[address.aspect]
+    text = research.guard.read_text(target)  # nothing outside the research, nothing that blocks
     if text is None:
-        if address.aspect == "report":
+        why = research.guard.why_not(target)
+        if address.aspect == "report" and why is None:
             return NO_REPORT
-        raise ResourceMissing(f"The {address.aspect} of the problem at {list(address.path)!r} cannot be read.")
+        raise ResourceMissing(f"The {address.aspect} of the problem at {list(address.path)!r} is not read: "
+                              f"{why or 'it cannot be read'}.")
     return text
 
 

@@ -28,6 +28,7 @@ from .. import __version__
 from ..config import load
 from ..engine.research import Location, NotAResearch, Research, locate, refuse_as_research
 from ..engine.state import Phase
+from ..engine.text import NotText
 from ..engine.undo import UndoRefused
 from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
 from . import approval, resources
@@ -83,7 +84,7 @@ class DeepResearchMCP:
         try:
             arguments = check_arguments(spec, params.arguments)
             text, structured = await getattr(self, f"_tool_{spec.name}")(ctx, arguments)
-        except (BadArguments, Refusal, ToolFailure, UndoRefused) as failure:
+        except (BadArguments, Refusal, ToolFailure, UndoRefused, NotText) as failure:
             return _error(str(failure))
         except NotAResearch as error:
             return _error(str(error))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.commands import COMMANDS, Form
+from ..engine.text import control_sentence
 
 MAX_TEXT_BYTES = 1_000_000  # a message (or any other text argument) larger than this is refused
 MAX_LIST_ITEMS = 50  # context texts or attachments per call
@@ -230,8 +231,9 @@ def _check_value(tool: str, name: str, schema: dict[str, Any], value: Any) -> No
                                "bytes); nothing was done. Send less at a time.")
         if schema.get("minLength") and not value.strip():
             raise BadArguments(f"`{name}` of {tool} is empty.")
-        if "\0" in value and name != "message":
-            raise BadArguments(f"`{name}` of {tool} holds a NUL character.")
+        refusal = control_sentence(f"`{name}` of {tool}", value, name=name == "research") if name != "message" else None
+        if refusal:  # a NUL, an escape, an override: never in a name, an instruction or a path
+            raise BadArguments(refusal)
     elif kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int):
             raise BadArguments(f"`{name}` of {tool} must be a whole number, not {_kind(value)}.")
@@ -242,9 +244,12 @@ def _check_value(tool: str, name: str, schema: dict[str, Any], value: Any) -> No
             raise BadArguments(f"`{name}` of {tool} must be a list of strings, not {_kind(value)}.")
         if len(value) > schema.get("maxItems", len(value)):
             raise BadArguments(f"`{name}` of {tool} holds {len(value)} items; at most {schema['maxItems']}.")
-        for item in value:
+        for number, item in enumerate(value, 1):
             if not isinstance(item, str):
                 raise BadArguments(f"`{name}` of {tool} must hold only strings, not {_kind(item)}.")
+            refusal = control_sentence(f"Item {number} of `{name}` of {tool}", item, name=name == "path")
+            if refusal:
+                raise BadArguments(refusal)
         if sum(len(item.encode("utf-8", "surrogatepass")) for item in value) > MAX_TEXT_BYTES:
             raise BadArguments(f"`{name}` of {tool} is larger than 1 MB in all; nothing was done.")
 

@@ -185,9 +185,11 @@ async def gather_and_execute(
     docstring). `config` defaults to the research's deep-research.toml."""
     from ..engine.commands import ApprovalMode
     from ..engine.research import Execution, NotAMessageDocument, is_message_document
+    from ..engine.text import refuse_not_text
 
     if consume is not None and not is_message_document(consume):  # refused before anything is fetched
         raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
+    refuse_not_text(text)  # a binary document: nothing gathered, nothing run
     mode = ApprovalMode.DELETE if mode is None else mode
     if config is None:
         config = load(research.root)[0]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ..engine.evidence import MAX_TEXT_CHARS, Failed, Found, Need, NeedKind, kept_text, title_of
 from ..engine.model import Attachment
 from ..engine.names import one_line
+from ..engine.text import control_sentence
 from . import SourceError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,6 +91,11 @@ async def prepare(
     if len(inputs.context_text) > MAX_SOURCES:
         raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
                          "some of them, or put them in a file.")
+    for what, text in (("The instruction", inputs.instruction),
+                       *((f"Context text {n}", t) for n, t in enumerate(inputs.context_text, 1))):
+        refusal = control_sentence(what, text) if isinstance(text, str) else None
+        if refusal:
+            raise InputError(refusal)
     notes: list[str] = []
     context = [_typed(text, number) for number, text in enumerate(inputs.context_text, 1)]
     files = [Path(p) for p in inputs.context] + [Path(a) for a in inputs.attachments if not is_url(str(a))]

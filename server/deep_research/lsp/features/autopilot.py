@@ -141,10 +141,10 @@ class EditorDocument:
         self.changes = asyncio.Condition()
 
     def read(self) -> str:
-        from ...engine.store import read_text
+        from ...engine.store import Guard
 
         doc = self.ls.document(self.uri)
-        return doc.text if doc is not None else (read_text(self.path) or "")
+        return doc.text if doc is not None else (Guard(self.path.parent).read_text(self.path) or "")
 
     def begin_round(self) -> None:
         self.expected, self.target, self.pending = None, None, ""

@@ -17,7 +17,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
 from ...engine.state import Phase
-from ...engine.store import read_text
+from ...engine.text import NotText, refuse_not_text
 from ..arguments import disk_text, fs_path, message_document, research_of
 from ..progress import Progress
 from ..server import DeepResearchServer, Place
@@ -61,7 +61,7 @@ def register(server: DeepResearchServer) -> None:
         path = research.prompt_path
         if not path.is_file():
             await asyncio.to_thread(research.write_prompt)
-        shown = await show_prompt(ls, path, read_text(path) or "", take_focus=True)
+        shown = await show_prompt(ls, path, research.guard.read_text(path) or "", take_focus=True)
         return {"uri": from_fs_path(str(path)), "shown": shown}
 
     @server.command("deepResearch.tree")
@@ -81,10 +81,16 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     message_document(ls, uri)
     doc = ls.document(uri)
     place = ls.place(uri)
-    if doc is None:
-        text = disk_text(uri)  # a document the client has not opened: run the file itself
-    else:
-        text = doc.text
+    try:
+        if doc is None:
+            text = disk_text(uri)  # a document the client has not opened: run the file itself
+        else:
+            text = doc.text
+            refuse_not_text(text, fs_path(uri).name)
+    except NotText as error:  # a binary document: a sentence, nothing run, nothing changed
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
+                                                       message=f"Deep Research: {error}"))
+        return _result(False, "not-text", message=str(error))
     if place.research is None:
         return _result(False, "not-a-research", message=place.problem)
     if not text.strip():
@@ -101,7 +107,7 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
         except OSError as error:  # the folder cannot take the changes: say so, change nothing
             message = (f"Deep Research: the message was not executed: {error}. Nothing was half-written; "
                        "fix the research folder and save again.")
-            log.error("%s", message)
+            log.warning("%s", message)  # the folder's doing (a link out, a pipe, a full disk), not the server's
             ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
             return _result(False, "error", message=str(error))
         if not result.executed:

@@ -48,7 +48,7 @@ def register(server: DeepResearchServer) -> None:
                 return {"undone": False, "reason": "nothing-to-undo" if nothing else "refused", "message": str(refusal)}
             except OSError as error:
                 message = f"Deep Research: the undo did not run: {error}. Nothing was half-written."
-                log.error("%s", message)
+                log.warning("%s", message)  # the folder's doing (a link out, a pipe, a full disk), not the server's
                 ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
                 return {"undone": False, "reason": "error", "message": str(error)}
             finally:
@@ -66,8 +66,8 @@ def register(server: DeepResearchServer) -> None:
         })
         shown = False
         if ls.settings.show_prompt:
-            shown = await show_prompt(ls, research.prompt_path, research.prompt_path.read_text(encoding="utf-8")
-                                if research.prompt_path.is_file() else "", take_focus=False)
+            shown = await show_prompt(ls, research.prompt_path, research.guard.read_text(research.prompt_path) or "",
+                                      take_focus=False)
         return {
             "undone": True, "reason": None, "message": undone.message, "text": undone.text,
             "files": len(undone.files), "putBack": put_back, "left": undone.left,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
+from ...engine.text import control_sentence
 from ..arguments import fs_path
 from ..progress import Progress
 from ..server import DeepResearchServer
@@ -89,8 +90,9 @@ def _folder_of(ls: DeepResearchServer, uri: object) -> tuple[Path, Path | None]:
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams(f"expected a folder or .dr document URI, got {uri!r}")
     path = fs_path(uri)
-    if "\x00" in str(path) or any(ord(c) < 32 for c in str(path)):
-        raise JsonRpcInvalidParams(f"{uri!r} holds control characters: name the folder without them")
+    refusal = control_sentence(f"The path {uri!r}", str(path), name=True)
+    if refusal:  # a name with a newline or an escape would fool every listing and terminal that shows it
+        raise JsonRpcInvalidParams(refusal)
     try:
         is_folder = path.is_dir() or (not path.exists() and not path.suffix)
     except OSError as error:  # a name too long for the file system …
