@@ -126,6 +126,13 @@ def _parser() -> argparse.ArgumentParser:
     prompt.add_argument("dir", type=Path)
     prompt.add_argument("--max-prompt-tokens", type=_positive, metavar="N",
                         help="shorten it to about N tokens, as `run` does (default: deep-research.toml)")
+    prompt.add_argument("--researcher", metavar="NAME",
+                        help="the prompt of that researcher (see `researchers`; default: main)")
+
+    researchers = command("researchers", _researchers,
+                          "List the researchers working on the research: name, message document, focus, state.")
+    researchers.add_argument("dir", type=Path)
+    researchers.add_argument("--json", action="store_true", help="print them as a JSON list")
 
     tree = command("tree", _tree, "Print the problem tree with statuses and criteria counts.")
     tree.add_argument("dir", type=Path)
@@ -260,10 +267,14 @@ def _execute(args: argparse.Namespace) -> int:
             f"afterwards). Write the message in the research's {MESSAGE_FILE}; {path} was not touched."
         )
     text = _read(path)
-    research = Research.open(path.resolve().parent)
+    research, researcher = _document_research(path)
     config = _config(research.root)
     # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
-    result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress)
+    result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress,
+                                     researcher=researcher)
+    if result.reason == "already-run":
+        print(f"Nothing to execute: the message in {path} has just been run (by another process) and consumed.")
+        return EXIT_OK
     if not result.executed:
         print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
@@ -292,11 +303,41 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace) -> int:
-    from .engine.research import Research
+    from .engine.research import NoSuchResearcher, Research
     from .printouts import prompt_printout
 
-    sys.stdout.write(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
+    research = Research.open(_folder(args.dir))
+    try:
+        researcher = research.researcher_named(args.researcher) if args.researcher else "main"
+    except NoSuchResearcher as error:
+        raise UserError(str(error)) from None
+    sys.stdout.write(prompt_printout(research, args.max_prompt_tokens, researcher))
     return EXIT_OK
+
+
+def _researchers(args: argparse.Namespace) -> int:
+    import json
+
+    from .engine.research import Research
+    from .printouts import researchers_printout
+
+    research = Research.open(_folder(args.dir))
+    found = research.researchers()
+    if args.json:
+        print(json.dumps([item.to_json() for item in found], ensure_ascii=False, indent=2))
+    else:
+        sys.stdout.write(researchers_printout(found))
+    return EXIT_OK
+
+
+def _document_research(path: Path):
+    """The research and the researcher of a message document (a clear error otherwise)."""
+    from .engine.research import NoSuchResearcher, Research
+
+    try:
+        return Research.of_document(path)
+    except NoSuchResearcher as error:
+        raise UserError(f"{error} {path} was not touched.") from None
 
 
 def _tree(args: argparse.Namespace) -> int:

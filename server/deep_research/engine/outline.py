@@ -41,9 +41,32 @@ class Node:
     definition_file: Path
     has_children: bool
     stale: bool = False  # its report is out of date (engine/staleness.py)
+    researcher: Delegation | None = None  # the researcher it is delegated to, while that one works
     children: list[Node] | None = None  # None: not listed (ask with `page`); [] when it has none
     offset: int = 0  # of the first listed child among all of them
     total: int = 0  # children in all, when they are listed
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """A delegated problem's researcher, as tree views show it (SPEC §12)."""
+
+    name: str
+    state: str  # "working", or "waiting" for its own delegations
+    focus: ProblemPath  # where it works now
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "state": self.state}
+
+
+def delegations(state: State) -> dict[ProblemPath, Delegation]:
+    """The delegated problems of a research and their researchers, by the problem's path."""
+    seats = state.delegated()
+    return {
+        seat.root: Delegation(seat.name, "waiting" if any(o.root[:-1] == seat.focus for o in seats) else "working",
+                              seat.focus)
+        for seat in seats
+    }
 
 
 @dataclass
@@ -75,14 +98,15 @@ def view(research: Research) -> View:
     # The root and every problem on the way to the focus are expanded.
     expanded = [focus_path[:depth] for depth in range(len(focus_path) + 1)] if focus_path is not None else [ROOT]
     size = max(1, min(PAGE, VIEW_BUDGET // len(expanded)))
-    top = _node(research, tree.problem(ROOT) or root, focus_path)
+    held = delegations(state)
+    top = _node(research, tree.problem(ROOT) or root, focus_path, held)
     node = top
     for depth, path in enumerate(expanded):
         names = tree.ordered_child_names(path)
         on_path = expanded[depth + 1][-1] if depth + 1 < len(expanded) else None
         index = names.index(on_path) if on_path in names else 0
         offset = index // size * size
-        node.children = _nodes(research, path, names[offset: offset + size], focus_path)
+        node.children = _nodes(research, path, names[offset: offset + size], focus_path, held)
         node.offset, node.total = offset, len(names)
         node = next((c for c in node.children if c.path[-1] == on_path), None)  # type: ignore[assignment]
         if node is None:
@@ -101,20 +125,22 @@ def page(research: Research, path: ProblemPath, offset: int = 0, limit: int = PA
     names = tree.ordered_child_names(path)
     offset = max(0, offset)
     chosen = names[offset: offset + max(0, min(limit, PAGE))]
-    return Page(path, offset, len(names), _nodes(research, path, chosen, focus_path))
+    return Page(path, offset, len(names), _nodes(research, path, chosen, focus_path, delegations(state)))
 
 
-def _nodes(research: Research, parent: ProblemPath, names: list[str], focus: ProblemPath | None) -> list[Node]:
+def _nodes(research: Research, parent: ProblemPath, names: list[str], focus: ProblemPath | None,
+           held: dict[ProblemPath, Delegation]) -> list[Node]:
     found = (research.tree.problem(parent + (name,)) for name in names)
-    return [_node(research, p, focus) for p in found if p is not None]
+    return [_node(research, p, focus, held) for p in found if p is not None]
 
 
-def _node(research: Research, problem: Problem, focus: ProblemPath | None) -> Node:
+def _node(research: Research, problem: Problem, focus: ProblemPath | None,
+          held: dict[ProblemPath, Delegation]) -> Node:
     path = problem.path
     has_children = research.tree.has_children(path)
     return Node(
         path, problem.title, problem.status, problem.criteria_met, len(problem.criteria), path == focus,
-        research.tree.folder(path) / DEFINITION, has_children, is_stale(research, problem),
+        research.tree.folder(path) / DEFINITION, has_children, is_stale(research, problem), held.get(path),
         None if has_children else [],
     )
 
@@ -138,8 +164,12 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
         yield "No problem is defined yet."
         return
     focus = state.focus if state.phase is Phase.IN_FOCUS else None
+    held = delegations(state)
+    marks = {focus: "  ◀ focus"} if focus is not None else {}
+    for delegation in held.values():
+        marks[delegation.focus] = f"  ◀ focus of {delegation.name}"
     stale_seen = is_stale(research, root)
-    yield _label(root, focus, stats, stale_seen)
+    yield _label(root, marks, stats, stale_seen, held)
     # One frame per level: the children still to print and the prefix of their lines.
     stack: list[tuple[ProblemPath, list[str], int, str]] = [(ROOT, tree.ordered_child_names(ROOT), 0, "")]
     while stack:
@@ -153,13 +183,13 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
         last = index == len(names) - 1
         stale = is_stale(research, problem)
         stale_seen = stale_seen or stale
-        yield f"{prefix}{'└── ' if last else '├── '}{_label(problem, focus, stats, stale)}"
+        yield f"{prefix}{'└── ' if last else '├── '}{_label(problem, marks, stats, stale, held)}"
         children = tree.ordered_child_names(problem.path)
         if children:
             stack.append((problem.path, children, 0, prefix + ("    " if last else "│   ")))
     yield ""
     footer = {
-        Phase.IN_FOCUS: "◀ marks the problem in focus.",
+        Phase.IN_FOCUS: "◀ marks the problem in focus" + (" of each researcher." if held else "."),
         Phase.FINISHED: "The research is finished.",
         Phase.SHUT_DOWN: "The research was shut down.",
     }[state.phase]
@@ -177,9 +207,13 @@ def render_outline(research: Research, stats: Ledger | None = None) -> str:
     return "\n".join(outline_lines(research, stats))
 
 
-def _label(problem: Problem, focus: ProblemPath | None, stats: Ledger | None = None, stale: bool = False) -> str:
-    mark = "  ◀ focus" if problem.path == focus else ""
+def _label(problem: Problem, marks: dict[ProblemPath, str], stats: Ledger | None = None, stale: bool = False,
+           held: dict[ProblemPath, Delegation] | None = None) -> str:
+    mark = marks.get(problem.path, "")
     stale_mark = " stale" if stale else ""
+    delegation = (held or {}).get(problem.path)
+    if delegation is not None:
+        stale_mark += f" delegated to {delegation.name} ({delegation.state})"
     figures = f"  · {summary(stats.total(problem.path))}" if stats is not None else ""
     return (f"{problem.title} [{problem.criteria_met}/{len(problem.criteria)}] ({_MARKS[problem.status]}){stale_mark}"
             f"{mark}{figures}")

@@ -54,6 +54,7 @@ INSTRUCTION = "instruction.md"
 CONTEXT = "context"
 PENDING_ATTACHMENTS = "pending-attachments"
 SESSIONS = "sessions"
+RESEARCHERS = "researchers"  # a delegated researcher's own bookkeeping (its prompt), one folder each
 CONFIG_FILE = "deep-research.toml"
 MESSAGE_FILE = "message.dr"  # the message document `new` makes
 MESSAGE_SUFFIX = ".dr"  # the research's own settings (deep_research.config; engine.rules)
@@ -84,6 +85,12 @@ def bookkeeping(root: Path) -> Path:
 
 def session_file(root: Path, session: int) -> Path:
     return bookkeeping(root) / SESSIONS / f"{session:04d}.jsonl"
+
+
+def researcher_folder(root: Path, problem: tuple[str, ...]) -> Path:
+    """The bookkeeping of the researcher delegated the problem at `problem` (folder names below
+    the root): named by a digest, since the path may be deeper than a file name may be long."""
+    return bookkeeping(root) / RESEARCHERS / content_digest("/".join(problem))[:16]
 
 
 def journal_records(lines: Iterable[bytes]) -> Iterator[dict]:
