@@ -23,7 +23,7 @@ from .names import expand_home
 from .model import Attachment, Problem
 from . import citations
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
-from .state import Phase, ProblemPath
+from .state import Phase, ProblemPath, Status
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .text import Pos, Span
 
@@ -44,8 +44,12 @@ class Snapshot:
         citable: tuple[tuple[Attachment, Path], ...] = (),
         root: Path | None = None, roots: tuple[Path, ...] = (), search_provider: str | None = None,
         figures: Callable[[ProblemPath], Figures | None] | None = None,
+        held: frozenset[str] = frozenset(),
     ) -> None:
         self.phase = phase
+        # Titles of the focus's subproblems another researcher holds (delegated): nobody else may
+        # focus into them, change them or delegate them again, so completion does not offer them.
+        self.held = held
         self._problems: Problems | None = None if load else (focus, tuple(children), folder_of or {}, citable)
         self._load = load
         self.root = root  # the research folder: attach_file's paths start there
@@ -124,11 +128,12 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
     block = _block_around(parsed, pos.line)
     if block is not None:
         return _complete_in_block(block, pos, prefix, line, snap)
-    argument = _line_argument(prefix)
+    spec = _line_command(prefix)
+    argument = spec.line_argument if spec is not None else None
     if argument is not None:
         if argument.cites and _open_citation(prefix) is not None:
             return _citable(snap, prefix, line, pos)
-        return _complete_argument(argument, prefix, line, pos, snap)
+        return _complete_argument(spec, argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
         return _commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False)
@@ -138,22 +143,21 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
     return _commands(snap.phase, replace, blocks_only=match.group(2) is not None)
 
 
-def _line_argument(prefix: str):
-    """The argument of the one-line command whose argument the cursor is in, if any."""
+def _line_command(prefix: str) -> CommandSpec | None:
+    """The one-line command whose argument the cursor is in, if any."""
     if not prefix.startswith(LINE_PREFIX) or " " not in prefix:
         return None
-    spec = commands.get(prefix[len(LINE_PREFIX):].split(" ", 1)[0])
-    return spec.line_argument if spec is not None else None
+    return commands.get(prefix[len(LINE_PREFIX):].split(" ", 1)[0])
 
 
-def _complete_argument(argument, prefix: str, line: str, pos: Pos, snap: Snapshot) -> list[Candidate]:
+def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos: Pos, snap: Snapshot) -> list[Candidate]:
     """Completion inside a one-line argument, by its type (the command table says which)."""
     start = prefix.index(" ")
     while start < len(prefix) and prefix[start] == " ":
         start += 1
     replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
     if argument.type is ArgType.SUBPROBLEM:
-        return _subproblems(snap, replace)
+        return _subproblems(snap, replace, spec)
     if argument.type is ArgType.CRITERION:
         return _criteria(snap, replace)
     if argument.type is ArgType.PATH:
@@ -275,7 +279,7 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
         if argument is not None and argument.cites and _open_citation(prefix) is not None:
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
-            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))))
+            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), spec)
     return []
 
 
@@ -314,7 +318,12 @@ def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate
     return items
 
 
-def _subproblems(snap: Snapshot, replace: Span) -> list[Candidate]:
+def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec) -> list[Candidate]:
+    """The subproblems the command may name: none held by another researcher, and only open
+    ones where the argument says so (`delegate`)."""
+    open_only = any(a.open_only for a in spec.arguments if a.type is ArgType.SUBPROBLEM)
+    wanted = [child for child in snap.children if child.title not in snap.held
+              and (not open_only or child.status is Status.OPEN)]
     return [
         Candidate(
             label=child.title, kind=ItemKind.SUBPROBLEM,
@@ -322,7 +331,7 @@ def _subproblems(snap: Snapshot, replace: Span) -> list[Candidate]:
             documentation=_problem_markdown(child), replace=replace, text=child.title,
             sort_text=f"{index:04d}",
         )
-        for index, child in enumerate(snap.children)
+        for index, child in enumerate(wanted)
     ]
 
 

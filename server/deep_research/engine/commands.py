@@ -87,6 +87,7 @@ class Argument:
     placeholder: str
     optional: bool = False  # may be left out (the command runs without it)
     cites: bool = False  # may cite attachments as [[Name]] (engine/citations.py): checked, completed
+    open_only: bool = False  # a SUBPROBLEM that must be open (done and failed ones are not offered)
 
 
 @dataclass(frozen=True)
@@ -300,7 +301,7 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "delegate", Form.LINE, Kind.CREATE, in_focus, False,
             (Argument("title", ArgType.SUBPROBLEM, "the exact title of an open subproblem of the current problem",
-                      "Subproblem Title"),),
+                      "Subproblem Title", open_only=True),),
             "Give a subproblem to a researcher of its own, who works on it at the same time as you.",
             "Hands an open subproblem of the current problem to a new researcher, who researches it at the "
             "same time as you, in sessions of its own, and ends by focusing up from it: its report then comes "

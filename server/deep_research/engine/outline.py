@@ -21,7 +21,7 @@ from . import staleness
 from .accounting import IDLE, Ledger, duration, summary
 from .model import Problem
 from .research import Research
-from .state import ROOT, Phase, ProblemPath, State, Status
+from .state import MAIN, ROOT, Phase, ProblemPath, State, Status
 from .store import DEFINITION
 
 PAGE = 200  # children listed per problem and request
@@ -200,6 +200,12 @@ def outline_lines(research: Research, stats: Ledger | None = None) -> Iterator[s
         footer += (" Figures after “·” count each problem with its subproblems; time in focus counts "
                    f"at most {duration(IDLE)} between two events.")
     yield footer
+    researchers = stats.by_researcher() if stats is not None else {}
+    if len(researchers) > 1 or any(name != MAIN for name in researchers):
+        yield ""
+        yield "Effort by researcher (each counts its own time; they worked at once):"
+        for name, figures in researchers.items():
+            yield f"  {name}  · {summary(figures)}"
 
 
 def render_outline(research: Research, stats: Ledger | None = None) -> str:
