@@ -7,6 +7,10 @@ made from the listed problems' own folders (a listing of their `Subproblems/`, t
 definition and criteria), never from a walk of the tree, and is bounded: a problem lists
 at most `PAGE` children at a time, and a whole view at most `VIEW_BUDGET` problems.
 
+`view_json()`, `page_json()` and `node_json()` are those answers as JSON, the one shape the
+language server's `deepResearch.tree` and the MCP server's `research_tree` share (each adds
+where a problem's definition is: a file URI, a resource URI).
+
 `outline_lines()` prints the whole tree for the command line, depth first as it goes:
 it holds the siblings on the way down to the current problem, never the whole tree.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from . import staleness
 from .accounting import IDLE, Ledger, duration, summary
@@ -84,10 +88,11 @@ class View:
     tree: Node | None
 
 
-def view(research: Research) -> View:
-    """The root, the path to the focus expanded (each expanded problem lists the page of
-    its children that holds the path), everything else collapsed."""
-    state = research.state()
+def view(research: Research, researcher: str = MAIN) -> View:
+    """The root, the path to `researcher`'s focus expanded (each expanded problem lists the
+    page of its children that holds the path), everything else collapsed. Raises
+    NoSuchResearcher if that researcher does not work on the research."""
+    state = research.state(researcher)
     if state.phase is Phase.NO_PROBLEM:
         return View(state, None, None)
     focus_path = state.focus if state.phase is Phase.IN_FOCUS else None
@@ -114,11 +119,12 @@ def view(research: Research) -> View:
     return View(state, tree.problem(state.focus, report=False), top)
 
 
-def page(research: Research, path: ProblemPath, offset: int = 0, limit: int = PAGE) -> Page | None:
+def page(research: Research, path: ProblemPath, offset: int = 0, limit: int = PAGE,
+         researcher: str = MAIN) -> Page | None:
     """Up to `limit` (at most PAGE) children of the problem at `path` from `offset` on,
-    collapsed; None if there is no such problem."""
+    collapsed (`focused` marks `researcher`'s focus); None if there is no such problem."""
     tree = research.tree
-    state = research.state()
+    state = research.state(researcher)
     if state.phase is Phase.NO_PROBLEM or not tree.exists(path):
         return None
     focus_path = state.focus if state.phase is Phase.IN_FOCUS else None
@@ -143,6 +149,53 @@ def _node(research: Research, problem: Problem, focus: ProblemPath | None,
         research.tree.folder(path) / DEFINITION, has_children, is_stale(research, problem), held.get(path),
         None if has_children else [],
     )
+
+
+# -- the same as JSON, for editors and agents -------------------------------------------------------
+
+Link = Callable[[Node], dict[str, Any]]  # where a node's definition is, as the caller names it
+
+
+def is_folder_name(name: object) -> bool:
+    """Whether a client's `name` may be one folder name of a problem's path (as `view` and `page`
+    give them): checked before it touches the disk."""
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
+
+
+def view_json(shown: View, link: Link) -> dict[str, Any]:
+    """`view`'s answer: the phase, the focus's path, the page size and the tree."""
+    state = shown.state
+    return {
+        "phase": state.phase.value,
+        "focusPath": list(state.focus) if shown.tree is not None and state.phase is Phase.IN_FOCUS else None,
+        "pageSize": PAGE,
+        "tree": node_json(shown.tree, link) if shown.tree is not None else None,
+    }
+
+
+def page_json(found: Page, link: Link) -> dict[str, Any]:
+    """`page`'s answer: which children of which problem, and how many there are."""
+    return {"path": list(found.path), "offset": found.offset, "total": found.total,
+            "children": [node_json(child, link) for child in found.children]}
+
+
+def node_json(node: Node, link: Link) -> dict[str, Any]:
+    """One problem (and its listed children): `children` null when not listed; a delegated
+    problem carries its `researcher` ({name, state}) while that researcher works."""
+    return {
+        "title": node.title,
+        "status": node.status.value,
+        "criteriaMet": node.criteria_met,
+        "criteriaTotal": node.criteria_total,
+        "focused": node.focused,
+        **link(node),
+        "path": list(node.path),
+        "hasChildren": node.has_children,
+        "stale": node.stale,
+        **({"researcher": node.researcher.to_json()} if node.researcher is not None else {}),
+        "children": None if node.children is None else [node_json(child, link) for child in node.children],
+        **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
+    }
 
 
 def is_stale(research: Research, problem: Problem) -> bool:

@@ -213,7 +213,9 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
 
     `document` is the `.dr` document to put the message back into if it is empty (or
     missing): by default the one it was consumed from; None puts it nowhere (an editor
-    puts it into its buffer itself).
+    puts it into its buffer itself); or a callable given the researcher who wrote the
+    message and that researcher's own message document, answering one of those (an editor
+    that has some documents open and others not: several researchers write at once).
     """
     root: Path = research.root
     with locked(root):
@@ -268,6 +270,8 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
                 tx.truncate(target, size)
         text = record.get("text") if isinstance(record.get("text"), str) else ""
         writer = record.get("researcher") if isinstance(record.get("researcher"), str) else MAIN
+        if callable(document):
+            document = document(writer, _own_document(research, writer, before))
         put_back = _put_back_target(root, record, document)
         if put_back is not None and text.strip():
             tx.write(put_back, text if text.endswith("\n") else text + "\n")
@@ -328,6 +332,15 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
         raise UndoRefused(
             f"{root / rel} was {how} by hand after message {number}{more}; undo would lose that edit, so "
             "nothing was changed. Put it back as the message left it, or keep the edit and do not undo.")
+
+
+def _own_document(research, writer: str, before: State) -> Path | None:
+    """The message document of `writer` as it was before the message (None if the record names
+    a researcher that state does not know: a damaged record)."""
+    try:
+        return research.document(writer, before)
+    except LookupError:  # research.NoSuchResearcher
+        return None
 
 
 def _put_back_target(root: Path, record: dict, document: object) -> Path | None:

@@ -14,7 +14,7 @@ from ..engine.store import read_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.research import Research
-    from .server import DeepResearchServer
+    from .server import DeepResearchServer, Place
 
 
 def fs_path(uri: str) -> Path:
@@ -50,8 +50,15 @@ def disk_text(uri: str) -> str:
 
 def research_of(ls: DeepResearchServer, uri: str) -> Research:
     """The research of the message document `uri`, or an error saying why it has none."""
+    research = place_of(ls, uri).research
+    assert research is not None
+    return research
+
+
+def place_of(ls: DeepResearchServer, uri: str) -> Place:
+    """The research and researcher of the message document `uri`, or an error saying why it has none."""
     message_document(ls, uri)
     place = ls.place(uri)
     if place.research is None:
         raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
-    return place.research
+    return place

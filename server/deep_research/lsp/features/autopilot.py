@@ -96,7 +96,8 @@ async def start(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
         return _refused("finished", "The research has ended; reopen it with `deep-research continue` to go on.")
     doc = ls.document(uri)
     text = doc.text if doc is not None else ""
-    if text.strip() and ls.executed.get(uri) != text and message_digest(text) != research.state().last_message:
+    if (text.strip() and ls.executed.get(uri) != text
+            and message_digest(text) != research.state(place.researcher).last_message):
         return _refused("document-not-empty", (
             "The document holds a message that has not been executed. Execute it (save it, or "
             "“approve and execute”), or clear it, then run the autopilot: nothing in it is discarded."))

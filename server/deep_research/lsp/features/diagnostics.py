@@ -193,6 +193,6 @@ def _remember_executed(ls: DeepResearchServer, uri: str) -> None:
     doc = ls.document(uri)
     if doc is None or not doc.text.strip():
         return
-    place = ls.place(uri)
-    if place.research is not None and place.research.state().last_message == message_digest(doc.text):
+    place = ls.place(uri)  # the last message of the researcher whose document it is
+    if place.research is not None and place.research.state(place.researcher).last_message == message_digest(doc.text):
         ls.executed[uri] = doc.text
