@@ -312,7 +312,7 @@ def _researchers(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 def _researcher_drafts(now: dict, references: dict) -> str | None:
     """A reference state with a researcher's next message written to its document, not run yet
     (the scenario writes each message to its document first, as a person or the autopilot does)."""
-    documents = [k for k in now if k.endswith("/message.dr") and k != f"{RESEARCH}/message.dr"]
+    documents = [k for k in set(now) | {f"{RESEARCH}/message.dr"} if k.endswith("/message.dr")]
     for name, reference in references.items():
         if all(now.get(k) == reference.get(k) for k in set(now) | set(reference) if k not in documents):
             return f"{name}, a message waiting in a researcher's document"
