@@ -1,10 +1,12 @@
 // The autopilot in VS Code: *Run Autopilot* / *Stop Autopilot*, *Set API Key*, and a
-// status bar item with the run's state, round and tokens (a stop button while it runs).
-// The server streams the model's reply into the open .dr document itself
-// (workspace/applyEdit); this module only starts, stops and shows the run.
+// status bar item with the run's state, round, researchers and tokens (a stop button while
+// it runs). The server streams the model's reply into the open .dr document itself
+// (workspace/applyEdit; a delegated researcher's into its own document), runs every
+// researcher of the research (`deepResearch.parallel` of them at once); this module only
+// starts, stops and shows the run.
 import * as vscode from 'vscode';
 import { ResearchModel } from './model';
-import { AutopilotParams, ClientCommand, LANGUAGE_ID, runServerCommand, RunResult, ServerCommand } from './protocol';
+import { AutopilotParams, ClientCommand, LANGUAGE_ID, RunOptions, runServerCommand, RunResult, ServerCommand } from './protocol';
 import { API_KEY_SECRET, ServerManager } from './server';
 
 const ACTIVE: ReadonlySet<string> = new Set(['running', 'waiting-approval']);
@@ -13,9 +15,10 @@ const ACTIVE: ReadonlySet<string> = new Set(['running', 'waiting-approval']);
 export function autopilotText(p: AutopilotParams): string {
   const tokens = p.tokens >= 1000 ? `${(p.tokens / 1000).toFixed(1)}k` : `${p.tokens}`;
   const round = p.maxRounds ? `round ${p.round}/${p.maxRounds}` : `round ${p.round}`;
+  const researchers = p.researchers && p.researchers > 1 ? ` · ${p.researchers} researchers` : '';
   switch (p.state) {
     case 'running':
-      return `$(sync~spin) Autopilot: ${round} · ${tokens} tokens`;
+      return `$(sync~spin) Autopilot: ${round}${researchers} · ${tokens} tokens`;
     case 'waiting-approval':
       return `$(bell) Autopilot waits for approval · ${round}`;
     case 'finished':
@@ -116,6 +119,9 @@ export class Autopilot implements vscode.Disposable {
       md.appendMarkdown(`Problem in focus: ${p.problem.replace(/[\\`*_[\]<>]/g, '\\$&')}\n\n`);
     }
     md.appendMarkdown(`Round ${p.round}${p.maxRounds ? ` of ${p.maxRounds}` : ''}, ${p.tokens} tokens${p.maxTokens ? ` of ${p.maxTokens}` : ''}\n\n`);
+    if (p.researchers) {
+      md.appendMarkdown(`Researchers working: ${p.researchers}\n\n`);
+    }
     if (p.message) {
       md.appendMarkdown(`${p.message.replace(/[\\`*_[\]<>]/g, '\\$&')}\n\n`);
     }
@@ -166,7 +172,10 @@ export function registerAutopilotCommands(
       if (!c) {
         return undefined;
       }
-      const result = await runServerCommand<RunResult>(c, ServerCommand.run, uri.toString());
+      // every researcher of the research runs; the setting says how many at once (empty: deep-research.toml)
+      const parallel = vscode.workspace.getConfiguration('deepResearch', uri).get<number | null>('parallel', null);
+      const options: RunOptions = typeof parallel === 'number' && parallel >= 1 ? { parallel } : {};
+      const result = await runServerCommand<RunResult>(c, ServerCommand.run, uri.toString(), options);
       if (!result.started && result.reason === 'no-openai') {
         // The package is missing from the server's Python: offer the private environment (packages.ts).
         void vscode.window

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from ...config import SETTINGS
 from ...engine.text import Pos
@@ -61,9 +62,9 @@ _EDITOR_WORDS = {**_SPECIAL_WORDS, **{s.option: f"deepResearch.{s.editor_key}" f
 
 def register(server: DeepResearchServer) -> None:
     @server.command("deepResearch.run")
-    async def run(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+    async def run(ls: DeepResearchServer, uri: str, *options: Any) -> dict[str, Any]:
         message_document(ls, uri)
-        return await start(ls, uri)
+        return await start(ls, uri, run_options(options))
 
     @server.command("deepResearch.stop")
     async def stop(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
@@ -76,7 +77,25 @@ def register(server: DeepResearchServer) -> None:
         return {"stopped": True}
 
 
-async def start(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
+def run_options(options: tuple[Any, ...]) -> dict[str, Any]:
+    """`deepResearch.run(uri, {"parallel": N})`: the options a client gives (checked before
+    anything starts); {} without them."""
+    if not options or options[0] is None:
+        return {}
+    if len(options) > 1 or not isinstance(options[0], dict):
+        raise JsonRpcInvalidParams('deepResearch.run takes a document URI and an object of options, e.g. {"parallel": 4}')
+    given = dict(options[0])
+    unknown = sorted(str(key) for key in given if key != "parallel")
+    if unknown:
+        raise JsonRpcInvalidParams(f"deepResearch.run has no option {', '.join(unknown)}; its option is parallel")
+    parallel = given.get("parallel")
+    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+        raise JsonRpcInvalidParams(f"parallel is how many researchers get rounds at once: a whole number of 1 or "
+                                   f"more, not {parallel!r}")
+    return {} if parallel is None else {"parallel": parallel}
+
+
+async def start(ls: DeepResearchServer, uri: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
     from ...engine.research import message_digest
     from ...engine.state import Phase
 
