@@ -51,6 +51,14 @@ def test_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
         model.wait_for(lambda m: m.disconnects >= 1, timeout=10)  # stopping closed the request in flight
 
 
+def test_researchers_ui(extension_package: Path, vscode_env: Path) -> None:
+    """Parallel research: the tree view's researcher states, a click opens a researcher's document,
+    approval there runs the message as that researcher, the status bar counts researchers."""
+    shots = SCREENSHOTS / "vscode-researchers"
+    shutil.rmtree(shots, ignore_errors=True)
+    run_driver("researchers.mjs", vscode_env, DR_SCREENSHOTS=str(shots))
+
+
 def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package: Path, vscode_env: Path,
                                                               tmp_path: Path, web) -> None:
     """From a Python without openai or trafilatura: Install (offline, from the wheelhouse), New
