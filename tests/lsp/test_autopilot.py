@@ -76,7 +76,7 @@ async def test_a_whole_research_driven_by_the_autopilot(client, research: Path, 
     assert await run(client, uri) == {"started": True}
     done, _ = await until_state(client, "finished", "stopped", "error")
     assert done.state == "finished", done
-    assert done.round == 5 and done.tokens > 0
+    assert done.round == 5 and done.tokens > 0 and done.researchers == 1
     state = json.loads((research / ".deep-research" / "state.json").read_text())
     assert state["phase"] == "finished" and state["messages"] == 5
     child = research / "Subproblems" / "Cache sizes"

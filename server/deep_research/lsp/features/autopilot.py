@@ -461,7 +461,16 @@ class EditorRun:
             "maxRounds": settings.max_rounds if settings else None,
             "maxTokens": settings.max_tokens if settings else None,
             "problem": self.problem, "message": self.message, "error": self.error,
+            "researchers": self._working(),
         })
+
+    def _working(self) -> int:
+        """How many researchers are working on the research (not waiting for delegations)."""
+        try:
+            return sum(1 for researcher in self.research.researchers() if researcher.state == "working")
+        except (OSError, ValueError) as error:  # a research damaged meanwhile: the count is not worth an error
+            log.warning("could not count the researchers: %s", error)
+            return 0
 
 
 class _Observer:
