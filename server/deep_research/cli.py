@@ -120,6 +120,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="command kinds that run without asking (default: update)")
     run.add_argument("--grammar", choices=("auto", "on", "off"),
                      help="constrain replies with a grammar (llama.cpp); auto: when the server is llama.cpp")
+    run.add_argument("--parallel", type=_positive, metavar="N",
+                     help="researchers that get rounds at once, so model requests in flight (default 1)")
     run.add_argument("--seed", type=int, help=argparse.SUPPRESS)
 
     prompt = command("prompt", _prompt, "Print the prompt the assistant sees now.")
@@ -291,7 +293,7 @@ def _run(args: argparse.Namespace) -> int:
         folder = _folder(args.dir)
         return run_command(Options(
             folder, args.model, args.base_url, args.max_rounds, args.max_tokens, args.max_prompt_tokens,
-            args.max_reply_tokens, args.approval, args.grammar, args.seed,
+            args.max_reply_tokens, args.approval, args.grammar, args.seed, args.parallel,
         ))
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
         print(f"deep-research: {error}", file=sys.stderr)

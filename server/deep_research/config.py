@@ -8,6 +8,7 @@
     max_reply_tokens = 2000         # the longest reply the model may write per round
     approval_mode = "update"
     grammar = "auto"                # auto | on | off
+    parallel = 1                    # researchers that get rounds at once (model requests in flight)
     report_max_words = 1500         # the longest report (about three pages); longer ones are refused
 
     [fetch]
@@ -72,6 +73,7 @@ class Config:
     max_reply_tokens: int | None = None
     approval_mode: str | None = None  # one of APPROVAL_CHOICES
     grammar: str = "auto"
+    parallel: int | None = None  # the autopilot's researchers at once (None: 1)
     report_max_words: int | None = None  # None: the engine's default (engine/rules.py)
     fetch: FetchConfig = field(default_factory=FetchConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
@@ -157,6 +159,7 @@ def _from_table(raw: dict[str, Any], root: Path, problems: list[str], where: str
         max_reply_tokens=take(raw, "max_reply_tokens", int, minimum=16),
         approval_mode=take(raw, "approval_mode", str, APPROVAL_CHOICES),
         grammar=take(raw, "grammar", str, GRAMMAR_CHOICES) or "auto",
+        parallel=take(raw, "parallel", int, minimum=1),
         report_max_words=take(raw, "report_max_words", int, minimum=MIN_REPORT_MAX_WORDS),
         fetch=FetchConfig(
             offline=bool(take(fetch_raw, "offline", bool) or False),

@@ -36,6 +36,7 @@ class Settings:
     max_tokens: int | None = None
     max_prompt_tokens: int | None = None
     grammar: str | None = None  # auto | on | off
+    parallel: int | None = None  # researchers at once
     # The research's rules (engine/rules.py); None leaves deep-research.toml's.
     report_max_words: int | None = None  # reportMaxWords
 
@@ -48,7 +49,7 @@ class Settings:
         return {
             "model": self.model, "base_url": self.base_url, "max_rounds": self.max_rounds,
             "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens, "grammar": self.grammar,
-            "report_max_words": self.report_max_words,
+            "parallel": self.parallel, "report_max_words": self.report_max_words,
             "fetch": {"allow_private_networks": self.allow_private_networks},
             "search": {"provider": self.search_provider, "url": self.search_url},
         }
@@ -65,7 +66,7 @@ class Settings:
                 f"showPromptAfterExecute={self.show_prompt}, fetch.allowPrivateNetworks={self.allow_private_networks}, "
                 f"search.provider={self.search_provider}, search.url={self.search_url}, model={self.model}, "
                 f"baseUrl={self.base_url}, maxRounds={self.max_rounds}, maxTokens={self.max_tokens}, "
-                f"maxPromptTokens={self.max_prompt_tokens}, grammar={self.grammar}, "
+                f"maxPromptTokens={self.max_prompt_tokens}, grammar={self.grammar}, parallel={self.parallel}, "
                 f"reportMaxWords={self.report_max_words}")
 
     @classmethod
@@ -101,6 +102,7 @@ class Settings:
             max_tokens=_count(raw, "maxTokens", 1),
             max_prompt_tokens=_count(raw, "maxPromptTokens", 500),
             grammar=_choice(raw, "grammar", GRAMMARS),
+            parallel=_count(raw, "parallel", 1),
             report_max_words=_count(raw, "reportMaxWords", MIN_REPORT_MAX_WORDS),
         )
 
