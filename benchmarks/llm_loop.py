@@ -47,7 +47,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
 from deep_research.autopilot.client import ModelClient  # noqa: E402
-from deep_research.autopilot.loop import Autopilot, Observer, RoundReport, RunStatus, Settings  # noqa: E402
+from deep_research.autopilot.fleet import Fleet  # noqa: E402
+from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.store import CONFIG_FILE  # noqa: E402
@@ -128,11 +129,11 @@ class Driver:
             client, mode, seed, rounds, reply_tokens, base)
         self.figures = Figures()
         self.observer = Collect(self.figures)
-        self.pilot: Autopilot | None = None
+        self.pilot: Fleet | None = None
         self.roots: list[Path] = []
         self.stopped: str | None = None
 
-    def _fresh(self) -> Autopilot:
+    def _fresh(self) -> Fleet:
         self.figures.researches += 1
         root = self.base / f"seed{self.seed}-{self.mode}-{self.figures.researches}"
         self.roots.append(root)
@@ -140,13 +141,13 @@ class Driver:
                             max_reply_tokens=self.reply_tokens, seed=self.seed)
         root.mkdir(parents=True)
         (root / CONFIG_FILE).write_text(OFFLINE, encoding="utf-8")  # the model may write any URL
-        return Autopilot(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
+        return Fleet(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
 
     async def one_round(self) -> None:
         if self.pilot is None:
             self.pilot = self._fresh()
         pilot = self.pilot
-        pilot.settings.max_rounds = pilot.count.rounds + 1
+        pilot.budget.max_rounds = pilot.budget.rounds + 1
         pilot.settings.seed = self.seed * 1000 + self.figures.rounds
         result = await pilot.run()
         if result.status is RunStatus.ERROR:

@@ -44,7 +44,7 @@ def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel)
     result = deep_research("run", folder, "--base-url", model.base_url, code=0)
     lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
     assert len(lines) == 5 and all("executed" in line for line in lines), result.stdout
-    assert "round 4: executed; commands 4 ok, 0 failed, 0 not run" in lines[3]
+    assert "round 4 (main): executed; commands 4 ok, 0 failed, 0 not run" in lines[3]
     assert "The research is finished." in result.stdout and result.stderr == ""
     assert len(rounds(folder)) == 5
     tree = deep_research("tree", folder, code=0).stdout

@@ -128,7 +128,8 @@ def _undo(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 @contextlib.contextmanager
 def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     from deep_research.autopilot.client import ModelClient
-    from deep_research.autopilot.loop import Autopilot, Observer, Settings
+    from deep_research.autopilot.fleet import Fleet
+    from deep_research.autopilot.loop import Observer, Settings
     from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN, MODEL, Say, ScriptedModel
 
     research = defined(sandbox)
@@ -142,7 +143,7 @@ def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
             client = ModelClient(model.base_url, MODEL, None, max_retries=0)
             try:
                 settings = Settings(max_rounds=len(steps), grammar="off")
-                await Autopilot(Research.open(research.root), client, settings, observer=Rounds()).run()
+                await Fleet(Research.open(research.root), client, settings, observer=Rounds()).run()
             finally:
                 await client.close()
 

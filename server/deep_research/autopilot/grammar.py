@@ -14,7 +14,11 @@ parse, and only commands that can run now:
   named like an existing one, and the sample texts of the prompt's examples as arguments
   (a small model copies them);
 - at least one command per message, at most one focus change, and it ends the message
-  (defining the problem ends it too: a new session starts after it).
+  (defining the problem ends it too: a new session starts after it);
+- the researcher's own subtree only (parallel research): no subproblem another researcher
+  holds (no `focus_down` into it, no criteria added to it, no `delegate` of it), `delegate`
+  only of open subproblems, and no leaving the problem (`focus_up`, `fail_task_and_focus_up`)
+  while delegations of it are running. The state is the researcher's own view.
 
 Free text may not start a line with `/`, `<` or `>`, so it can never be mistaken for a
 command. `SHUT_DOWN_DEEP_RESEARCHER` is not ruled out (GBNF cannot exclude a substring
@@ -43,7 +47,7 @@ from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS
-from ..engine.state import Phase
+from ..engine.state import MAIN, Phase, Status
 
 # Bounds that make every message end (a small model repeats itself until its token limit):
 PROSE_LINES = 2  # free-text lines between two commands: enough to think, not to ramble
@@ -74,11 +78,14 @@ class GrammarInputs:
     reply_chars: int | None = None  # about how many characters the reply may still take
     report_words: int = DEFAULT_REPORT_MAX_WORDS  # the research's report_max_words
     cited: tuple[str, ...] = ()  # the attachments a report may cite: the focus's and its parents'
+    held: tuple[str, ...] = ()  # subproblems another researcher holds (delegated): not to enter or change
+    closed: tuple[str, ...] = ()  # subproblems done or failed: not to delegate
+    waiting: bool = False  # delegations of the current problem are running: it cannot be left
 
     @classmethod
-    def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
-        """From a `Research` (engine.research) and its merged `Config`."""
-        return cls.of_view(research.tree, research.state(), _search(config), reply_chars=reply_chars,
+    def of(cls, research, config=None, reply_chars: int | None = None, researcher: str = MAIN) -> GrammarInputs:
+        """From a `Research` (engine.research), its merged `Config` and whose message it is."""
+        return cls.of_view(research.tree, research.state(researcher), _search(config), reply_chars=reply_chars,
                            report_words=research.rules().report_max_words, fetch=_fetch(config))
 
     @classmethod
@@ -87,15 +94,19 @@ class GrammarInputs:
         if state.phase is not Phase.IN_FOCUS:
             return cls(state.phase, search=search, **more)
         focus = view.problem(state.focus)
+        children = view.children(state.focus)
         attachments = tuple(a.name for a in view.attachments(state.focus))
         above = [a.name for depth in range(len(state.focus)) for a in view.attachments(state.focus[:depth])]
         return cls(
             state.phase,
-            tuple(child.title for child in view.children(state.focus)),
+            tuple(child.title for child in children),
             tuple(n for n, c in enumerate(focus.criteria, 1) if not c.done) if focus else (),
             attachments,
             search,
             cited=tuple(dict.fromkeys(attachments + tuple(above))),
+            held=tuple(child.title for child in children if state.held_by_other(child.path) is not None),
+            closed=tuple(child.title for child in children if child.status is not Status.OPEN),
+            waiting=state.waiting(),
             **more,
         )
 
@@ -114,13 +125,15 @@ class MessageGrammar:
     grammar when the command that line completed changed what may follow ("" when the
     message must end), else None."""
 
-    def __init__(self, research, config=None, *, max_reply_tokens: int | None = None, roots=()) -> None:
+    def __init__(self, research, config=None, *, max_reply_tokens: int | None = None, roots=(),
+                 researcher: str = MAIN) -> None:
         self.research = research
+        self.researcher = researcher
         self.search = _search(config)
         self.fetch = _fetch(config)
         self.roots = tuple(roots)
         self.max_chars = max_reply_tokens * CHARS_PER_TOKEN if max_reply_tokens else None
-        self.inputs = GrammarInputs.of(research, config, reply_chars=self.max_chars)
+        self.inputs = GrammarInputs.of(research, config, reply_chars=self.max_chars, researcher=researcher)
         self.report_words = self.inputs.report_words
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
@@ -136,7 +149,8 @@ class MessageGrammar:
         if not found or not found[-1].closed or len(found) == self._commands:
             return None
         self._commands = len(found)
-        analysis = self.research.analyze(text, roots=self.roots)  # the dry run execution would do
+        # the dry run execution would do, from the researcher's state as it is now
+        analysis = self.research.analyze(text, self.research.state(self.researcher), roots=self.roots)
         after = analysis.after
         ended = analysis.focus_changed or analysis.shutdown or after.phase is not Phase.IN_FOCUS
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
@@ -175,7 +189,14 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or bool(set(new.subproblems) - set(old.subproblems))  # titles now taken
         or bool(set(new.attachments) - set(old.attachments))  # names now taken
         or new.phase is not old.phase
+        or bool(set(new.held) - set(old.held))  # delegated: not again, not entered
+        or (new.waiting and not old.waiting)  # the problem cannot be left now
     )
+
+
+def _leaves(spec: CommandSpec) -> bool:
+    """A focus change that leaves the current problem (up), not one into a subproblem."""
+    return spec.changes_focus and not any(a.type is ArgType.SUBPROBLEM for a in spec.arguments)
 
 
 def _budget_lines(chars: int) -> int:
@@ -202,6 +223,8 @@ class _Builder:
         steps, focus = [], []
         for spec in commands.valid_in(self.inputs.phase):
             if spec.changes_focus and not self.inputs.focus_change:
+                continue
+            if self.inputs.waiting and _leaves(spec):  # refused while delegations of the problem run
                 continue
             rule = self._command(spec)
             if rule is not None:
@@ -254,7 +277,8 @@ class _Builder:
     def _value(self, spec: CommandSpec, argument: commands.Argument) -> str | None:
         """The rule for one argument's value, or None when nothing valid can be written."""
         if argument.type is ArgType.SUBPROBLEM:
-            titles = self.inputs.subproblems
+            titles = [t for t in self.inputs.subproblems if t not in self.inputs.held
+                      and not (argument.open_only and t in self.inputs.closed)]
             return "(" + " | ".join(_literal(t) for t in titles) + ")" if titles else None
         if argument.type is ArgType.CRITERION:
             numbers = self.inputs.open_criteria

@@ -21,13 +21,17 @@ Disk stays the memory: this is only what was sent, to send it again unchanged.
 from __future__ import annotations
 
 from ..engine.prompt import Conversation, Turn
+from ..engine.state import MAIN
 
 
 REFIT = 0.7  # a conversation fitted afresh takes this share of max_prompt_tokens: room to grow
 
 
 class Turns:
-    def __init__(self) -> None:
+    """One researcher's conversation (each researcher of a parallel run has its own)."""
+
+    def __init__(self, researcher: str = MAIN) -> None:
+        self.researcher = researcher
         self.key: tuple | None = None  # (session, phase) the kept conversation belongs to
         self.opening = ""
         self.sent: list[Turn] = []  # as sent (the newest user turns with their updates; old ones maybe cut)
@@ -36,9 +40,9 @@ class Turns:
 
     def messages(self, research, max_tokens: int | None = None) -> list[dict[str, str]]:
         """The chat `messages` for the next round of `research` (an engine.research.Research)."""
-        state = research.state()
+        state = research.state(self.researcher)
         key = (state.session, state.phase)
-        whole: Conversation = research.conversation()  # as on disk, not fitted
+        whole: Conversation = research.conversation(researcher=self.researcher)  # as on disk, not fitted
         budget = None if max_tokens is None else max_tokens * 4  # characters
         outgrown = False
         if key == self.key and list(whole.turns[: len(self.bare)]) == self.bare:
@@ -46,7 +50,7 @@ class Turns:
             sent = self.sent + added
             if added and added[-1].role == "user":
                 shown = self.opening + "".join(t.content for t in sent)
-                update = research.update(shown)
+                update = research.update(shown, researcher=self.researcher)
                 if update:
                     sent[-1] = Turn("user", sent[-1].content + "\n\n" + update)
             candidate = Conversation(self.opening, tuple(sent))
@@ -59,7 +63,7 @@ class Turns:
         # one more old turn (which changes everything after the opening).
         self.fresh_starts += 1
         fits = budget is None or (not outgrown and whole.characters() <= budget - 200)
-        fitted = whole if fits else research.conversation(int(max_tokens * REFIT))
+        fitted = whole if fits else research.conversation(int(max_tokens * REFIT), researcher=self.researcher)
         self.key, self.opening = key, fitted.opening
         self.sent, self.bare = list(fitted.turns), list(whole.turns)
         return fitted.messages()

@@ -39,7 +39,8 @@ from ..server import DeepResearchServer, Place
 from .execution import execute_message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...autopilot.loop import Autopilot, RoundReport, RunResult
+    from ...autopilot.fleet import Fleet
+    from ...autopilot.loop import RoundReport, RunResult
     from ...engine.commands import ApprovalMode
     from ...engine.research import Execution, Research
 
@@ -329,7 +330,7 @@ class EditorRun:
     message: str | None = None
     error: str | None = None
     task: asyncio.Task | None = None
-    pilot: "Autopilot | None" = None
+    pilot: "Fleet | None" = None
     stop_reason: str | None = None
     carried: tuple[int, int] = (0, 0)  # rounds and tokens of the run before a pause
     progress: Progress | None = None
@@ -347,17 +348,18 @@ class EditorRun:
 
     async def begin(self) -> None:
         from ...autopilot.client import ModelClient
-        from ...autopilot.loop import Autopilot, Settings
+        from ...autopilot.fleet import Fleet
+        from ...autopilot.loop import Settings
 
         config = self.ls.config(self.research.root)
         settings = Settings.from_config(config, approval=self.ls.settings.approval_mode)
         client = ModelClient(config.base_url, config.model, os.environ.get("OPENAI_API_KEY") or None)
-        self.pilot = Autopilot(
+        self.pilot = Fleet(
             self.research, client, settings, document=self.document,
             executor=EditorExecutor(self.ls, self.uri, self.place, self.document), approver=PauseApprover(),
             observer=_Observer(self), config=config,
         )
-        self.pilot.count.rounds, self.pilot.count.tokens = self.carried
+        self.pilot.budget.rounds, self.pilot.budget.tokens = self.carried
         self.state, self.message, self.error, self.stop_reason = "running", None, None, None
         self.progress = await Progress.start(self.ls, "Deep Research autopilot")
         self._stop_on_cancelled_progress()
@@ -389,7 +391,7 @@ class EditorRun:
         """The waiting message was approved and executed: the run goes on."""
         if self.state == "waiting-approval":
             assert self.pilot is not None
-            self.carried = (self.pilot.count.rounds, self.pilot.count.tokens)
+            self.carried = (self.pilot.budget.rounds, self.pilot.budget.tokens)
             asyncio.ensure_future(self.begin())
 
     async def _drive(self, client) -> None:
@@ -411,7 +413,7 @@ class EditorRun:
         else:
             self._finished(result)
         finally:
-            self.round, self.tokens = self.pilot.count.rounds, self.pilot.count.tokens
+            self.round, self.tokens = self.pilot.budget.rounds, self.pilot.budget.tokens
             try:
                 await client.close()
             except Exception:  # noqa: BLE001
@@ -483,7 +485,7 @@ class _Observer:
         for note in notes:
             log.info("autopilot: %s", note)
 
-    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float, researcher: str = "main") -> None:
         run = self.run
         run.round, run.tokens, run.problem = round, tokens, (focus[-1] if focus else None)
         run.document.begin_round()
@@ -494,13 +496,16 @@ class _Observer:
                                 percentage if percentage is not None else 0)
         run.notify()
 
-    def text(self, delta: str) -> None:
+    def text(self, delta: str, researcher: str = "main") -> None:
+        return None
+
+    def seats(self, seats) -> None:
         return None
 
     def round_ended(self, report: "RoundReport") -> None:
         run = self.run
         if run.pilot is not None:
-            run.tokens = run.pilot.count.tokens
+            run.tokens = run.pilot.budget.tokens
         run.notify()
 
     def notice(self, text: str) -> None:
