@@ -1,16 +1,18 @@
 """The autopilot in the editor: `deepResearch.run` and `deepResearch.stop` (document URI).
 
-The loop is the command line's (`autopilot/loop.py`); what differs is plugged in here:
-- the model's reply is written into the open `.dr` document as it streams
-  (`workspace/applyEdit`, batched to a few edits a second), so the user watches it being
-  written and sees its diagnostics;
+The run is the command line's (`autopilot/fleet.py`: every researcher of the research, up
+to `parallel` at once); what differs is plugged in here:
+- each researcher's reply is written into its own `.dr` document as it streams
+  (`workspace/applyEdit`, batched to a few edits a second) when the editor has it open, so
+  the user watches it being written and sees its diagnostics, and into the file otherwise;
 - a complete reply runs through the path a save takes (`execution.execute_message`:
   sources, one transaction, the message cleared, diagnostics, the prompt shown);
-- a message above the approval mode pauses the run: it waits in the document, the user
-  may read and edit it, and the "approve and execute" code action (`deepResearch.execute`)
-  runs it and resumes the run;
-- typing in the document while the model writes stops the run: the person takes over,
-  and nothing of theirs is overwritten.
+- a message above the approval mode pauses its researcher: it waits in that researcher's
+  document (the others go on), the user may read and edit it, and the "approve and execute"
+  code action (`deepResearch.execute`) there runs it and lets that researcher go on;
+- typing in main's document while the model writes stops the run, typing in a delegated
+  researcher's stops that researcher: the person takes over, and nothing of theirs is
+  overwritten.
 
 Clients see the run through `deepResearch/autopilot` notifications (state, round, tokens)
 and `$/progress` (cancelling it stops the run). The API key comes from the server's
@@ -32,6 +34,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from ...config import SETTINGS
+from ...engine.state import MAIN
 from ...engine.text import Pos
 from ..arguments import message_document
 from ..progress import Progress
@@ -55,6 +58,7 @@ _SPECIAL_WORDS = {
     "--base-url": "the deepResearch.baseUrl setting",
     "--model": "the deepResearch.model setting",
     "--grammar on": "deepResearch.grammar set to on",
+    "--parallel": "deepResearch.parallel",
     "OPENAI_API_KEY": "OPENAI_API_KEY (VS Code: Deep Research: Set API Key)",
 }
 _EDITOR_WORDS = {**_SPECIAL_WORDS, **{s.option: f"deepResearch.{s.editor_key}" for s in SETTINGS
@@ -128,7 +132,7 @@ async def start(ls: DeepResearchServer, uri: str, options: dict[str, Any] | None
             f"The autopilot needs the `openai` package in the Python that runs the language server "
             f"({sys.executable}): install it with `{sys.executable} -m pip install openai`, or point "
             "the editor at a Python that has `deep-research` installed."))
-    run = EditorRun(ls, uri, place)
+    run = EditorRun(ls, uri, place, parallel=(options or {}).get("parallel"))
     ls.autopilots[uri] = run
     await run.begin()
     return {"started": True}
@@ -148,12 +152,15 @@ def editor_words(text: str) -> str:
 
 
 class EditorDocument:
-    """The open `.dr` document as the loop's `Document`: what the model writes goes into the
-    editor's buffer with `workspace/applyEdit`; a closed document is the file on disk."""
+    """A researcher's `.dr` document as the loop's `Document`: what the model writes goes into
+    the editor's buffer with `workspace/applyEdit`; a closed document is the file on disk.
+    `alone`: a person taking it over stops only its researcher (the loop's DocumentChanged),
+    not the run (a delegated researcher's document)."""
 
-    def __init__(self, ls: DeepResearchServer, uri: str, path: Path, on_takeover) -> None:
+    def __init__(self, ls: DeepResearchServer, uri: str, path: Path, on_takeover, alone: bool = False) -> None:
         self.ls, self.uri, self.path = ls, uri, path
         self.on_takeover = on_takeover
+        self.alone = alone
         self.expected: str | None = None  # what the buffer holds after our edits, while we write
         self.target: str | None = None  # the text of the edit in flight
         self.pending = ""  # streamed text not sent yet
@@ -169,6 +176,8 @@ class EditorDocument:
 
     def begin_round(self) -> None:
         self.expected, self.target, self.pending = None, None, ""
+        if self.alone:  # its researcher got a round again: the person has dealt with the document
+            self.taken_over = False
 
     async def stream(self, delta: str) -> None:
         if self.taken_over:
@@ -196,6 +205,10 @@ class EditorDocument:
             self.flusher = None
         self.pending = ""
         if self.taken_over:
+            if self.alone:
+                from ...autopilot.loop import DocumentChanged
+
+                raise DocumentChanged(str(self.path))
             return
         if self.expected is None:
             self.expected = self.read()
@@ -279,21 +292,27 @@ class EditorDocument:
 
 
 class EditorExecutor:
-    """A complete reply runs through the path a save takes (execution.execute_message)."""
+    """A complete reply runs through the path a save takes (execution.execute_message), as the
+    message of the researcher whose document `consume` is; only the prompt of the researcher
+    the run was started from is shown (one prompt tab, not one per researcher)."""
 
-    def __init__(self, ls: DeepResearchServer, uri: str, place: Place, document: EditorDocument) -> None:
-        self.ls, self.uri, self.place, self.document = ls, uri, place, document
+    def __init__(self, run: "EditorRun") -> None:
+        self.run = run
 
     async def execute(self, research: "Research", text: str, *, mode: "ApprovalMode", consume: Path,
                       journal: list[dict[str, Any]]) -> "Execution":
+        ls, document = self.run.ls, self.run.document_at(consume)
+        uri = document.uri
+        place = ls.place(uri)
         stop = threading.Event()
 
         async def run() -> "Execution":
-            async with self.ls.document_lock(self.uri):
+            async with ls.document_lock(uri):
                 result, _shown = await execute_message(
-                    self.ls, self.uri, self.place, text, mode=mode, cancelled=stop.is_set, journal=journal)
+                    ls, uri, place, text, mode=mode, cancelled=stop.is_set, journal=journal,
+                    show=uri == self.run.uri)
             if result.executed and text.strip():
-                await self.document.settle(text)
+                await document.settle(text)
             return result
 
         work = asyncio.ensure_future(run())
@@ -320,9 +339,12 @@ class PauseApprover:
 
 @dataclass
 class EditorRun:
+    """One autopilot run from the editor, over every researcher of the document's research."""
+
     ls: DeepResearchServer
-    uri: str
+    uri: str  # the document it was started from (its notifications name it)
     place: Place
+    parallel: int | None = None  # deepResearch.run's option; None: the settings decide
     state: str = "running"
     round: int = 0
     tokens: int = 0
@@ -334,17 +356,42 @@ class EditorRun:
     stop_reason: str | None = None
     carried: tuple[int, int] = (0, 0)  # rounds and tokens of the run before a pause
     progress: Progress | None = None
-    document: EditorDocument = field(init=False)
+    seats: list = field(default_factory=list)  # what each researcher does (the fleet's SeatStatus)
+    documents: dict[str, EditorDocument] = field(default_factory=dict)  # by real path
+    start: str = field(init=False)  # the real path of the document it was started from
 
     def __post_init__(self) -> None:
         from pygls.uris import to_fs_path
 
-        self.document = EditorDocument(self.ls, self.uri, Path(to_fs_path(self.uri)), self._took_over)
+        path = Path(to_fs_path(self.uri))
+        alone = self.place.researcher != MAIN
+        self.start = os.path.realpath(path)
+        self.documents[self.start] = EditorDocument(
+            self.ls, self.uri, path, self._took_over if not alone else self._researcher_took_over, alone=alone)
 
     @property
     def research(self) -> "Research":
         assert self.place.research is not None
         return self.place.research
+
+    @property
+    def document(self) -> EditorDocument:
+        """The document the run was started from."""
+        return self.documents[self.start]
+
+    def document_at(self, path: Path, researcher: str | None = None) -> EditorDocument:
+        """The researcher's document at `path` as the run writes it (made on first use: a
+        researcher delegated during the run gets its own)."""
+        from pygls.uris import from_fs_path
+
+        key = os.path.realpath(path)
+        found = self.documents.get(key)
+        if found is None:
+            alone = researcher != MAIN
+            found = self.documents[key] = EditorDocument(
+                self.ls, from_fs_path(str(path)), Path(path),
+                self._researcher_took_over if alone else self._took_over, alone=alone)
+        return found
 
     async def begin(self) -> None:
         from ...autopilot.client import ModelClient
@@ -353,11 +400,14 @@ class EditorRun:
 
         config = self.ls.config(self.research.root)
         settings = Settings.from_config(config, approval=self.ls.settings.approval_mode)
+        if self.parallel is not None:
+            settings.parallel = self.parallel
         client = ModelClient(config.base_url, config.model, os.environ.get("OPENAI_API_KEY") or None)
         self.pilot = Fleet(
-            self.research, client, settings, document=self.document,
-            executor=EditorExecutor(self.ls, self.uri, self.place, self.document), approver=PauseApprover(),
-            observer=_Observer(self), config=config,
+            self.research, client, settings,
+            documents=lambda name, path: self.document_at(path, name),
+            document=self.document if self.place.researcher == MAIN else None,
+            executor=EditorExecutor(self), approver=PauseApprover(), observer=_Observer(self), config=config,
         )
         self.pilot.budget.rounds, self.pilot.budget.tokens = self.carried
         self.state, self.message, self.error, self.stop_reason = "running", None, None, None
@@ -387,12 +437,20 @@ class EditorRun:
         self.stop("You typed in the document while the model was writing, so the autopilot stopped: the "
                   "message is yours now. Run the autopilot again when you want it back.")
 
-    def approved(self) -> None:
-        """The waiting message was approved and executed: the run goes on."""
+    def _researcher_took_over(self) -> None:
+        """A delegated researcher's document typed in while its model wrote: the loop stops that
+        researcher alone when the reply would go there (the others go on)."""
+        log.info("autopilot: a researcher's document was typed in while its model wrote; that researcher stops")
+
+    def approved(self, researcher: str = MAIN) -> None:
+        """`researcher`'s waiting message was approved and executed: it goes on (and the run, if
+        it had stopped to wait)."""
         if self.state == "waiting-approval":
             assert self.pilot is not None
             self.carried = (self.pilot.budget.rounds, self.pilot.budget.tokens)
             asyncio.ensure_future(self.begin())
+        elif self.pilot is not None and self.pilot.stopped.pop(researcher, None) is not None:
+            self.notify()  # it gets a round again as soon as a slot frees
 
     async def _drive(self, client) -> None:
         from ...autopilot.client import ModelError
@@ -414,6 +472,7 @@ class EditorRun:
             self._finished(result)
         finally:
             self.round, self.tokens = self.pilot.budget.rounds, self.pilot.budget.tokens
+            self.seats = self.pilot.seats()
             try:
                 await client.close()
             except Exception:  # noqa: BLE001
@@ -433,14 +492,33 @@ class EditorRun:
         elif status is RunStatus.WAITING:
             self.state = "waiting-approval"
             mode = self.ls.settings.approval_mode.label
+            where = self._waiting_documents() or ["the document"]
             self.message = (f"The model's message needs approval: it has commands above the approval mode "
-                            f"“{mode}”. It waits in the document: read it (edit it if you like), then run "
-                            "“approve and execute” to run it and let the autopilot go on.")
+                            f"“{mode}”. It waits in {', '.join(where)}: read it (edit it if you like), then run "
+                            "“approve and execute” there to run it and let the autopilot go on.")
+            others = [stop for stop in result.stopped if stop.status is not RunStatus.WAITING]
+            if others:
+                self.message += " Also stopped: " + " ".join(
+                    f"{stop.researcher}: {editor_words(stop.message)}" for stop in others)
         elif status is RunStatus.ERROR:
             self.state, self.error = "error", editor_words(result.message)
             self.message = self.error
         else:  # a limit, or rounds without progress
             self.state, self.message = "stopped", editor_words(result.message)
+
+    def _waiting(self) -> list[dict[str, str]]:
+        """The researchers whose message waits for approval in this run, with their documents."""
+        from ...autopilot.loop import RunStatus
+
+        if self.pilot is None:
+            return []
+        return [{"researcher": name, "uri": self.pilot.document(name).uri}  # type: ignore[attr-defined]
+                for name, stop in self.pilot.stopped.items() if stop.status is RunStatus.WAITING]
+
+    def _waiting_documents(self) -> list[str]:
+        from pygls.uris import to_fs_path
+
+        return [to_fs_path(item["uri"]) or item["uri"] for item in self._waiting()]
 
     def _end_progress(self) -> None:
         if self.progress is not None:
@@ -453,8 +531,14 @@ class EditorRun:
             del self.ls.autopilots[self.uri]
         self.notify()
 
-    def document_changed(self, text: str) -> None:
-        self.document.document_changed(text)
+    def document_changed(self, uri: str, text: str) -> None:
+        """Every change of a buffer (didChange): the model's edit, or a person typing over it."""
+        from pygls.uris import to_fs_path
+
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        document = self.documents.get(os.path.realpath(path)) if path else None
+        if document is not None:
+            document.document_changed(text)
 
     def notify(self) -> None:
         settings = self.pilot.settings if self.pilot is not None else None
@@ -463,11 +547,14 @@ class EditorRun:
             "maxRounds": settings.max_rounds if settings else None,
             "maxTokens": settings.max_tokens if settings else None,
             "problem": self.problem, "message": self.message, "error": self.error,
-            "researchers": self._working(),
+            "researchers": self._working(), "waiting": self._waiting(),
         })
 
     def _working(self) -> int:
-        """How many researchers are working on the research (not waiting for delegations)."""
+        """How many researchers are working: those of the run with a round or ready for one;
+        before the run knows them, those of the research not waiting for delegations."""
+        if self.seats and self.state == "running":
+            return sum(1 for seat in self.seats if seat.state in ("in-round", "ready"))
         try:
             return sum(1 for researcher in self.research.researchers() if researcher.state == "working")
         except (OSError, ValueError) as error:  # a research damaged meanwhile: the count is not worth an error
@@ -476,7 +563,7 @@ class EditorRun:
 
 
 class _Observer:
-    """The loop's progress, as notifications and `$/progress` reports."""
+    """The run's progress, as notifications and `$/progress` reports."""
 
     def __init__(self, run: EditorRun) -> None:
         self.run = run
@@ -485,22 +572,26 @@ class _Observer:
         for note in notes:
             log.info("autopilot: %s", note)
 
-    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float, researcher: str = "main") -> None:
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float, researcher: str = MAIN) -> None:
         run = self.run
         run.round, run.tokens, run.problem = round, tokens, (focus[-1] if focus else None)
-        run.document.begin_round()
+        if run.pilot is not None:
+            run.pilot.document(researcher).begin_round()  # type: ignore[attr-defined]
         if run.progress is not None:
             limit = run.pilot.settings.max_rounds if run.pilot else None
             percentage = min(99, 100 * (round - 1) // limit) if limit else None
-            run.progress.report(f"round {round} · {tokens:,} tokens" + (f" · {run.problem}" if run.problem else ""),
+            who = f" · {researcher}" if researcher != MAIN else ""
+            run.progress.report(f"round {round} · {tokens:,} tokens{who}" + (f" · {run.problem}" if run.problem else ""),
                                 percentage if percentage is not None else 0)
         run.notify()
 
-    def text(self, delta: str, researcher: str = "main") -> None:
+    def text(self, delta: str, researcher: str = MAIN) -> None:
         return None
 
     def seats(self, seats) -> None:
-        return None
+        run = self.run
+        run.seats = list(seats)
+        run.notify()
 
     def round_ended(self, report: "RoundReport") -> None:
         run = self.run

@@ -117,9 +117,10 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
             if result.reason == "needs-approval" and result.analysis is not None:
                 _tell_needs_approval(ls, result, mode)
             return _result(False, result.reason)
-        paused = ls.autopilots.get(uri)
-        if paused is not None and approve_all:
-            paused.approved()  # "approve and execute" on a message the autopilot left waiting: go on
+        if approve_all:  # "approve and execute" on a message the autopilot left waiting: its researcher goes on
+            for run in list(ls.autopilots.values()):
+                if place.research is not None and run.research.root == place.research.root:
+                    run.approved(result.researcher)
         return _result(True, None, result, place, shown)
     finally:
         progress.end()
@@ -129,11 +130,13 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
 async def execute_message(
     ls: DeepResearchServer, uri: str, place: Place, text: str, *, mode: ApprovalMode,
     cancelled: Callable[[], bool] | None = None, progress: Progress | None = None, journal: list[dict] = (),
+    show: bool = True,
 ) -> tuple[Execution, bool]:
     """Run `text` as the message of `uri`, as a save does: gather its sources, execute it in
     one transaction (with `journal`'s extra records), clear it from the editor, refresh the
-    diagnostics, notify `deepResearch/didExecute` and show the prompt. The autopilot's
-    rounds come through here too. Returns the execution and whether the prompt was shown."""
+    diagnostics, notify `deepResearch/didExecute` and show the prompt (unless `show` is
+    False). The autopilot's rounds come through here too. Returns the execution and whether
+    the prompt was shown."""
     from ...sources.gather import gather_and_execute
 
     assert place.research is not None
@@ -159,7 +162,7 @@ async def execute_message(
         "focusChanged": bool(result.analysis and result.analysis.focus_changed),
     })
     shown = False
-    if ls.settings.show_prompt and not _ended(result):  # an ended researcher has no prompt any more
+    if show and ls.settings.show_prompt and not _ended(result):  # an ended researcher has no prompt any more
         shown = await show_prompt(ls, place.research.prompt_file(result.researcher), result.prompt, take_focus=False)
     return result, shown
 
