@@ -77,6 +77,7 @@ export class Autopilot implements vscode.Disposable {
     if (p.state === 'running' && before?.state !== 'running') {
       this.shownErrors.clear(); // a new run: its errors are news again
     }
+    this.announceWaiting(before, p);
     if (before?.state === p.state) {
       return; // say each change once, never once per round
     }
@@ -94,13 +95,36 @@ export class Autopilot implements vscode.Disposable {
             }
           });
       }
-    } else if (p.state === 'waiting-approval') {
+    } else if (p.state === 'waiting-approval' && !p.waiting?.length) {
       void vscode.window.showInformationMessage(
         `Deep Research autopilot: ${p.message ?? 'the model wrote commands above the approval mode'}. ` +
           'Read (or edit) the message, then run "Approve and Execute" to continue.',
       );
     } else if (p.state === 'finished' || p.state === 'stopped') {
       vscode.window.setStatusBarMessage(`Deep Research autopilot: ${p.message ?? p.state}`, 8000);
+    }
+  }
+
+  /** Each researcher whose message starts waiting for approval is said once, with a button
+   * that opens its document (where "Approve and Execute" runs it). */
+  private announceWaiting(before: AutopilotParams | undefined, p: AutopilotParams): void {
+    const known = new Set((before?.waiting ?? []).map((w) => w.uri));
+    for (const item of p.waiting ?? []) {
+      if (known.has(item.uri)) {
+        continue;
+      }
+      const who = item.researcher === 'main' ? 'The main researcher\'s message' : `The message of the researcher “${item.researcher}”`;
+      void vscode.window
+        .showInformationMessage(
+          `Deep Research autopilot: ${who} waits for approval in ${vscode.workspace.asRelativePath(vscode.Uri.parse(item.uri))}. ` +
+            'Read (or edit) it, then run "Approve and Execute" there.',
+          'Open It',
+        )
+        .then(async (choice) => {
+          if (choice) {
+            await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(vscode.Uri.parse(item.uri)), { preview: false });
+          }
+        });
     }
   }
 

@@ -194,6 +194,8 @@ export interface AutopilotParams {
   error?: string | null;
   /** How many researchers are working (more than one once the research delegates). */
   researchers?: number | null;
+  /** The researchers whose message waits for approval, each in its own document. */
+  waiting?: { researcher: string; uri: string }[] | null;
 }
 
 /** `deepResearch.run(uri, options)`: what the editor asks of the run. */

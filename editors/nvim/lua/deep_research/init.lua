@@ -475,6 +475,18 @@ function M.on_autopilot(_, params)
   M.autopilot[params.uri] = params
   M.last_autopilot = params.uri
   pcall(vim.cmd.redrawstatus)
+  -- Each researcher whose message starts waiting for approval is said once, with its document.
+  local known = {}
+  for _, item in ipairs(before and before.waiting or {}) do
+    known[item.uri] = true
+  end
+  for _, item in ipairs(type(params.waiting) == 'table' and params.waiting or {}) do
+    if not known[item.uri] then
+      notify(('autopilot: the message of %s waits for approval in %s: open it, read it, then :DeepResearchExecute')
+        :format(item.researcher == 'main' and 'the main researcher' or ('"' .. item.researcher .. '"'),
+          vim.fn.fnamemodify(vim.uri_to_fname(item.uri), ':~:.')), vim.log.levels.WARN)
+    end
+  end
   if before and before.state == params.state then
     return
   end

@@ -165,6 +165,8 @@ class EditorDocument:
         self.target: str | None = None  # the text of the edit in flight
         self.pending = ""  # streamed text not sent yet
         self.flusher: asyncio.Task | None = None
+        self.flushing = False  # the flusher is past its pause: it edits (or waits to)
+        self.editing = asyncio.Lock()  # one edit at a time, each from what the last one left
         self.taken_over = False
         self.changes = asyncio.Condition()
 
@@ -193,17 +195,26 @@ class EditorDocument:
 
     async def _flush_soon(self) -> None:
         await asyncio.sleep(FLUSH_SECONDS)  # batching: collect what arrives meanwhile
-        self.flusher = None
-        text, self.pending = self.pending, ""
-        if text and not self.taken_over and self.expected is not None:
-            await self._edit_to(self.expected + text)
+        self.flushing = True
+        try:
+            async with self.editing:
+                self.flusher = None
+                text, self.pending = self.pending, ""
+                if text and not self.taken_over and self.expected is not None:
+                    await self._edit_to(self.expected + text)
+        finally:
+            self.flushing = False
 
     async def replace(self, text: str) -> None:
         """The whole message (the complete reply, a kept draft, or "" after a declined one)."""
-        if self.flusher is not None:
+        if self.flusher is not None and not self.flushing:  # still pausing: not needed any more
             self.flusher.cancel()
             self.flusher = None
         self.pending = ""
+        async with self.editing:  # after a flush in flight has landed: `expected` is what the buffer holds
+            await self._replace(text)
+
+    async def _replace(self, text: str) -> None:
         if self.taken_over:
             if self.alone:
                 from ...autopilot.loop import DocumentChanged
@@ -217,7 +228,8 @@ class EditorDocument:
 
     def document_changed(self, text: str) -> None:
         """Every change of the buffer (didChange): ours, or the user typing over the model."""
-        if self.expected is not None and text not in (self.expected, self.target) and not self.taken_over:
+        if self.expected is not None and not self.taken_over and not _same(text, self.expected) and (
+                self.target is None or not _same(text, self.target)):
             self._take_over()
         asyncio.ensure_future(self._notify_change())
 
@@ -238,9 +250,10 @@ class EditorDocument:
             atomic_write(self.path, target, durable=False)
             self.expected = target
             return
-        if doc.text != current:
+        if not _same(doc.text, current):
             self._take_over()
             return
+        current = doc.text
         same = _common_prefix(current, target)
         edit = types.TextEdit(
             range=types.Range(start=doc.positions.to_client(_pos(current, same)), end=doc.positions.end()),
@@ -254,8 +267,9 @@ class EditorDocument:
             change = types.WorkspaceEdit(changes={self.uri: [edit]})
         self.target = target
         try:
-            result = await self.ls.workspace_apply_edit_async(
-                types.ApplyWorkspaceEditParams(edit=change, label="Deep Research: the model writes"))
+            # Shielded: a run stopped meanwhile must not cancel pygls's own future for the answer.
+            result = await asyncio.shield(self.ls.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=change, label="Deep Research: the model writes")))
         except Exception as error:  # noqa: BLE001 - a client that fails an edit: stop writing
             log.warning("the client did not apply the model's text: %s", error)
             result = None
@@ -271,11 +285,12 @@ class EditorDocument:
             log.warning("the client applied an edit but did not report it within %s s", APPLIED_WAIT)
             self._take_over()
             return
-        self.expected, self.target = target, None
+        doc = self.ls.document(self.uri)
+        self.expected, self.target = (doc.text if doc is not None else target), None
 
     def _holds(self, text: str) -> bool:
         doc = self.ls.document(self.uri)
-        return self.taken_over or (doc is not None and doc.text == text)
+        return self.taken_over or (doc is not None and _same(doc.text, text))
 
     async def settle(self, executed: str) -> None:
         """After an execution: wait until the client has reported the edit that cleared the
@@ -601,6 +616,12 @@ class _Observer:
 
     def notice(self, text: str) -> None:
         log.info("autopilot: %s", text)
+
+
+def _same(text: str, wanted: str) -> bool:
+    """Whether the buffer holds what the server wrote: exactly, or but for the line break an
+    editor keeps at the end of a buffer (Neovim's 'endofline' after the buffer was emptied)."""
+    return text == wanted or text.rstrip("\r\n") == wanted.rstrip("\r\n")
 
 
 def _common_prefix(a: str, b: str) -> int:
