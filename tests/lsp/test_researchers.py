@@ -139,6 +139,10 @@ async def test_execute_on_save_and_the_end_of_a_researcher(client, research: Pat
     [note] = await diagnostics(client, l1)
     assert note.code == "not-a-research" and "No researcher works from this document" in note.message
     assert (await execute(client, l1))["executed"] is False
+    # Its document still shows the research's views (the tree, the researchers), as main's.
+    assert [r["name"] for r in await command(client, "deepResearch.researchers", l1)] == ["main", "L2"]
+    view = await command(client, "deepResearch.tree", l1)
+    assert view["focusPath"] == [] and [n["title"] for n in view["tree"]["children"]] == ["L1", "L2", "L3"]
     # a document in a problem nobody was delegated is nobody's
     other = open_doc(client, research / SUB / "L3" / "notes.dr", "///add_criteria X\n")
     [note] = await diagnostics(client, other)

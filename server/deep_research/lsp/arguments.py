@@ -55,6 +55,18 @@ def research_of(ls: DeepResearchServer, uri: str) -> Research:
     return research
 
 
+def viewed(ls: DeepResearchServer, uri: str) -> tuple[Research, str]:
+    """The research whose views (tree, researchers) a document shows, and whose focus: its own
+    researcher's, or main's for a document in the tree whose researcher has ended."""
+    message_document(ls, uri)
+    place = ls.place(uri)
+    if place.research is not None:
+        return place.research, place.researcher
+    if place.around is not None:
+        return place.around, "main"
+    raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
+
+
 def place_of(ls: DeepResearchServer, uri: str) -> Place:
     """The research and researcher of the message document `uri`, or an error saying why it has none."""
     message_document(ls, uri)

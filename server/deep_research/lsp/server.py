@@ -62,6 +62,9 @@ class Place:
     problem: str | None  # shown as a diagnostic when the document cannot run here
     can_become_research: bool = False  # "Make this folder a research" applies
     researcher: str = MAIN
+    # A document in a research's tree that no researcher works from (its researcher ended):
+    # nothing runs from it, but the research's views (tree, researchers) still show.
+    around: "Research | None" = None
 
     @property
     def phase(self) -> Phase:
@@ -296,7 +299,7 @@ class DeepResearchServer(LanguageServer):
             # Inside the tree: the message document of a delegated researcher, or nobody's.
             return Place(research, root, None, researcher=research.researcher_of(Path(path)))
         except NoSuchResearcher:
-            return Place(None, root, (
+            return Place(None, root, around=self._researches.get(root.resolve()), problem=(
                 f"No researcher works from this document: it is inside the problem tree of the research in "
                 f"{root}. Messages run from a .dr document in the research's own folder ({root}), or from one "
                 f"(its {MESSAGE_FILE}) in the folder of a delegated problem while its researcher works (the command "

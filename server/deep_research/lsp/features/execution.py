@@ -18,7 +18,7 @@ from pygls.uris import from_fs_path
 
 from ...engine.state import Phase
 from ...engine.store import read_text
-from ..arguments import disk_text, fs_path, message_document, place_of, research_of
+from ..arguments import disk_text, fs_path, message_document, place_of, viewed
 from ..progress import Progress
 from ..server import DeepResearchServer, Place
 from ..show import show_prompt
@@ -68,19 +68,17 @@ def register(server: DeepResearchServer) -> None:
 
     @server.command("deepResearch.tree")
     async def tree(ls: DeepResearchServer, uri: str, *more: Any) -> dict[str, Any]:
-        place = place_of(ls, uri)  # `focused` marks the focus of the document's researcher
-        research = place.research
-        assert research is not None
+        research, researcher = viewed(ls, uri)  # `focused` marks the focus of the document's researcher
         # In a worker thread: a problem with very many subproblems takes a while to sort,
         # and completion and diagnostics must not wait for it.
         if not more:
-            return await asyncio.to_thread(_view, ls, research, place.researcher)
+            return await asyncio.to_thread(_view, ls, research, researcher)
         path, offset = _page_arguments(more)
-        return await asyncio.to_thread(_page, research, path, offset, place.researcher)
+        return await asyncio.to_thread(_page, research, path, offset, researcher)
 
     @server.command("deepResearch.researchers")
     async def researchers(ls: DeepResearchServer, uri: str) -> list[dict[str, Any]]:
-        research = research_of(ls, uri)
+        research, _ = viewed(ls, uri)
         return await asyncio.to_thread(researchers_json, research)
 
 
