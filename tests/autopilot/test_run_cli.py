@@ -232,3 +232,38 @@ def test_on_a_terminal_the_status_line_shows_every_working_researcher(folder: Pa
     out = child.before
     assert "Thinking about caches" not in out, "with several at once the replies do not stream into each other"
     assert "round 3 · " in out and "round 4 · " in out
+
+
+def test_a_run_killed_in_the_middle_of_a_fan_out_resumes_every_researcher(folder: Path) -> None:
+    model = ScriptedModel(route=by_problem)
+    model.add_for(None, Say(DEFINE))
+    model.add_for("Tiled matrix multiplication for teaching", Say(PLANNED))
+    model.add_for("Cache sizes", Hold("Half a thought about caches"))
+    model.add_for("Loop order", Hold("Half a thought about loops"))
+    model.start()
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "deep_research", "run", str(folder), "--base-url",
+                                    model.base_url, "--parallel", "2"], env=env(), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        model.wait_for(lambda m: m.holding == 2)  # both delegated researchers are writing
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        listed = deep_research("researchers", folder, code=0).stdout
+        assert "Cache sizes" in listed and "Loop order" in listed, "the fan-out is on disk, whole"
+        deep_research("check", folder, code=0)
+        with model._changed:  # the model now answers every researcher in full
+            model.scripts.clear()
+        model.release()
+        for title in ("Cache sizes", "Loop order"):
+            model.add_for(title, Say(f"///add_criteria Answers {title}\n///mark_criteria_as_done 1\n<<< write_report\n"
+                                     f"///content\nSummarized problem definition: {title}.\nConclusion: done.\n>>>\n"
+                                     "///focus_up\n"))
+        model.add_for("Tiled matrix multiplication for teaching", Say(
+            "///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized problem "
+            "definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n"))
+        again = deep_research("run", folder, "--base-url", model.base_url, "--parallel", "2", code=0)
+    finally:
+        model.stop()
+    assert "The research is finished." in again.stdout
+    deep_research("check", folder, code=0)
+    assert [r["outcome"] for r in rounds(folder)] == ["executed"] * 5, "the killed rounds left no record"
