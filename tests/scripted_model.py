@@ -17,6 +17,8 @@ request to `/v1/chat/completions` takes the next step of the script:
 Several researchers at once (parallel research): with `route` (e.g. `by_problem`, the
 current problem's title in the request's prompt), each request takes the next step of the
 script of its key (`add_for(key, *steps)`), so every researcher has a script of its own.
+With `respond`, a function of the request body gives each step instead (a model whose reply
+depends on the research as it is: a run killed and resumed at any point gets the right one).
 `delay` makes every completion wait that many seconds before it answers (a model's time,
 for benchmarks).
 
@@ -80,11 +82,13 @@ Step = Union[Say, Fail, Cut, Malformed, Hold]
 class ScriptedModel:
     def __init__(self, steps: list[Step] | None = None, *, llama_cpp: bool = False, context: int | None = None,
                  then: Step | None = None, models: tuple[str, ...] = (MODEL,), slots: int = 1,
-                 route: Callable[[dict], str | None] | None = None, delay: float = 0.0) -> None:
+                 route: Callable[[dict], str | None] | None = None, delay: float = 0.0,
+                 respond: Callable[[dict], Step | None] | None = None) -> None:
         self.steps: list[Step] = list(steps or [])
         self.route = route  # request body -> the key of the script it takes its step from
         self.scripts: dict[str | None, list[Step]] = {}
         self.delay = delay
+        self.respond = respond  # request body -> its step (instead of a script)
         self.then = then  # the step used once the script is exhausted (None: HTTP 500)
         self.llama_cpp = llama_cpp
         self.context = context
@@ -171,6 +175,8 @@ class ScriptedModel:
             self.arrivals.append(time.monotonic())
             self.authorizations.append(authorization)
             self._changed.notify_all()
+            if self.respond is not None:
+                return self.respond(body)
             steps = self.steps if self.route is None else self.scripts.setdefault(self.route(body), [])
             return steps.pop(0) if steps else self.then
 
