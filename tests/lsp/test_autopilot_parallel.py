@@ -15,23 +15,13 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from deep_research.engine.research import Research
+from tests.parallel_script import CACHE, DELEGATE, FINISH, LOOPS, ROOT, solve
 from tests.scripted_model import BREAK_DOWN, DEFINE, Hold, Say, ScriptedModel, by_problem
 
 from .helpers import configure, execute, open_doc, text_of
 from .test_autopilot import until, until_state, use_model
 
-ROOT = "Tiled matrix multiplication for teaching"
-CACHE, LOOPS = "Cache sizes", "Loop order"
-DELEGATE = "Both parts are independent.\n///delegate Cache sizes\n///delegate Loop order\n"
-FINISH = ("///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\n"
-          "Summarized problem definition: the clearest tiling.\nConclusion: 16x16 tiles.\n>>>\n///focus_up\n")
 WRITES = "Deep Research: the model writes"
-
-
-def solve(topic: str) -> str:
-    """A delegated researcher's whole work in one message: it ends at its root."""
-    return (f"///add_criteria Names {topic}\n///mark_criteria_as_done 1\n<<< write_report\n///content\n"
-            f"Summarized problem definition: {topic}.\nConclusion: {topic} is settled.\n>>>\n///focus_up\n")
 
 
 @pytest.fixture

@@ -401,25 +401,18 @@ def test_researchers_listed_and_a_delegated_document_works_as_its_researcher(nvi
 def test_the_autopilot_runs_every_researcher_and_approval_works_in_each_document(
         nvim: str, tmp_path: Path, research: Path, monkeypatch) -> None:
     from deep_research.engine.research import Research
-    from tests.scripted_model import BREAK_DOWN, DEFINE, Say, ScriptedModel, by_problem
+    from tests.parallel_script import CACHE as cache
+    from tests.parallel_script import LOOPS as loops
+    from tests.parallel_script import script
+    from tests.scripted_model import BREAK_DOWN, DEFINE, ScriptedModel, by_problem
 
     engine = Research.open(research)
     assert engine.execute(DEFINE).executed and engine.execute(BREAK_DOWN).executed
-    root, cache, loops = "Tiled matrix multiplication for teaching", "Cache sizes", "Loop order"
-    finish = ("///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\n"
-              "Summarized problem definition: the clearest tiling.\nConclusion: 16x16 tiles.\n>>>\n///focus_up\n")
-
-    def solve(topic: str) -> str:
-        return (f"///add_criteria Names {topic}\n///mark_criteria_as_done 1\n<<< write_report\n///content\n"
-                f"Summarized problem definition: {topic}.\nConclusion: {topic} is settled.\n>>>\n///focus_up\n")
-
     with ScriptedModel(route=by_problem) as model:
-        model.add_for(root, Say("///delegate Cache sizes\n///delegate Loop order\n"), Say(finish))
-        model.add_for(cache, Say(solve("the L1 size")))
-        model.add_for(loops, Say(solve("the loop order")))
+        script(model)
         monkeypatch.setenv("DR_MODEL_URL", model.base_url)
         seen = run_scenario(nvim, tmp_path, "scenario_autopilot_parallel.lua", research / "message.dr")
-    assert seen["final"]["state"] == "finished", "\n".join(map(str, [seen["final"], seen["approved"], *seen["said"], seen["main_lines"]]))
+    assert seen["final"]["state"] == "finished", seen["final"]
     # Both delegated researchers' messages waited at once (each in its own document), then main's.
     assert sorted(seen["approved"][:2]) == [cache, loops] and seen["approved"][2:] == ["main"]
     assert seen["most_researchers"] == 2

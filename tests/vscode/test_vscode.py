@@ -64,25 +64,16 @@ def test_parallel_autopilot_ui(extension_package: Path, vscode_env: Path) -> Non
     own document and waits there for approval; approving each in its document finishes the research."""
     import json
 
-    from tests.scripted_model import BREAK_DOWN, DEFINE, Say, ScriptedModel, by_problem
-
-    root, cache, loops = "Tiled matrix multiplication for teaching", "Cache sizes", "Loop order"
-    finish = ("///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\n"
-              "Summarized problem definition: the clearest tiling.\nConclusion: 16x16 tiles.\n>>>\n///focus_up\n")
-
-    def solve(topic: str) -> str:
-        return (f"///add_criteria Names {topic}\n///mark_criteria_as_done 1\n<<< write_report\n///content\n"
-                f"Summarized problem definition: {topic}.\nConclusion: {topic} is settled.\n>>>\n///focus_up\n")
+    from tests.parallel_script import CACHE, LOOPS, ROOT, script
+    from tests.scripted_model import BREAK_DOWN, DEFINE, ScriptedModel, by_problem
 
     shots = SCREENSHOTS / "vscode-parallel"
     shutil.rmtree(shots, ignore_errors=True)
     with ScriptedModel(route=by_problem) as model:
-        model.add_for(root, Say("///delegate Cache sizes\n///delegate Loop order\n"), Say(finish))
-        model.add_for(cache, Say(solve("the L1 size")))
-        model.add_for(loops, Say(solve("the loop order")))
+        script(model)
         run_driver("parallel.mjs", vscode_env, DR_MODEL_URL=model.base_url, DR_PLAN=json.dumps([DEFINE, BREAK_DOWN]),
                    DR_SCREENSHOTS=str(shots))
-        assert sorted(by_problem(body) for body in model.requests) == sorted([root, root, cache, loops])
+        assert sorted(by_problem(body) for body in model.requests) == sorted([ROOT, ROOT, CACHE, LOOPS])
 
 
 def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package: Path, vscode_env: Path,
