@@ -108,26 +108,14 @@ def _parser() -> argparse.ArgumentParser:
         "approval, 4 a limit stopped it, 1 an error.",
     )
     run.add_argument("dir", type=Path)
-    run.add_argument("--model", help="the model's name (default: deep-research.toml, or the endpoint's only model)")
-    run.add_argument("--base-url", metavar="URL", help="the endpoint, e.g. http://127.0.0.1:8080/v1 (default: "
-                     "deep-research.toml, then OPENAI_BASE_URL, then OpenAI)")
-    run.add_argument("--max-rounds", type=_positive, metavar="N", help="stop after N rounds (default 40)")
-    run.add_argument("--max-tokens", type=_positive, metavar="N", help="stop once N tokens (prompt + reply) are used")
-    run.add_argument("--max-prompt-tokens", type=_positive, metavar="N",
-                     help="shorten each prompt to about N tokens (default: from the server's context size, if it says)")
-    run.add_argument("--max-reply-tokens", type=_positive, metavar="N", help="the longest reply per round (default 2000)")
-    run.add_argument("--approval", choices=("none", "read", "create", "update", "delete"),
-                     help="command kinds that run without asking (default: update)")
-    run.add_argument("--grammar", choices=("auto", "on", "off"),
-                     help="constrain replies with a grammar (llama.cpp); auto: when the server is llama.cpp")
-    run.add_argument("--parallel", type=_positive, metavar="N",
-                     help="researchers that get rounds at once, so model requests in flight (default 1)")
+    from .config import add_options
+
+    add_options(run)  # the settings table's options (deep_research.config)
     run.add_argument("--seed", type=int, help=argparse.SUPPRESS)
 
     prompt = command("prompt", _prompt, "Print the prompt the assistant sees now.")
     prompt.add_argument("dir", type=Path)
-    prompt.add_argument("--max-prompt-tokens", type=_positive, metavar="N",
-                        help="shorten it to about N tokens, as `run` does (default: deep-research.toml)")
+    add_options(prompt, keys=("max_prompt_tokens",))
     prompt.add_argument("--researcher", metavar="NAME",
                         help="the prompt of that researcher (see `researchers`; default: main)")
 
@@ -287,14 +275,12 @@ def _execute(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .autopilot.console import Options, run_command
+    from .config import given
     from .engine.research import NotAResearch
 
     try:
         folder = _folder(args.dir)
-        return run_command(Options(
-            folder, args.model, args.base_url, args.max_rounds, args.max_tokens, args.max_prompt_tokens,
-            args.max_reply_tokens, args.approval, args.grammar, args.seed, args.parallel,
-        ))
+        return run_command(Options(folder, given(args), args.seed))
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_COMMAND_FAILED
@@ -477,16 +463,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def _folder(path: Path) -> Path:

@@ -1,4 +1,12 @@
-"""A research's own settings: the optional `<root>/deep-research.toml` (SPEC §10).
+"""A research's settings: one table (`SETTINGS`), and everything that reads settings derived from it.
+
+Each `Setting` is one row: its `deep-research.toml` key, type, bounds or choices, default,
+`deep-research run` option, the editors' `deepResearch.*` key (camelCase) and a line of help.
+From the table come `Config` (what a research's settings are) and its reading and
+validation (`load`), `run`'s options (`add_options`, `given`), the editors' settings
+(`lsp/config.py`), the research's rules the engine keeps (`engine/rules.py`: the rows marked
+`rule`), and a test holds the VS Code manifest (`package.json`) to it. Adding a setting is
+adding a row.
 
     model = "gpt-4o-mini"           # or the name llama-server / Ollama knows
     base_url = "http://127.0.0.1:8080/v1"
@@ -20,81 +28,209 @@
     provider = "searxng"            # searxng | tavily | brave
     url = "http://127.0.0.1:8888"
 
-Precedence, lowest first: built-in defaults, this file, the environment (the `openai`
+Precedence, lowest first: the table's defaults, this file, the environment (the `openai`
 package's `OPENAI_BASE_URL`), then the command line or the editor's `deepResearch.*`
 settings (`Config.merged`). The API key is never a setting: it comes from the
 environment only and is never written anywhere.
 
 Reading never fails: a missing file is the defaults, and a broken one gives the defaults
-for what cannot be read plus one problem message per mistake, for the caller to show.
+for what cannot be read plus one problem message per mistake (naming the key), for the
+caller to show.
+
+Light on purpose: the language server imports this before `initialize` (through
+`lsp/config.py`), so it imports no more than the engine's store and names; TOML is parsed
+in `load`.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from .engine.names import expand_home
-from .engine.rules import MIN_REPORT_MAX_WORDS
 from .engine.store import CONFIG_FILE
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
-GRAMMAR_CHOICES = ("auto", "on", "off")
-APPROVAL_CHOICES = ("none", "read", "create", "update", "delete")
-SEARCH_PROVIDERS = ("searxng", "tavily", "brave")
+__all__ = ["CONFIG_FILE", "Config", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load"]
 
 
 @dataclass(frozen=True)
-class FetchConfig:
-    offline: bool = False  # no page fetched, no search, not even a name looked up
-    allow_private_networks: bool = False
-    allowed_roots: tuple[Path, ...] = ()  # absolute; relative entries are taken from the research root
+class Setting:
+    """One row of the table. `kind` is bool, int, str, "choice" or "folders" (a list of folders)."""
+
+    key: str  # the deep-research.toml key; "fetch.offline" is `offline` in the `[fetch]` table
+    kind: type | str
+    default: Any  # None: not set (what that means is in `help`)
+    help: str  # one line, for `run --help` and the docs
+    minimum: int | None = None
+    maximum: int | None = None
+    choices: tuple[str, ...] = ()
+    flag: bool | str = False  # True: `run --key-with-dashes`; a string: that option
+    editor: bool | str = True  # True: the editor's key is the camelCase of `key`; False: none
+    toml: bool = True  # False: a setting of the editor only
+    rule: bool = False  # a rule of the research the engine keeps (engine/rules.py)
+    # What the editor sends when the user set nothing: None means "the research's file decides"
+    # (null, or "" for text, in package.json); a value there always applies (approvalMode).
+    editor_default: Any = None
+
+    @property
+    def table(self) -> str | None:
+        return self.key.split(".")[0] if "." in self.key else None
+
+    @property
+    def name(self) -> str:
+        """The attribute of `Config` (of `Config.fetch` / `Config.search` for a key in a table)."""
+        return self.key.split(".")[-1]
+
+    @property
+    def editor_key(self) -> str | None:
+        """The key under `deepResearch` in an editor's settings, or None."""
+        if self.editor is False:
+            return None
+        if isinstance(self.editor, str):
+            return self.editor
+        return ".".join(_camel(part) for part in self.key.split("."))
+
+    @property
+    def option(self) -> str | None:
+        """`deep-research run`'s option, or None."""
+        if self.flag is False:
+            return None
+        return self.flag if isinstance(self.flag, str) else "--" + self.key.replace("_", "-")
+
+    def expected(self) -> str:
+        """What a value must be, for a sentence: "a whole number from 1 to 50"."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind is int:
+            if self.maximum is not None:
+                return f"a whole number from {self.minimum:,} to {self.maximum:,}"
+            return "a whole number" + (f" ≥ {self.minimum:,}" if self.minimum is not None else "")
+        return {bool: "true or false", str: "a text", "folders": "a list of folders"}[self.kind]
+
+    def check(self, value: Any, *, lenient: bool = False) -> tuple[Any, bool]:
+        """(the value as the table keeps it, True) or (None, False) when it is not one of this
+        setting's values. None and "" are "not set": (None, True). `lenient` is for editors'
+        JSON settings: 5.0 is 5, and any value is a bool (as clients send them)."""
+        if value is None or (isinstance(value, str) and not value.strip() and self.kind is not bool):
+            return None, True
+        kind = self.kind
+        if kind is bool:
+            if isinstance(value, bool) or lenient:
+                return bool(value), True
+            return None, False
+        if kind is int:
+            if lenient and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None, False
+            if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+                return None, False
+            return value, True
+        if kind == "folders":
+            return (value, True) if isinstance(value, list) else (None, False)
+        if not isinstance(value, str):
+            return None, False
+        if kind == "choice":
+            text = value.strip().lower()
+            return (text, True) if text in self.choices else (None, False)
+        return value.strip(), True
+
+    def argument(self, text: str) -> Any:
+        """A command-line value; ValueError with a sentence when it is not one of this setting's."""
+        value: Any = text
+        if self.kind is int:
+            try:
+                value = int(text)
+            except ValueError:
+                value = text
+        checked, ok = self.check(value)
+        if not ok or checked is None:
+            raise ValueError(f"{self.option} must be {self.expected()}, not {text!r}")
+        return checked
 
 
-@dataclass(frozen=True)
-class SearchConfig:
-    provider: str | None = None  # one of SEARCH_PROVIDERS
-    url: str | None = None  # the provider's endpoint (SearXNG: the instance's base URL)
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
-@dataclass(frozen=True)
-class Config:
-    model: str | None = None
-    base_url: str | None = None
-    max_rounds: int | None = None
-    max_tokens: int | None = None
-    max_prompt_tokens: int | None = None
-    max_reply_tokens: int | None = None
-    approval_mode: str | None = None  # one of APPROVAL_CHOICES
-    grammar: str = "auto"
-    parallel: int | None = None  # the autopilot's researchers at once (None: 1)
-    report_max_words: int | None = None  # None: the engine's default (engine/rules.py)
-    fetch: FetchConfig = field(default_factory=FetchConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
+APPROVAL_CHOICES = ("none", "read", "create", "update", "delete")  # engine.commands.ApprovalMode (a test checks)
 
-    def rule_overrides(self) -> dict[str, Any]:
-        """The research's rules this config sets (for `Research.rule_overrides`)."""
-        return {} if self.report_max_words is None else {"report_max_words": self.report_max_words}
+# The table.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("model", str, None, "the model's name (default: the endpoint's only model)", flag=True),
+    Setting("base_url", str, None, "the endpoint, e.g. http://127.0.0.1:8080/v1 (default: OPENAI_BASE_URL, "
+            "then OpenAI)", flag=True),
+    Setting("max_rounds", int, 40, "stop after N rounds", minimum=1, flag=True),
+    Setting("max_tokens", int, None, "stop once N tokens (prompt + reply) are used (default: no budget)",
+            minimum=1, flag=True),
+    Setting("max_prompt_tokens", int, None, "shorten each prompt to about N tokens (default: from the "
+            "server's context size, if it says)", minimum=500, flag=True),
+    Setting("max_reply_tokens", int, 2000, "the longest reply per round", minimum=16, flag=True),
+    Setting("approval_mode", "choice", "update", "command kinds that run without asking",
+            choices=APPROVAL_CHOICES, flag="--approval", editor_default="update"),
+    Setting("grammar", "choice", "auto", "constrain replies with a grammar (llama.cpp); auto: when the "
+            "server is llama.cpp", choices=("auto", "on", "off"), flag=True),
+    Setting("parallel", int, 1, "researchers that get rounds at once, so model requests in flight over the "
+            "whole run", minimum=1, maximum=64, flag=True),
+    Setting("report_max_words", int, 1500, "the longest report, in words (about three pages)",
+            minimum=100, maximum=100_000, rule=True),
+    Setting("fetch.offline", bool, False, "no page fetched and no search made", editor=False),
+    Setting("fetch.allow_private_networks", bool, False, "attach_url may fetch from loopback and private networks"),
+    Setting("fetch.allowed_roots", "folders", (), "folders attach_file may read besides the research",
+            editor=False),
+    Setting("search.provider", "choice", None, "the web search provider", choices=("searxng", "tavily", "brave")),
+    Setting("search.url", str, None, "the search provider's address"),
+    # The editors' own (not in deep-research.toml).
+    Setting("execute_on_save", bool, False, "the server executes a message on save", toml=False),
+    Setting("show_prompt_after_execute", bool, True, "open the prompt after each execution", toml=False),
+)
+FIELDS: dict[str, Setting] = {s.key: s for s in SETTINGS}
+RULES: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.rule)
+_RESEARCH = tuple(s for s in SETTINGS if s.toml)
 
-    def merged(self, **overrides: Any) -> Config:
-        """This config with every override that is not None applied (the command line, the
-        editor's settings). `fetch` and `search` take dicts of their own fields."""
-        top = {k: v for k, v in overrides.items() if v is not None and k not in ("fetch", "search")}
-        out = replace(self, **top)
-        for name in ("fetch", "search"):
-            sub = {k: v for k, v in (overrides.get(name) or {}).items() if v is not None}
-            if sub:
-                out = replace(out, **{name: replace(getattr(out, name), **sub)})
-        return out
+
+def _fields(table: str | None) -> list[tuple[str, Any, Any]]:
+    return [(s.name, Any, field(default=s.default)) for s in _RESEARCH if s.table == table]
 
 
-def load(root: Path, environ: dict[str, str] | None = None) -> tuple[Config, list[str]]:
+def _merged(self, **overrides: Any) -> Any:
+    """This config with every override that is not None applied (the command line, the
+    editor's settings). Keys are the table's (`"fetch.offline"`), or `fetch` and `search`
+    with dicts of their own fields."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {"fetch": {}, "search": {}}
+    for key, value in overrides.items():
+        if key in nested:
+            nested[key].update({k: v for k, v in (value or {}).items() if v is not None})
+        elif value is not None and "." in key:
+            table, name = key.split(".", 1)
+            nested[table][name] = value
+        elif value is not None:
+            top[key] = value
+    out = replace(self, **top)
+    for name, sub in nested.items():
+        if sub:
+            out = replace(out, **{name: replace(getattr(out, name), **sub)})
+    return out
+
+
+FetchConfig = make_dataclass("FetchConfig", _fields("fetch"), frozen=True)
+FetchConfig.__doc__ = "`[fetch]`: `offline`, `allow_private_networks`, `allowed_roots` (absolute folders)."
+SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
+SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices) and `url`."
+Config = make_dataclass(
+    "Config",
+    _fields(None) + [("fetch", Any, field(default_factory=FetchConfig)),
+                     ("search", Any, field(default_factory=SearchConfig))],
+    frozen=True, namespace={"merged": _merged},
+)
+Config.__doc__ = "A research's settings: one attribute per row of `SETTINGS` (those in a table under `fetch`/`search`)."
+
+
+def load(root: Path, environ: dict[str, str] | None = None) -> tuple[Any, list[str]]:
     """The research's config: defaults < `deep-research.toml` < environment. Never raises;
     the second value lists what was wrong in the file, one sentence each."""
     env = os.environ if environ is None else environ
@@ -103,71 +239,109 @@ def load(root: Path, environ: dict[str, str] | None = None) -> tuple[Config, lis
     path = root / CONFIG_FILE
     raw: dict[str, Any] = {}
     if path.is_file():
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-            problems.append(f"{path} cannot be read ({error}); using the defaults")
+        raw, problem = parse_toml(path)
+        if problem:
+            problems.append(f"{path} cannot be read ({problem}); using the defaults")
     if raw:
-        config = _from_table(raw, root, problems, str(path))
+        config = config.merged(**read_table(raw, problems, str(path), root))
     if env.get("OPENAI_BASE_URL"):
         config = replace(config, base_url=env["OPENAI_BASE_URL"])
     return config, problems
 
 
-def _from_table(raw: dict[str, Any], root: Path, problems: list[str], where: str) -> Config:
-    def take(table: dict[str, Any], key: str, kind: type, choices: tuple[str, ...] = (), minimum: int | None = None):
-        if key not in table:
-            return None
-        value = table[key]
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if ok and choices:
-            value = str(value).strip().lower()
-            ok = value in choices
-        if ok and minimum is not None:
-            ok = value >= minimum
-        if not ok:
-            expected = f"one of {', '.join(choices)}" if choices else kind.__name__
-            if minimum is not None:
-                expected += f" ≥ {minimum}"
-            problems.append(f"{where}: `{key}` must be {expected}, not {value!r}; ignored")
-            return None
-        return value
+def parse_toml(path: Path | None = None, text: str | None = None) -> tuple[dict[str, Any], str | None]:
+    """The TOML of a file (or of `text`): (the table, None), or ({}, what is wrong)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        return tomllib.loads(text if text is not None else path.read_text(encoding="utf-8")), None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        return {}, str(error)
 
-    known = {f.name for f in fields(Config)}
-    for key in raw:
-        if key not in known:
-            problems.append(f"{where}: unknown key `{key}`; ignored")
-    fetch_raw = raw.get("fetch") if isinstance(raw.get("fetch"), dict) else {}
-    search_raw = raw.get("search") if isinstance(raw.get("search"), dict) else {}
-    for name, table in (("fetch", fetch_raw), ("search", search_raw)):
-        if name in raw and not isinstance(raw[name], dict):
-            problems.append(f"{where}: `{name}` must be a table ([{name}]); ignored")
-    roots: list[Path] = []
-    listed = take(fetch_raw, "allowed_roots", list)
-    for item in listed or []:
+
+def read_table(raw: dict[str, Any], problems: list[str] | None, where: str, root: Path | None = None,
+               settings: tuple[Setting, ...] = _RESEARCH) -> dict[str, Any]:
+    """The values a parsed `deep-research.toml` sets, by the table's keys; each mistake is one
+    sentence naming the key in `problems` (if given), and the value is then left out."""
+    said = problems if problems is not None else []
+    tables = {s.table for s in settings if s.table}
+    known = {s.key.split(".")[0] for s in settings}
+    if settings is _RESEARCH:
+        for key in raw:
+            if key not in known:
+                said.append(f"{where}: unknown key `{key}`; ignored")
+        for name in sorted(tables):
+            if name in raw and not isinstance(raw[name], dict):
+                said.append(f"{where}: `{name}` must be a table ([{name}]); ignored")
+    found: dict[str, Any] = {}
+    for setting in settings:
+        table = raw.get(setting.table, {}) if setting.table else raw
+        if not isinstance(table, dict) or setting.name not in table:
+            continue
+        value, ok = setting.check(table[setting.name])
+        if not ok:
+            said.append(f"{where}: `{setting.key}` must be {setting.expected()}, not {table[setting.name]!r}; ignored")
+            continue
+        if setting.kind == "folders" and value is not None:
+            value = _folders(value, root, said, where, setting.key)
+        if value is not None:
+            found[setting.key] = value
+    return found
+
+
+def _folders(items: list, root: Path | None, problems: list[str], where: str, key: str) -> tuple[Path, ...]:
+    """Folders as absolute paths: `~` expanded, relative ones taken from the research's root."""
+    folders = []
+    for item in items:
         if isinstance(item, str) and item.strip():
             folder = expand_home(item)
-            roots.append(folder if folder.is_absolute() else root / folder)
+            folders.append(folder if folder.is_absolute() or root is None else root / folder)
         else:
-            problems.append(f"{where}: `fetch.allowed_roots` holds {item!r}, not a folder; ignored")
-    return Config(
-        model=take(raw, "model", str),
-        base_url=take(raw, "base_url", str),
-        max_rounds=take(raw, "max_rounds", int, minimum=1),
-        max_tokens=take(raw, "max_tokens", int, minimum=1),
-        max_prompt_tokens=take(raw, "max_prompt_tokens", int, minimum=500),
-        max_reply_tokens=take(raw, "max_reply_tokens", int, minimum=16),
-        approval_mode=take(raw, "approval_mode", str, APPROVAL_CHOICES),
-        grammar=take(raw, "grammar", str, GRAMMAR_CHOICES) or "auto",
-        parallel=take(raw, "parallel", int, minimum=1),
-        report_max_words=take(raw, "report_max_words", int, minimum=MIN_REPORT_MAX_WORDS),
-        fetch=FetchConfig(
-            offline=bool(take(fetch_raw, "offline", bool) or False),
-            allow_private_networks=bool(take(fetch_raw, "allow_private_networks", bool) or False),
-            allowed_roots=tuple(roots),
-        ),
-        search=SearchConfig(
-            provider=take(search_raw, "provider", str, SEARCH_PROVIDERS),
-            url=take(search_raw, "url", str),
-        ),
-    )
+            problems.append(f"{where}: `{key}` holds {item!r}, not a folder; ignored")
+    return tuple(folders)
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+
+def add_options(parser: Any, keys: tuple[str, ...] | None = None) -> None:
+    """The table's options on an argparse parser (all of `run`'s, or those of `keys`); each is
+    stored under its setting's key."""
+    for setting in SETTINGS:
+        if setting.option is None or (keys is not None and setting.key not in keys):
+            continue
+        default = "" if setting.default in (None, ()) else f" (default {setting.default})"
+        parser.add_argument(
+            setting.option, dest=setting.key, type=_parser_type(setting), default=None,
+            choices=setting.choices or None, metavar=None if setting.choices else _metavar(setting),
+            help=setting.help + default + ("; overrides deep-research.toml" if setting.toml else ""),
+        )
+
+
+def _parser_type(setting: Setting):
+    def convert(text: str) -> Any:
+        from argparse import ArgumentTypeError  # argparse prints its sentence as it is
+
+        try:
+            return setting.argument(text)
+        except ValueError as error:
+            raise ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
+def _metavar(setting: Setting) -> str:
+    return {int: "N", str: "URL" if setting.key.endswith("url") else "NAME"}.get(setting.kind, "VALUE")
+
+
+def given(args: Any) -> dict[str, Any]:
+    """The settings an argparse namespace was given (from `add_options`), by the table's keys."""
+    return {s.key: getattr(args, s.key) for s in SETTINGS
+            if s.option is not None and getattr(args, s.key, None) is not None}
+
+
+def rule_values(values: dict[str, Any]) -> dict[str, Any]:
+    """Of `values` (by the table's keys), the research's rules (for `Research.rule_overrides`)."""
+    return {key: value for key, value in values.items() if value is not None and key in FIELDS and FIELDS[key].rule}

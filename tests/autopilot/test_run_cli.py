@@ -203,7 +203,7 @@ def test_the_parallel_setting_comes_from_deep_research_toml(folder: Path) -> Non
     assert "up to 2 researchers at once" in result.stdout
     (folder / "deep-research.toml").write_text("parallel = 0\n", encoding="utf-8")
     bad = deep_research("run", folder, "--max-rounds", "1")
-    assert "`parallel` must be int ≥ 1, not 0; ignored" in bad.stderr
+    assert "`parallel` must be a whole number from 1 to 64, not 0; ignored" in bad.stderr
 
 
 def test_on_a_terminal_the_status_line_shows_every_working_researcher(folder: Path) -> None:

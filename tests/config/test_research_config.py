@@ -47,7 +47,7 @@ url = "http://127.0.0.1:8888"
 def test_mistakes_are_reported_and_ignored(tmp_path: Path) -> None:
     write(tmp_path, 'max_rounds = "ten"\nmax_tokens = true\ngrammar = "maybe"\ncolour = 1\nfetch = 3\n')
     config, problems = load(tmp_path, environ={})
-    assert config.max_rounds is None and config.max_tokens is None and config.grammar == "auto"
+    assert config.max_rounds == 40 and config.max_tokens is None and config.grammar == "auto"  # the defaults
     joined = "\n".join(problems)
     for key in ("max_rounds", "max_tokens", "grammar", "colour", "fetch"):
         assert f"`{key}`" in joined

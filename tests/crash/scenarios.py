@@ -284,6 +284,42 @@ def _continue(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     yield act
 
 
+@contextlib.contextmanager
+def _researchers(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    """Two delegated researchers and main commit in turn: one researcher's message writes the
+    tree, its session and every researcher's prompt; one ends its researcher (its prompt goes,
+    its report reaches main's prompt); main delegates again."""
+    research = defined(sandbox)
+    assert research.execute(wide_message(3 if full else 2, 100) + "///delegate Part 0\n///delegate Part 1\n").executed
+    first = "///add_criteria Sizes measured\n" + block("add_subproblem", title="Deeper", content="One level down.")
+    last = (block("write_report", content="Summarized: part 1.\nQ1: Which size?\nA1: 32 KB.\nConclusion: 32 KB.")
+            + "///focus_up\n")
+    steps = [("Part 0", first), ("Part 1", last)]
+    if full:
+        steps.append(("main", "///delegate Part 2\n"))
+
+    def act(mark: Callable[[], None]) -> None:
+        for index, (researcher, message) in enumerate(steps):
+            opened = Research.open(research.root)
+            document = opened.document(researcher)
+            document.write_text(message)
+            assert opened.execute(message, consume=document).executed
+            if index < len(steps) - 1:
+                mark()  # each researcher's message is a consistent state of its own
+
+    yield act
+
+
+def _researcher_drafts(now: dict, references: dict) -> str | None:
+    """A reference state with a researcher's next message written to its document, not run yet
+    (the scenario writes each message to its document first, as a person or the autopilot does)."""
+    documents = [k for k in set(now) | {f"{RESEARCH}/message.dr"} if k.endswith("/message.dr")]
+    for name, reference in references.items():
+        if all(now.get(k) == reference.get(k) for k in set(now) | set(reference) if k not in documents):
+            return f"{name}, a message waiting in a researcher's document"
+    return None
+
+
 SCENARIOS = [
     Scenario("execute", "a message making subproblems, an attachment and criteria", _execute),
     Scenario("focus", "a message that changes the focus (a new session file)", _focus),
@@ -295,4 +331,6 @@ SCENARIOS = [
     Scenario("edit", "a message, then the user's durable save of a file it wrote", _edit, _edit_states,
              hand_edited=lambda now: EDIT in (now.get(EDITED) or b"")),
     Scenario("continue", "`deep-research continue` of a finished research: instruction, context, reopen", _continue),
+    Scenario("researchers", "messages of two delegated researchers and main, interleaved (parallel research)",
+             _researchers, _researcher_drafts),
 ]

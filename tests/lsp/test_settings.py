@@ -21,16 +21,14 @@ def test_settings_from_a_client_are_tolerant():
 
 
 def test_fetch_and_search_settings_override_the_research_file(tmp_path):
-    from deep_research.config import SEARCH_PROVIDERS, Config, FetchConfig, SearchConfig
-    from deep_research.lsp.config import SEARCH_PROVIDERS as EDITOR_PROVIDERS
+    from deep_research.config import Config, FetchConfig, SearchConfig
 
-    assert EDITOR_PROVIDERS == SEARCH_PROVIDERS
     nested = Settings.from_client({"fetch": {"allowPrivateNetworks": True},
                                    "search": {"provider": "SearXNG", "url": " http://127.0.0.1:8888 "}})
     dotted = Settings.from_client({"fetch.allowPrivateNetworks": True, "search.provider": "searxng",
                                    "search.url": "http://127.0.0.1:8888"})
     assert nested == dotted
-    assert (nested.allow_private_networks, nested.search_provider, nested.search_url) == (
+    assert (nested.get("fetch.allow_private_networks"), nested.get("search.provider"), nested.get("search.url")) == (
         True, "searxng", "http://127.0.0.1:8888")
     from_file = Config(fetch=FetchConfig(allow_private_networks=True, allowed_roots=(tmp_path,)),
                        search=SearchConfig("tavily", "https://api.example/search"))
@@ -40,14 +38,10 @@ def test_fetch_and_search_settings_override_the_research_file(tmp_path):
     assert refused.fetch == FetchConfig(allow_private_networks=False, allowed_roots=(tmp_path,))
     assert from_file.merged(**nested.overrides()).search == SearchConfig("searxng", "http://127.0.0.1:8888")
     odd = Settings.from_client({"search": {"provider": "altavista", "url": 3}, "fetch": {"allowPrivateNetworks": None}})
-    assert (odd.search_provider, odd.search_url, odd.allow_private_networks) == (None, None, None)
+    assert odd.values == {}
 
 
 def test_the_report_limit_setting_is_the_engines_rule():
-    from deep_research.engine.rules import MIN_REPORT_MAX_WORDS
-    from deep_research.lsp.config import MIN_REPORT_MAX_WORDS as EDITOR_MINIMUM
-
-    assert EDITOR_MINIMUM == MIN_REPORT_MAX_WORDS
     assert Settings.from_client({"reportMaxWords": 800}).rule_overrides() == {"report_max_words": 800}
     assert Settings.from_client({"reportMaxWords": 5}).rule_overrides() == {}  # below the minimum: ignored
     assert Settings().rule_overrides() == {}

@@ -21,9 +21,9 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..engine.research import Research
 from ..engine.state import MAIN
@@ -40,19 +40,12 @@ EXIT_INTERRUPTED = 130
 
 @dataclass
 class Options:
-    """What the command line gave (None: not given)."""
+    """What the command line gave: the folder, and the settings given, by the settings table's
+    keys (`deep_research.config.given`)."""
 
     folder: Path
-    model: str | None = None
-    base_url: str | None = None
-    max_rounds: int | None = None
-    max_tokens: int | None = None
-    max_prompt_tokens: int | None = None
-    max_reply_tokens: int | None = None
-    approval: str | None = None
-    grammar: str | None = None
+    given: dict[str, Any] = field(default_factory=dict)
     seed: int | None = None
-    parallel: int | None = None
 
 
 def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -62,12 +55,8 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     config, problems = research_config.load(research.root)
     for problem in problems:
         print(f"deep-research: warning: {problem}", file=err)
-    config = config.merged(
-        model=options.model, base_url=options.base_url, max_rounds=options.max_rounds,
-        max_tokens=options.max_tokens, max_prompt_tokens=options.max_prompt_tokens,
-        max_reply_tokens=options.max_reply_tokens, approval_mode=options.approval, grammar=options.grammar,
-        parallel=options.parallel,
-    )
+    config = config.merged(**options.given)
+    research.rule_overrides = research_config.rule_values(options.given)  # the budgets given on the command line
     settings = Settings.from_config(config, seed=options.seed)
     terminal = out.isatty() and sys.stdin.isatty()
     observer = TerminalObserver(out) if out.isatty() else LineObserver(out)

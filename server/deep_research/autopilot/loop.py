@@ -35,7 +35,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..config import Config
+from ..config import FIELDS, Config
 from ..engine.analysis import Outcome, Status
 from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
@@ -47,8 +47,8 @@ from .grammar import MessageGrammar
 from .turns import Turns
 
 NO_PROGRESS_ROUNDS = 3
-DEFAULT_MAX_ROUNDS = 40
-DEFAULT_REPLY_TOKENS = 2000
+DEFAULT_MAX_ROUNDS = FIELDS["max_rounds"].default
+DEFAULT_REPLY_TOKENS = FIELDS["max_reply_tokens"].default
 
 
 class RunStatus(str, Enum):
@@ -80,15 +80,18 @@ class RunResult:
 
 @dataclass
 class Settings:
+    """What the loop reads of the merged settings (`deep_research.config`, whose table holds the
+    defaults), with the approval as a mode; mutable, for a benchmark to steer a run."""
+
     model: str | None = None
-    approval: ApprovalMode = ApprovalMode.UPDATE
-    grammar: str = "auto"  # auto | on | off
+    approval: ApprovalMode = ApprovalMode.parse(FIELDS["approval_mode"].default)
+    grammar: str = FIELDS["grammar"].default  # auto | on | off
     max_rounds: int | None = DEFAULT_MAX_ROUNDS
     max_tokens: int | None = None
     max_prompt_tokens: int | None = None
     max_reply_tokens: int | None = DEFAULT_REPLY_TOKENS
     seed: int | None = None
-    parallel: int = 1  # researchers with a round at once (so model requests in flight)
+    parallel: int = FIELDS["parallel"].default  # researchers with a round at once (so model requests in flight)
 
     @classmethod
     def from_config(cls, config: Config, *, approval: ApprovalMode | None = None, seed: int | None = None) -> Settings:
@@ -96,14 +99,14 @@ class Settings:
         then the command line or the editor's settings); `approval` overrides the file's mode."""
         return cls(
             model=config.model,
-            approval=approval or ApprovalMode.parse(config.approval_mode or "update"),
+            approval=approval or ApprovalMode.parse(config.approval_mode),
             grammar=config.grammar,
-            max_rounds=config.max_rounds or DEFAULT_MAX_ROUNDS,
+            max_rounds=config.max_rounds,
             max_tokens=config.max_tokens,
             max_prompt_tokens=config.max_prompt_tokens,
-            max_reply_tokens=config.max_reply_tokens or DEFAULT_REPLY_TOKENS,
+            max_reply_tokens=config.max_reply_tokens,
             seed=seed,
-            parallel=config.parallel or 1,
+            parallel=config.parallel,
         )
 
 

@@ -1,28 +1,29 @@
 """The research's own rules: promises the prompt makes that execution keeps.
 
-Today one: the longest report, in words (`report_max_words`, seed 000's "maximum 3 pages").
-It lives in the research's `deep-research.toml` beside its other settings, and the engine
-reads it itself, through the file cache: every way of running a message (the command line,
-the language server, the autopilot, an MCP agent) then applies the same limit, and a change
+The rows of the settings table (`deep_research.config.SETTINGS`) marked `rule`: the longest
+report in words (`report_max_words`, seed 000's "maximum 3 pages") and the budgets of a
+research that converges (`max_breadth`, `max_depth`, `max_criteria`, `rounds_per_problem`).
+They live in the research's `deep-research.toml` beside its other settings, and the engine
+reads them itself, through the file cache: every way of running a message (the command line,
+the language server, the autopilot, an MCP agent) then applies the same limits, and a change
 to the file is seen on the next read (an analysis kept by an editor notes the file as read).
-An editor's setting may override it (`Research.rule_overrides`). `deep_research.config`
-validates the key and reports mistakes; here a value that is not usable is the default.
+An editor's settings or `run`'s options may override them (`Research.rule_overrides`).
+`deep_research.config` reports mistakes; here a value that is not usable is the default.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 from pathlib import Path
 
+from ..config import FIELDS, RULES, parse_toml, read_table
 from .store import CONFIG_FILE, FileCache
 
-DEFAULT_REPORT_MAX_WORDS = 1500  # about three pages
-MIN_REPORT_MAX_WORDS = 100
+DEFAULT_REPORT_MAX_WORDS = FIELDS["report_max_words"].default  # about three pages
+MIN_REPORT_MAX_WORDS = FIELDS["report_max_words"].minimum
 
-
-@dataclass(frozen=True)
-class Rules:
-    report_max_words: int = DEFAULT_REPORT_MAX_WORDS
+Rules = make_dataclass("Rules", [(s.key, int, field(default=s.default)) for s in RULES], frozen=True)
+Rules.__doc__ = "The research's rules, one attribute per rule of the settings table (their defaults if not set)."
 
 
 def read_rules(root: Path, cache: FileCache) -> Rules:
@@ -32,19 +33,9 @@ def read_rules(root: Path, cache: FileCache) -> Rules:
 
 
 def _parse(text: str) -> Rules:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    try:
-        raw = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError):
-        return Rules()
-    words = raw.get("report_max_words")
-    if not valid_report_max_words(words):
-        return Rules()
-    return Rules(report_max_words=words)
+    raw, _ = parse_toml(text=text)
+    return Rules(**read_table(raw, None, CONFIG_FILE, settings=RULES))
 
 
 def valid_report_max_words(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= MIN_REPORT_MAX_WORDS
+    return FIELDS["report_max_words"].check(value)[0] is not None

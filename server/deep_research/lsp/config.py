@@ -1,58 +1,63 @@
-"""The server's settings: section `deepResearch`, read with `workspace/configuration`."""
+"""The server's settings: section `deepResearch`, read with `workspace/configuration`.
+
+Every key is a row of the settings table (`deep_research.config.SETTINGS`, its `editor_key`):
+the editor's own (`approvalMode`, `executeOnSave`, `showPromptAfterExecute`) and those that
+override the research's `deep-research.toml` when set (`model`, `maxRounds`, `reportMaxWords`,
+`maxBreadth`, `fetch.allowPrivateNetworks` …). Light: imported before `initialize`.
+"""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from typing import TYPE_CHECKING
+from ..config import APPROVAL_CHOICES, FIELDS, SETTINGS, Setting, rule_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.commands import ApprovalMode
 
-MIN_REPORT_MAX_WORDS = 100  # engine/rules.py's (checked by a test; not imported before `initialize`)
 SECTION = "deepResearch"
-MODES = ("none", "read", "create", "update", "delete")  # checked against ApprovalMode by a test
-DEFAULT_MODE = "update"
+MODES = APPROVAL_CHOICES  # checked against ApprovalMode by a test
+DEFAULT_MODE = FIELDS["approval_mode"].editor_default
+EDITOR: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.editor_key is not None)
 log = logging.getLogger("deep_research.lsp")
-
-
-SEARCH_PROVIDERS = ("searxng", "tavily", "brave")  # checked against deep_research.config by a test
 
 
 @dataclass(frozen=True)
 class Settings:
-    approval: str = DEFAULT_MODE  # a label of ApprovalMode
-    execute_on_save: bool = False  # execute on didSave, for clients that cannot run code actions on save
-    show_prompt: bool = True  # open the prompt with window/showDocument after each execution
-    # These override the research's deep-research.toml when set; None leaves the file's value.
-    allow_private_networks: bool | None = None  # fetch.allowPrivateNetworks
-    search_provider: str | None = None  # search.provider
-    search_url: str | None = None  # search.url
-    # The autopilot's (SPEC §10 names, camelCase in the editor); None leaves the file's value.
-    model: str | None = None
-    base_url: str | None = None
-    max_rounds: int | None = None
-    max_tokens: int | None = None
-    max_prompt_tokens: int | None = None
-    grammar: str | None = None  # auto | on | off
-    parallel: int | None = None  # researchers at once
-    # The research's rules (engine/rules.py); None leaves deep-research.toml's.
-    report_max_words: int | None = None  # reportMaxWords
+    """The editor's values by the table's keys: only those it set (None and "" are not set)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str) -> Any:
+        """The editor's value of a table key, or what it means when unset (`editor_default`,
+        or the table's default for a setting of the editor only)."""
+        if key in self.values:
+            return self.values[key]
+        setting = FIELDS[key]
+        return setting.editor_default if setting.toml else setting.default
+
+    @property
+    def approval(self) -> str:
+        return self.get("approval_mode")
+
+    @property
+    def execute_on_save(self) -> bool:  # execute on didSave, for clients that cannot run code actions on save
+        return self.get("execute_on_save")
+
+    @property
+    def show_prompt(self) -> bool:  # open the prompt with window/showDocument after each execution
+        return self.get("show_prompt_after_execute")
 
     def rule_overrides(self) -> dict:
         """For `Research.rule_overrides`: the rules these settings set."""
-        return {} if self.report_max_words is None else {"report_max_words": self.report_max_words}
+        return rule_values(self.values)
 
     def overrides(self) -> dict:
-        """For `Config.merged`: the editor's settings beat the research's file."""
-        return {
-            "model": self.model, "base_url": self.base_url, "max_rounds": self.max_rounds,
-            "max_tokens": self.max_tokens, "max_prompt_tokens": self.max_prompt_tokens, "grammar": self.grammar,
-            "parallel": self.parallel, "report_max_words": self.report_max_words,
-            "fetch": {"allow_private_networks": self.allow_private_networks},
-            "search": {"provider": self.search_provider, "url": self.search_url},
-        }
+        """For `Config.merged`: the editor's settings beat the research's file (every research
+        setting, None where the editor leaves the file's value)."""
+        return {s.key: self.get(s.key) for s in EDITOR if s.toml}
 
     @property
     def approval_mode(self) -> "ApprovalMode":
@@ -62,12 +67,7 @@ class Settings:
         return ApprovalMode.parse(self.approval)
 
     def describe(self) -> str:
-        return (f"Settings: approvalMode={self.approval}, executeOnSave={self.execute_on_save}, "
-                f"showPromptAfterExecute={self.show_prompt}, fetch.allowPrivateNetworks={self.allow_private_networks}, "
-                f"search.provider={self.search_provider}, search.url={self.search_url}, model={self.model}, "
-                f"baseUrl={self.base_url}, maxRounds={self.max_rounds}, maxTokens={self.max_tokens}, "
-                f"maxPromptTokens={self.max_prompt_tokens}, grammar={self.grammar}, parallel={self.parallel}, "
-                f"reportMaxWords={self.report_max_words}")
+        return "Settings: " + ", ".join(f"{s.editor_key}={self.get(s.key)}" for s in EDITOR)
 
     @classmethod
     def from_client(cls, raw: object) -> "Settings":
@@ -76,69 +76,21 @@ class Settings:
             return cls()
         if isinstance(raw.get(SECTION), dict):  # some clients send the whole settings tree
             raw = raw[SECTION]
-        mode = raw.get("approvalMode", DEFAULT_MODE)
-        approval = str(mode).strip().lower()
-        if approval not in MODES:
-            log.warning("deepResearch.approvalMode %r is not one of %s; using %s", mode, ", ".join(MODES), DEFAULT_MODE)
-            approval = DEFAULT_MODE
-        fetch, search = _table(raw, "fetch"), _table(raw, "search")
-        private = fetch.get("allowPrivateNetworks")
-        provider = search.get("provider")
-        provider = str(provider).strip().lower() if provider not in (None, "") else None
-        if provider is not None and provider not in SEARCH_PROVIDERS:
-            log.warning("deepResearch.search.provider %r is not one of %s; ignored", provider, ", ".join(SEARCH_PROVIDERS))
-            provider = None
-        url = search.get("url")
-        return cls(
-            approval=approval,
-            execute_on_save=bool(raw.get("executeOnSave", False)),
-            show_prompt=bool(raw.get("showPromptAfterExecute", True)),
-            allow_private_networks=None if private is None else bool(private),
-            search_provider=provider,
-            search_url=str(url).strip() if isinstance(url, str) and url.strip() else None,
-            model=_text(raw, "model"),
-            base_url=_text(raw, "baseUrl"),
-            max_rounds=_count(raw, "maxRounds", 1),
-            max_tokens=_count(raw, "maxTokens", 1),
-            max_prompt_tokens=_count(raw, "maxPromptTokens", 500),
-            grammar=_choice(raw, "grammar", GRAMMARS),
-            parallel=_count(raw, "parallel", 1),
-            report_max_words=_count(raw, "reportMaxWords", MIN_REPORT_MAX_WORDS),
-        )
+        values = {}
+        for setting in EDITOR:
+            given = _lookup(raw, setting.editor_key)
+            value, ok = setting.check(given, lenient=True)
+            if not ok:
+                log.warning("%s.%s %r must be %s; ignored", SECTION, setting.editor_key, given, setting.expected())
+            elif value is not None:
+                values[setting.key] = value
+        return cls(values)
 
 
-GRAMMARS = ("auto", "on", "off")
-
-
-def _text(raw: dict, key: str) -> str | None:
-    value = raw.get(key)
-    return value.strip() if isinstance(value, str) and value.strip() else None
-
-
-def _count(raw: dict, key: str, minimum: int) -> int | None:
-    value = raw.get(key)
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < minimum:
-        log.warning("deepResearch.%s %r is not a whole number ≥ %d; ignored", key, value, minimum)
-        return None
-    return int(value)
-
-
-def _choice(raw: dict, key: str, choices: tuple[str, ...]) -> str | None:
-    value = raw.get(key)
-    if value in (None, ""):
-        return None
-    text = str(value).strip().lower()
-    if text not in choices:
-        log.warning("deepResearch.%s %r is not one of %s; ignored", key, value, ", ".join(choices))
-        return None
-    return text
-
-
-def _table(raw: dict, name: str) -> dict:
-    """`fetch` / `search` as a nested table (VS Code, Neovim) or dotted keys (`"fetch.allowPrivateNetworks"`)."""
-    table = dict(raw[name]) if isinstance(raw.get(name), dict) else {}
-    prefix = name + "."
-    table.update({k[len(prefix):]: v for k, v in raw.items() if isinstance(k, str) and k.startswith(prefix)})
-    return table
+def _lookup(raw: dict, key: str) -> Any:
+    """`fetch.allowPrivateNetworks` as a nested table (VS Code, Neovim) or a dotted key."""
+    if key in raw:
+        return raw[key]
+    table, _, name = key.partition(".")
+    inner = raw.get(table)
+    return inner.get(name) if name and isinstance(inner, dict) else None

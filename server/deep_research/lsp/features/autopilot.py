@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from ...config import SETTINGS
 from ...engine.text import Pos
 from ..arguments import message_document
 from ..progress import Progress
@@ -47,17 +48,16 @@ AUTOPILOT = "deepResearch/autopilot"
 FLUSH_SECONDS = 0.2  # streamed text reaches the editor at most this often: a few edits a second
 APPLIED_WAIT = 10.0  # how long the client may take to report (didChange) an edit it applied
 
-# The loop's messages speak of the command line; in an editor the same knobs are settings.
-_EDITOR_WORDS = {
+# The loop's messages speak of the command line; in an editor the same knobs are settings
+# (the settings table's options and editor keys, after these).
+_SPECIAL_WORDS = {
     "--base-url": "the deepResearch.baseUrl setting",
     "--model": "the deepResearch.model setting",
-    "--max-rounds": "deepResearch.maxRounds",
-    "--max-tokens": "deepResearch.maxTokens",
-    "--max-prompt-tokens": "deepResearch.maxPromptTokens",
     "--grammar on": "deepResearch.grammar set to on",
-    "--approval": "deepResearch.approvalMode",
     "OPENAI_API_KEY": "OPENAI_API_KEY (VS Code: Deep Research: Set API Key)",
 }
+_EDITOR_WORDS = {**_SPECIAL_WORDS, **{s.option: f"deepResearch.{s.editor_key}" for s in SETTINGS
+                                      if s.option and s.editor_key and s.option not in _SPECIAL_WORDS}}
 
 
 def register(server: DeepResearchServer) -> None:
