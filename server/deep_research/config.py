@@ -173,8 +173,8 @@ SETTINGS: tuple[Setting, ...] = (
             choices=APPROVAL_CHOICES, flag="--approval", editor_default="update"),
     Setting("grammar", "choice", "auto", "constrain replies with a grammar (llama.cpp); auto: when the "
             "server is llama.cpp", choices=("auto", "on", "off"), flag=True),
-    Setting("parallel", int, 1, "researchers that get rounds at once, so model requests in flight",
-            minimum=1, flag=True),
+    Setting("parallel", int, 1, "researchers that get rounds at once, so model requests in flight over the "
+            "whole run", minimum=1, maximum=64, flag=True),
     Setting("report_max_words", int, 1500, "the longest report, in words (about three pages)",
             minimum=100, maximum=100_000, rule=True),
     Setting("fetch.offline", bool, False, "no page fetched and no search made", editor=False),

@@ -313,3 +313,27 @@ async def test_each_round_record_names_its_researcher_for_the_accounting(researc
     assert set(figures) == {"main", CACHE, LOOPS}
     journal = (research.root / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines()
     assert all("researcher" in json.loads(line) for line in journal if '"round"' in line)
+
+
+async def test_a_shutdown_by_any_researcher_ends_the_run_once_the_rounds_in_flight_end(
+        research: Research, model: ScriptedModel) -> None:
+    planned(research)
+    research.execute(DELEGATE)
+    model.add_for(CACHE, Say("The tools are broken.\nSHUT_DOWN_DEEP_RESEARCHER\n"))
+    model.add_for(LOOPS, Hold("///add_criteria Names an order\n"))
+    shut = asyncio.Event()
+
+    class Ended(Observer):
+        def round_ended(self, report) -> None:
+            if report.researcher == CACHE:
+                shut.set()
+
+    task = asyncio.ensure_future(run(research, model, observer=Ended()))
+    await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)  # Loop order's round is in flight
+    await asyncio.wait_for(shut.wait(), 30)
+    assert research.state().phase is Phase.SHUT_DOWN
+    model.release()
+    result = await task
+    assert result.status is RunStatus.SHUT_DOWN and result.stopped == []
+    assert len(model.requests) == 2, "no round starts once the research is shut down"
+    assert research.tree.problem((LOOPS,)).criteria == [], "the round in flight ran into the shut-down research"

@@ -164,17 +164,36 @@ def test_on_a_terminal_the_reply_streams_and_approval_is_asked(folder: Path, mod
 PLANNED = BREAK_DOWN + "///delegate Cache sizes\n///delegate Loop order\n"
 
 
-def fan_out_model() -> ScriptedModel:
-    """Main delegates both parts; each delegated researcher answers its part in one message."""
-    model = ScriptedModel(route=by_problem)
-    model.add_for(None, Say(DEFINE))
-    model.add_for("Tiled matrix multiplication for teaching", Say(PLANNED), Say(
-        "///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized problem "
-        "definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n"))
+ROOT_TITLE = "Tiled matrix multiplication for teaching"
+MAIN_FINISH = ("///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized "
+               "problem definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n")
+
+
+def answer(model: ScriptedModel) -> None:
+    """Each delegated researcher answers its part in one message, then main finishes."""
     for title in ("Cache sizes", "Loop order"):
         model.add_for(title, Say(f"///add_criteria Answers {title}\n///mark_criteria_as_done 1\n<<< write_report\n"
                                  f"///content\nSummarized problem definition: {title}.\nConclusion: done.\n>>>\n"
                                  "///focus_up\n"))
+    model.add_for(ROOT_TITLE, Say(MAIN_FINISH))
+
+
+def held_fan_out(cache: str, loops: str) -> ScriptedModel:
+    """Main delegates both parts; each delegated researcher's first reply is held (`release`)."""
+    model = ScriptedModel(route=by_problem)
+    model.add_for(None, Say(DEFINE))
+    model.add_for(ROOT_TITLE, Say(PLANNED))
+    model.add_for("Cache sizes", Hold(cache))
+    model.add_for("Loop order", Hold(loops))
+    return model.start()
+
+
+def fan_out_model() -> ScriptedModel:
+    """Main delegates both parts; each delegated researcher answers its part in one message."""
+    model = ScriptedModel(route=by_problem)
+    model.add_for(None, Say(DEFINE))
+    model.add_for(ROOT_TITLE, Say(PLANNED))
+    answer(model)
     return model.start()
 
 
@@ -203,18 +222,14 @@ def test_the_parallel_setting_comes_from_deep_research_toml(folder: Path) -> Non
     assert "up to 2 researchers at once" in result.stdout
     (folder / "deep-research.toml").write_text("parallel = 0\n", encoding="utf-8")
     bad = deep_research("run", folder, "--max-rounds", "1")
-    assert "`parallel` must be a whole number ≥ 1, not 0; ignored" in bad.stderr  # the settings table's sentence
+    assert "`parallel` must be a whole number from 1 to 64, not 0; ignored" in bad.stderr
 
 
 def test_on_a_terminal_the_status_line_shows_every_working_researcher(folder: Path) -> None:
     import pexpect
 
-    model = ScriptedModel(route=by_problem)
-    model.add_for(None, Say(DEFINE))
-    model.add_for("Tiled matrix multiplication for teaching", Say(PLANNED))
-    model.add_for("Cache sizes", Hold("Thinking about caches.\n///add_criteria Names the L1 size\n"))
-    model.add_for("Loop order", Hold("Thinking about loops.\n///add_criteria Names an order\n"))
-    model.start()
+    model = held_fan_out("Thinking about caches.\n///add_criteria Names the L1 size\n",
+                         "Thinking about loops.\n///add_criteria Names an order\n")
     try:
         child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url,
                                                "--parallel", "2", "--max-rounds", "4"],
@@ -235,12 +250,7 @@ def test_on_a_terminal_the_status_line_shows_every_working_researcher(folder: Pa
 
 
 def test_a_run_killed_in_the_middle_of_a_fan_out_resumes_every_researcher(folder: Path) -> None:
-    model = ScriptedModel(route=by_problem)
-    model.add_for(None, Say(DEFINE))
-    model.add_for("Tiled matrix multiplication for teaching", Say(PLANNED))
-    model.add_for("Cache sizes", Hold("Half a thought about caches"))
-    model.add_for("Loop order", Hold("Half a thought about loops"))
-    model.start()
+    model = held_fan_out("Half a thought about caches", "Half a thought about loops")
     try:
         process = subprocess.Popen([sys.executable, "-m", "deep_research", "run", str(folder), "--base-url",
                                     model.base_url, "--parallel", "2"], env=env(), stdout=subprocess.DEVNULL,
@@ -251,16 +261,8 @@ def test_a_run_killed_in_the_middle_of_a_fan_out_resumes_every_researcher(folder
         listed = deep_research("researchers", folder, code=0).stdout
         assert "Cache sizes" in listed and "Loop order" in listed, "the fan-out is on disk, whole"
         deep_research("check", folder, code=0)
-        with model._changed:  # the model now answers every researcher in full
-            model.scripts.clear()
-        model.release()
-        for title in ("Cache sizes", "Loop order"):
-            model.add_for(title, Say(f"///add_criteria Answers {title}\n///mark_criteria_as_done 1\n<<< write_report\n"
-                                     f"///content\nSummarized problem definition: {title}.\nConclusion: done.\n>>>\n"
-                                     "///focus_up\n"))
-        model.add_for("Tiled matrix multiplication for teaching", Say(
-            "///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized problem "
-            "definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n"))
+        model.release()  # what the killed run held is gone; the model now answers every researcher in full
+        answer(model)
         again = deep_research("run", folder, "--base-url", model.base_url, "--parallel", "2", code=0)
     finally:
         model.stop()

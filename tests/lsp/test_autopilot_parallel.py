@@ -154,7 +154,7 @@ async def until_waiting(client, names: list[str], after: int = 0):
 
 async def test_run_options_are_checked(client, planned: Path):
     main = open_doc(client, planned / "message.dr", "")
-    for options in ({"parallel": 0}, {"parallel": "4"}, {"parallel": True}, {"fast": True}, [2]):
+    for options in ({"parallel": 0}, {"parallel": 65}, {"parallel": "4"}, {"parallel": True}, {"fast": True}, [2]):
         with pytest.raises(JsonRpcException):
             await run(client, main, options)
     assert not client.autopilot_notifications

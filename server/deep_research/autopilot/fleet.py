@@ -155,7 +155,12 @@ class Fleet:
                     slot = self.in_round.pop(pilot.name, None)
                     if slot is not None:
                         self.slots.give_back(slot)
-                    stop = task.result()
+                    try:
+                        stop = task.result()
+                    except OSError as error:  # the file system refused (full, read-only): this researcher stops
+                        stop = Stop(pilot.name, RunStatus.ERROR, (
+                            f"the file system refused ({error.strerror or error}"
+                            f"{': ' + str(error.filename) if error.filename else ''}); nothing was half-applied"))
                     if stop is None:
                         continue
                     if stop.status is RunStatus.LIMIT:  # the budget, not the researcher: no new rounds

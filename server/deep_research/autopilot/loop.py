@@ -91,7 +91,7 @@ class Settings:
     max_prompt_tokens: int | None = None
     max_reply_tokens: int | None = DEFAULT_REPLY_TOKENS
     seed: int | None = None
-    parallel: int = 1  # researchers with a round at once (so model requests in flight)
+    parallel: int = FIELDS["parallel"].default  # researchers with a round at once (so model requests in flight)
 
     @classmethod
     def from_config(cls, config: Config, *, approval: ApprovalMode | None = None, seed: int | None = None) -> Settings:
@@ -106,7 +106,7 @@ class Settings:
             max_prompt_tokens=config.max_prompt_tokens,
             max_reply_tokens=config.max_reply_tokens,
             seed=seed,
-            parallel=config.parallel or 1,
+            parallel=config.parallel,
         )
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from ...config import SETTINGS
+from ...config import FIELDS, SETTINGS
 from ...engine.state import MAIN
 from ...engine.text import Pos
 from ..arguments import message_document
@@ -58,7 +58,6 @@ _SPECIAL_WORDS = {
     "--base-url": "the deepResearch.baseUrl setting",
     "--model": "the deepResearch.model setting",
     "--grammar on": "deepResearch.grammar set to on",
-    "--parallel": "deepResearch.parallel",
     "OPENAI_API_KEY": "OPENAI_API_KEY (VS Code: Deep Research: Set API Key)",
 }
 _EDITOR_WORDS = {**_SPECIAL_WORDS, **{s.option: f"deepResearch.{s.editor_key}" for s in SETTINGS
@@ -93,10 +92,11 @@ def run_options(options: tuple[Any, ...]) -> dict[str, Any]:
     unknown = sorted(str(key) for key in given if key != "parallel")
     if unknown:
         raise JsonRpcInvalidParams(f"deepResearch.run has no option {', '.join(unknown)}; its option is parallel")
-    parallel = given.get("parallel")
-    if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
-        raise JsonRpcInvalidParams(f"parallel is how many researchers get rounds at once: a whole number of 1 or "
-                                   f"more, not {parallel!r}")
+    setting = FIELDS["parallel"]  # the settings table's bounds, as run --parallel and the setting have them
+    parallel, ok = setting.check(given.get("parallel"))
+    if not ok:
+        raise JsonRpcInvalidParams(f"parallel is how many researchers get rounds at once: {setting.expected()}, "
+                                   f"not {given.get('parallel')!r}")
     return {} if parallel is None else {"parallel": parallel}
 
 
