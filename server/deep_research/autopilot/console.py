@@ -8,7 +8,8 @@ stops the run (exit status 3) with what to do.
 
 Exit status: 0 finished or shut down, 3 waiting for approval, 4 a limit stopped it (rounds,
 tokens, or rounds without progress), 1 an error (one plain line on standard error), 130
-interrupted (Ctrl-C: the request in flight is cancelled, nothing is half-applied).
+interrupted (Ctrl-C, or a lone Esc on a terminal: the request in flight is cancelled, nothing is
+half-applied).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..engine.research import Research
+from ..keys import EscapeWatch
 from .client import ModelClient, ModelError
 from .loop import (
     ApprovalRequest, Autopilot, Decision, Observer, RoundReport, RunResult,
@@ -62,7 +64,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     key = os.environ.get("OPENAI_API_KEY") or None
     client = ModelClient(config.base_url, config.model, key)
     pilot = Autopilot(research, client, settings, approver=approver, observer=observer, config=config)
-    interrupted = asyncio.run(_drive(pilot, client))
+    interrupted = asyncio.run(_drive(pilot, client, watch_escape=terminal))
     if interrupted is None:
         draft = pilot.document.read().strip()
         where = f" The partial reply is in {pilot.document.path}, not executed." if draft else ""
@@ -75,11 +77,34 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     print(f"{prefix}{result.message}", file=stream)
     if result.status is not RunStatus.ERROR:
         print(f"{result.rounds} round(s), {result.tokens:,} tokens.", file=out)
+    if result.status is RunStatus.FINISHED:
+        _print_answer(research, out, err)
     return EXIT[result.status]
 
 
-async def _drive(pilot: Autopilot, client: ModelClient) -> RunResult | None:
-    """Run the loop; Ctrl-C (SIGINT) cancels it. None when interrupted."""
+def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
+    """The research's answer, the root problem's report, once it finishes (`deep-research report` prints it again)."""
+    from ..printouts import for_terminal, report_printout
+
+    text, notes = report_printout(research)
+    for note in notes:
+        print(f"deep-research: {note}", file=err)
+    if text is None:
+        return
+    root = research.tree.problem(())
+    heading = f"The answer: the report of “{root.title if root else 'the root problem'}”"
+    if out.isatty():
+        print("\n" + (f"\x1b[1m{heading}\x1b[0m" if _color(out) else heading) + "\n", file=out)
+        out.write(for_terminal(text))
+    else:
+        print(f"\n{heading}:\n", file=out)
+        out.write(text)
+    out.flush()
+
+
+async def _drive(pilot: Autopilot, client: ModelClient, watch_escape: bool = False) -> RunResult | None:
+    """Run the loop; Ctrl-C (SIGINT) cancels it, and so does a lone Esc on a terminal. None when
+    interrupted."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(pilot.run())
     handled = False
@@ -88,6 +113,9 @@ async def _drive(pilot: Autopilot, client: ModelClient) -> RunResult | None:
         handled = True
     except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
         pass
+    escape = EscapeWatch(task.cancel)
+    if watch_escape and escape.start() and isinstance(pilot.approver, TerminalApprover):
+        pilot.approver.keys = escape  # its question reads a line: the terminal is given back meanwhile
     try:
         return await task
     except asyncio.CancelledError:
@@ -95,6 +123,7 @@ async def _drive(pilot: Autopilot, client: ModelClient) -> RunResult | None:
     except ModelError as error:  # raised before the first round (resolving the model)
         return RunResult(RunStatus.ERROR, error.message, pilot.count.rounds, pilot.count.tokens)
     finally:
+        escape.stop()
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
         await client.close()
@@ -189,8 +218,15 @@ class TerminalApprover:
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
+        self.keys: EscapeWatch | None = None  # the run's Esc watch, paused while a question waits for a line
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        if self.keys is None:
+            return await self._decide(request)
+        with self.keys.paused():
+            return await self._decide(request)
+
+    async def _decide(self, request: ApprovalRequest) -> Decision:
         if request.pending:
             print(f"\n{request.document} holds a message that has not been executed:\n", file=self.out)
             print(request.text.rstrip(), file=self.out)

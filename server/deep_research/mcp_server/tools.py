@@ -175,7 +175,9 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         "undo_message", "Undo the last message",
         "Take back the last executed message: the tree, the focus, the session and the prompt return to what they "
         "were before it, all or nothing, and the reply shows the message's text. Refused (nothing changes) if a file "
-        "it wrote was edited since. Call it again to take back the one before. Then call get_prompt.",
+        "it wrote was edited since. Call it again to take back the one before. A message that was not executed "
+        "(it waited for approval, or the user declined it) is not taken back: nothing of it was written; the reply "
+        "says which message was. Then call get_prompt.",
         {
             "type": "object",
             "properties": {"research": RESEARCH},
