@@ -146,6 +146,10 @@ class ScriptedModel:
     def release(self) -> None:
         self._release.set()
 
+    def hold_again(self) -> None:
+        """The next Hold steps hold again (call it once no request is held: `wait_for(holding == 0)`)."""
+        self._release.clear()
+
     def wait_for(self, predicate: Callable[[ScriptedModel], bool], timeout: float = 30.0) -> None:
         with self._changed:
             if not self._changed.wait_for(lambda: predicate(self), timeout):

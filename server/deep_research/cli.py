@@ -1,4 +1,5 @@
-"""The `deep-research` command line: serve, mcp, new, continue, execute, run, undo, prompt, tree, export, repl, demo."""
+"""The `deep-research` command line: serve, mcp, new, continue, execute, run, undo, prompt, tree, report, check,
+export, repl, commands, demo."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from . import __version__
 # server, inside its start-up window (see `_serve`).
 
 EXIT_OK = 0
-EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed
+EXIT_COMMAND_FAILED = 1  # the message ran, but some of its commands failed or did not run
 EXIT_USAGE = 2  # a missing folder, an unreadable file, a folder that is not a research
 EXIT_INTERNAL = 70
 EXIT_IO = 74  # the file system refused a write (BSD's EX_IOERR)
@@ -31,12 +32,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return args.run(args)
+        status = args.run(args)
+        if not sys.stdout.closed:  # `serve` may have closed it; a closed pipe is seen here, not at exit
+            sys.stdout.flush()
+        return status
     except UserError as error:
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `deep-research commands | head -1`: the reader has seen enough
+        return _reader_gone()
     except OSError as error:  # the file system refused: say what and where, change nothing
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
         print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
@@ -97,7 +103,10 @@ def _parser() -> argparse.ArgumentParser:
         "a finished or shut-down research is reopened at its root.",
     ))
 
-    execute = command("execute", _execute, "Execute the message in a .dr document and consume it.")
+    execute = command("execute", _execute, "Execute the message in a .dr document and consume it. Exit status: 0 "
+                      "every command ran (or the document was empty), 1 some failed or did not run (the Errors "
+                      "Report says which and why), 2 the document or research cannot be used, 74 the file system "
+                      "refused a write.")
     execute.add_argument("file", type=Path)
     execute.add_argument("--quiet", action="store_true", help="print only the Errors Report")
 
@@ -129,9 +138,20 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("--stats", action="store_true",
                       help="add each problem's effort: messages, commands, time in focus, model rounds and tokens")
 
+    report = command("report", _report, "Print a problem's report: the answer (default the root problem's). Exit "
+                     "status: 0 printed, 1 the problem has no report yet, 2 no such problem or research.")
+    report.add_argument("dir", type=Path)
+    report.add_argument("problem", nargs="?", default="", metavar="PROBLEM",
+                        help="the titles on its path below the root, joined by ' / ', e.g. 'Cache sizes / L1'")
+
     check = command("check", _check, "Check a research on disk, hand edits included: one finding a line, "
-                    "`path:line: message`. Exit status: 0 nothing found, 1 findings, 2 not a research. Writes nothing.")
+                    "`path:line: message`. Exit status: 0 nothing found, 1 findings, 2 not a research. Writes nothing "
+                    "(unless --fix).")
     check.add_argument("dir", type=Path)
+    check.add_argument("--fix", action="store_true",
+                       help="make the safe fixes first (generated files written again, criteria renumbered, known "
+                            "status words), the same an editor offers, and print each; nothing a person wrote is "
+                            "removed. What is left is printed as without --fix")
 
     undo = command("undo", _undo, "Take back the last executed message: the tree, focus, session and prompt "
                    "return to what they were before it (run again to take back the one before).")
@@ -142,8 +162,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=Path, metavar="FILE.html",
                         help="where to write it (default: DIR/dossier.html)")
 
-    repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the next prompt.")
+    repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the system's reply. "
+                   "A message that is exactly :help, :status, :tree, :prompt, :history, :undo or :quit does that "
+                   "instead. Without a terminal, messages are read from standard input, separated by lines `---`.")
     repl.add_argument("dir", type=Path)
+    repl.add_argument("--show-prompt", action="store_true",
+                      help="show the whole prompt after every reply (by default :prompt shows it on request)")
 
     mcp = command(
         "mcp", _mcp,
@@ -240,7 +264,7 @@ def _continue(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace) -> int:
-    from .engine.analysis import Status
+    from .engine.reply import unsuccessful
     from .engine.research import MESSAGE_FILE, Research, is_message_document
     from .engine.store import MESSAGE_SUFFIX
     from .printouts import execution_printout
@@ -269,7 +293,7 @@ def _execute(args: argparse.Namespace) -> int:
         print(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
     sys.stdout.write(execution_printout(result, research, document=path, quiet=args.quiet))
-    failed = result.analysis is not None and result.analysis.count(Status.FAILED) > 0
+    failed = result.analysis is not None and bool(unsuccessful(result.analysis))  # failed, or not run
     return EXIT_COMMAND_FAILED if failed else EXIT_OK
 
 
@@ -284,6 +308,8 @@ def _run(args: argparse.Namespace) -> int:
     except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
         print(f"deep-research: {error}", file=sys.stderr)
         return EXIT_COMMAND_FAILED
+    except BrokenPipeError:
+        raise  # the reader went away: `main` ends quietly
     except OSError as error:  # the file system refused: nothing was half-applied
         where = f": {error.filename}" if getattr(error, "filename", None) else ""
         print(f"deep-research: {error.strerror or error}{where}. Nothing was half-written.", file=sys.stderr)
@@ -338,12 +364,28 @@ def _tree(args: argparse.Namespace) -> int:
         from .engine.accounting import Ledger
 
         stats = Ledger(research.root)
+    for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
+        print(line)
+    sys.stdout.flush()  # `deep-research tree DIR | head`: a closed pipe ends it quietly (see `main`)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .engine.research import Research
+    from .engine.tree import UnknownProblem, find_problem
+    from .printouts import for_terminal, report_printout
+
+    research = Research.open(_folder(args.dir))
     try:
-        for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
-            print(line)
-        sys.stdout.flush()
-    except BrokenPipeError:  # `deep-research tree DIR | head`: the reader has seen enough
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        path = find_problem(research.tree, args.problem)
+    except UnknownProblem as error:
+        raise UserError(str(error)) from None
+    text, notes = report_printout(research, path)
+    for note in notes:
+        print(f"deep-research: {note}", file=sys.stderr)
+    if text is None:
+        return EXIT_COMMAND_FAILED
+    sys.stdout.write(for_terminal(text) if sys.stdout.isatty() else text)
     return EXIT_OK
 
 
@@ -359,26 +401,38 @@ def _check(args: argparse.Namespace) -> int:
             f": it is inside the research in {root}; check that one" if where is Location.INSIDE else
             " (no .deep-research/ folder and no Problem Definition.md)"))
     research = Research(root)  # not `open`: it would finish an interrupted message, and check writes nothing
+    fixed = _fix(args, root) if args.fix else 0
     count = 0
     files: set[Path] = set()
-    try:
-        if (bookkeeping(root) / "pending.json").exists():
-            count += 1
-            print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
-                  "was written: it is finished the next time the research is opened (any command but check)")
-        for finding in check_research(research):
-            count += 1
-            files.add(finding.path)
-            print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
-        sys.stdout.flush()
-    except BrokenPipeError:  # `deep-research check DIR | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_COMMAND_FAILED
+    if (bookkeeping(root) / "pending.json").exists():
+        count += 1
+        print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
+              "was written: it is finished the next time the research is opened (any command but check)")
+    for finding in check_research(research):
+        count += 1
+        files.add(finding.path)
+        print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: {finding.message}")
+    sys.stdout.flush()  # `deep-research check DIR | head`: a closed pipe ends it quietly (see `main`)
+    done = f"fixed {fixed:,} finding(s); " if args.fix else ""
     if count:
-        print(f"deep-research: {count:,} finding(s) in {len(files) or 1:,} file(s).", file=sys.stderr)
+        left = " left (they need a person)" if args.fix else ""
+        print(f"deep-research: {done}{count:,} finding(s){left} in {len(files) or 1:,} file(s).", file=sys.stderr)
         return EXIT_COMMAND_FAILED
-    print(f"deep-research: nothing found in {args.dir}.", file=sys.stderr)
+    print(f"deep-research: {done}nothing {'left' if args.fix else 'found'} in {args.dir}.", file=sys.stderr)
     return EXIT_OK
+
+
+def _fix(args: argparse.Namespace, root: Path) -> int:
+    """`check --fix`: the safe fixes made (an interrupted message finished first), each printed
+    as `path:line: fixed: what (the finding)`; how many."""
+    from .engine.repair import fix_research
+    from .engine.research import Research
+
+    made = fix_research(Research.open(root))
+    for item in made:
+        finding = item.finding
+        print(f"{_shown(args.dir, root, finding.path)}:{finding.line}: fixed: {item.fix.title} ({finding.message})")
+    return len(made)
 
 
 def _shown(given: Path, root: Path, path: Path) -> str:
@@ -433,7 +487,7 @@ def _repl(args: argparse.Namespace) -> int:
     from .engine.research import Research
     from .repl import run_repl
 
-    return run_repl(Research.open(_folder(args.dir)))
+    return run_repl(Research.open(_folder(args.dir)), show_prompt=args.show_prompt)
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -463,6 +517,22 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _reader_gone() -> int:
+    """Standard output's reader went away (`deep-research commands | head -1`): end quietly, as
+    `cat` does under `head`, killed by SIGPIPE (status 141 in a shell). Whatever the command
+    wrote to the research was already one whole transaction; only printing is cut short."""
+    import signal
+
+    try:  # nothing left to flush when the interpreter exits
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    return 128 + 13  # where there is no SIGPIPE: the status a shell shows for it
 
 
 def _folder(path: Path) -> Path:

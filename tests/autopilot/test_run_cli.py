@@ -47,6 +47,17 @@ def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel)
     assert "round 4 (main): executed; commands 4 ok, 0 failed, 0 not run" in lines[3]
     assert "The research is finished." in result.stdout and result.stderr == ""
     assert len(rounds(folder)) == 5
+    # The answer in hand (issue 26): the root's report ends the output, as `report` prints it.
+    answer = ("The answer: the report of “Tiled matrix multiplication for teaching”:\n\n"
+              "Summarized problem definition: the clearest tiling for teaching.\n")
+    assert answer in result.stdout and result.stdout.endswith("Conclusion: teach the 16x16 tiled loop nest.\n")
+    report = deep_research("report", folder, code=0).stdout
+    assert result.stdout.endswith("\n\n" + report) and report.startswith("Summarized problem definition")
+    assert "Q1: How large is L1?" in deep_research("report", folder, "Cache sizes", code=0).stdout
+    unwritten = deep_research("report", folder, "loop ORDER", code=1)  # names are forgiving of case
+    assert unwritten.stdout == "" and "“Loop order” has no report yet (open, 0 of 0 criteria done)" in unwritten.stderr
+    unknown = deep_research("report", folder, "Cache sizes / L9", code=2)
+    assert "There is no subproblem “L9” under “Cache sizes”" in unknown.stderr
     tree = deep_research("tree", folder, code=0).stdout
     assert "Cache sizes" in tree and "Loop order" in tree
     stats = deep_research("tree", folder, "--stats", code=0).stdout  # the accounting reads the round records
@@ -269,3 +280,42 @@ def test_a_run_killed_in_the_middle_of_a_fan_out_resumes_every_researcher(folder
     assert "The research is finished." in again.stdout
     deep_research("check", folder, code=0)
     assert [r["outcome"] for r in rounds(folder)] == ["executed"] * 5, "the killed rounds left no record"
+
+
+def test_on_a_terminal_the_answer_is_printed_when_the_research_finishes(folder: Path, model: ScriptedModel) -> None:
+    import pexpect
+
+    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url],
+                          env=env(TERM="xterm"), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    child.expect("The research is finished.")
+    child.expect("The answer: the report of “Tiled matrix multiplication for teaching”")
+    child.expect("Summarized problem definition: the clearest tiling for teaching.")
+    child.expect("Conclusion: teach the 16x16 tiled loop nest.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_on_a_terminal_a_lone_esc_stops_the_run_as_ctrl_c_does(folder: Path, model: ScriptedModel) -> None:
+    """Esc alone stops it; an arrow key (Esc [ A, the start of an escape sequence) does not."""
+    import pexpect
+
+    model.add(Say(DEFINE), Hold("I add criteria.\n///add_criteria Names a tile size\n"),
+              Say("///add_criteria Has a sketch\n"), Hold("///add_criteria Never\n"))
+    child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url],
+                          env=env(TERM="xterm"), encoding="utf-8", timeout=60, dimensions=(50, 200))
+    model.wait_for(lambda m: m.holding == 1)  # round 2 streams
+    child.send("\x1b[A")  # an arrow key: not a lone Esc
+    model.release()
+    model.wait_for(lambda m: m.holding == 0)
+    model.hold_again()
+    model.wait_for(lambda m: m.holding == 1)  # round 4 streams: the arrow stopped nothing
+    child.send("\x1b")
+    child.expect("stopped \\(interrupted\\); nothing was half-applied")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 130
+    assert [r["outcome"] for r in rounds(folder)] == ["executed", "executed", "executed", "cancelled"]
+    criteria = Research.open(folder).focus().criteria
+    assert [c.text for c in criteria] == ["Names a tile size", "Has a sketch"]

@@ -44,8 +44,9 @@ def test_a_clean_research(run, tmp_path: Path) -> None:
     assert folder.is_dir()
 
 
-def test_hand_edits_are_found_one_line_each(run, tmp_path: Path) -> None:
-    folder = make(tmp_path / "r")
+def hand_edited(folder: Path) -> Path:
+    """A research with the mistakes people make by hand, one of each kind."""
+    make(folder)
     sub = folder / "Subproblems"
     edit = lambda path, old, new: path.write_text(path.read_text(encoding="utf-8").replace(old, new, 1), encoding="utf-8")  # noqa: E731
     edit(sub / "Cache" / "Problem Definition.md", "status: done", "status: finished")
@@ -61,6 +62,11 @@ def test_hand_edits_are_found_one_line_each(run, tmp_path: Path) -> None:
     state = json.loads((folder / ".deep-research" / "state.json").read_text(encoding="utf-8"))
     state["focus"] = ["Gone"]
     (folder / ".deep-research" / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+    return folder
+
+
+def test_hand_edits_are_found_one_line_each(run, tmp_path: Path) -> None:
+    folder = hand_edited(tmp_path / "r")
     before = snapshot(folder)
     result = run("check", "r", code=1)
     assert snapshot(folder) == before, "check writes nothing"
@@ -109,3 +115,38 @@ def test_an_interrupted_message_is_reported_not_finished(run, tmp_path: Path) ->
     result = run("check", "r", code=1)
     assert "r/.deep-research/pending.json:1: a message was interrupted" in result.stdout
     assert pending.exists()
+
+
+def test_fix_makes_the_safe_fixes_prints_them_and_removes_nothing_a_person_wrote(run, tmp_path: Path) -> None:
+    """Issue 26: `check` said "it is generated, write it again" and nothing could; `--fix` makes the
+    fixes an editor offers that cannot lose anything, generated files first, and prints each."""
+    folder = hand_edited(tmp_path / "r")
+    result = run("check", "r", "--fix", code=1)  # some findings need a person
+    fixed = [line for line in result.stdout.splitlines() if ": fixed: " in line]
+    assert "r/Subproblems/Cache/Problem Definition.md:2: fixed: Change the status to “done” (unknown status “finished”" \
+        in "\n".join(fixed), fixed
+    assert any(line.startswith("r/Criteria of Definition of Done.md:4: fixed: Renumber the criteria (numbered 7")
+               for line in fixed), fixed
+    assert any(line.startswith("r/Breakdown Structure.md:") and "Write the breakdown again" in line for line in fixed)
+    criteria = (folder / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "- [x] 2. Two\n3) Three, no box" in criteria  # renumbered where it stands; the person's line kept
+    assert "status: done" in (folder / "Subproblems" / "Cache" / "Problem Definition.md").read_text(encoding="utf-8")
+    breakdown = (folder / "Breakdown Structure.md").read_text(encoding="utf-8")
+    assert "## 1. Lost [0/0 criteria met] (open)" in breakdown and "## 2. Cache [0/0 criteria met] (done)" in breakdown
+    assert "[[Papr]]" in (folder / "Report 3 Pager.md").read_text(encoding="utf-8")  # a guess: left to a person
+    left = findings("\n".join(line for line in result.stdout.splitlines() if ": fixed: " not in line))
+    assert not [f for f in left if "numbered" in f[2] or "unknown status" in f[2] or f[0].endswith("Breakdown Structure.md")]
+    assert [f for f in left if "[[Papr]]" in f[2]] and [f for f in left if "looks like a criterion" in f[2]]
+    assert f"fixed {len(fixed)} finding(s); {len(left)} finding(s) left (they need a person)" in result.stderr
+    # Fixed is fixed: a second run fixes nothing more, and plain check agrees with what is left.
+    again = run("check", "r", "--fix", code=1)
+    assert ": fixed: " not in again.stdout and "fixed 0 finding(s)" in again.stderr
+    assert findings(run("check", "r", code=1).stdout) == left
+
+
+def test_fix_on_a_clean_research_changes_nothing(run, tmp_path: Path) -> None:
+    folder = make(tmp_path / "r")
+    before = snapshot(folder)
+    result = run("check", "r", "--fix", code=0)
+    assert result.stdout == "" and "fixed 0 finding(s); nothing left in r" in result.stderr
+    assert snapshot(folder) == before

@@ -200,6 +200,22 @@ def test_tree(run, research: Path) -> None:
     )
 
 
+def test_execute_exit_status_says_whether_every_command_ran(run, research: Path) -> None:
+    """0: every command ran; 1: some failed or did not run (after a focus change), each in the
+    Errors Report with why and how to fix it; 2: the document cannot be used."""
+    message = research / "message.dr"
+    message.write_text("<<< add_subproblem\n///title\nL1\n///content\nHow big?\n>>>\n///focus_down L1\n"
+                       "///add_criteria Late\n", encoding="utf-8")
+    result = run("execute", message, code=1)
+    errors = result.stdout.split("## Errors Report", 1)[1]
+    assert "No errors." not in errors
+    assert "- Command 3 (Line 8, `add_criteria`) did not run: Comes after the focus change `focus_down` on line 7" in errors
+    assert "Move it before line 7, or send it in the next message." in errors
+    message.write_text("///add_criteria Fine\n", encoding="utf-8")
+    assert "No errors." in run("execute", message, code=0).stdout
+    assert run("execute", research / "nowhere.dr", code=2).stderr
+
+
 def test_tree_before_a_problem(run, tmp_path: Path) -> None:
     run("new", tmp_path / "r")
     assert run("tree", tmp_path / "r").stdout.strip() == "No problem is defined yet."
@@ -230,6 +246,33 @@ def test_repl_skips_empty_messages(run, research: Path) -> None:
     result = run("repl", research, input="---\n\n---\n///add_criteria Third\n")
     assert "(empty message: nothing sent)" in result.stdout
     assert "3. Third" in (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+
+
+def test_repl_piped_runs_its_own_commands_and_shows_each_reply_alone(run, research: Path) -> None:
+    script = ":help\n---\n///add_criteria Third\n---\n:status\n---\n  :tree  \n---\n:history\n---\n:undo\n---\n" \
+             ":prompt\n---\n:nope\n---\n:quit\n---\n///add_criteria After quitting\n"
+    out = run("repl", research, input=script).stdout
+    assert out.count("PROMPT\n") == 2  # at the start and on request, not after the reply
+    assert "Messages are separated by lines `---`. :help lists the REPL's own commands." in out
+    for name in (":help", ":status", ":tree", ":prompt", ":history", ":undo", ":quit"):
+        assert f"  {name} " in out
+    assert out.count("SYSTEM REPLY TO MESSAGE") == 3  # one reply; in :history, the two of this session
+    assert "Focus: the root problem, “Tiled matrix multiplication”" in out
+    assert "Messages: 3 executed; 2 in this session (session 2); 3 can be undone." in out
+    assert "Tiled matrix multiplication [0/3] (open)  ◀ focus" in out  # :tree
+    assert "MESSAGE 2 OF THIS SESSION\n" + "─" * 72 + "\n///add_criteria Third" in out  # :history
+    assert "Undid message 3 (with `add_criteria`, which begins “///add_criteria Third”)" in out
+    assert "This was the message; send it again, changed, if it still applies:\n\n///add_criteria Third" in out
+    assert "Unknown REPL command `:nope`: nothing was sent." in out
+    criteria = (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "Third" not in criteria and "After quitting" not in criteria
+    prompt = out.rsplit("PROMPT\n", 1)[1]
+    assert "Third" not in prompt.split("Unknown REPL command")[0]  # the prompt as it is back after the undo
+
+
+def test_repl_show_prompt_shows_it_after_every_reply(run, research: Path) -> None:
+    out = run("repl", research, "--show-prompt", input="///add_criteria Third\n").stdout
+    assert out.count("PROMPT\n") == 2 and out.index("SYSTEM REPLY TO MESSAGE 1") < out.rindex("PROMPT\n")
 
 
 # -- errors: clear message, exit code 2, no traceback, nothing changed -----------------------------------------------------

@@ -39,6 +39,23 @@ def test_undo_from_the_command_line(run, research: Path) -> None:
     assert "Nothing to undo" in nothing.stderr
 
 
+def test_undo_names_the_message_and_says_when_the_document_holds_one_never_executed(run, research: Path) -> None:
+    """E.g. `run` stopped for approval: its reply waits in message.dr, never executed. Undo takes
+    back the last executed message and says so, keeping the waiting one where it is."""
+    (research / "message.dr").write_text("Cheap first.\n///add_criteria Third\n", encoding="utf-8")
+    run("execute", research / "message.dr")
+    waiting = "<<< add_subproblem\n///title\nL1\n///content\nHow big?\n>>>\n"
+    (research / "message.dr").write_text(waiting, encoding="utf-8")
+    done = run("undo", research).stdout
+    assert done.startswith("Undid message 3 (with `add_criteria`, which begins “Cheap first.”), the last message "
+                           "that was executed: 1 file(s) of the tree restored; the focus is on “Tiled matrix "
+                           "multiplication”."), done
+    assert (f"{research / 'message.dr'} holds another message, never executed (undo takes back only executed "
+            "messages), so it was left as it is") in done
+    assert "///add_criteria Third" in done  # the undone message, shown since it could not go back
+    assert (research / "message.dr").read_text(encoding="utf-8") == waiting
+
+
 def test_undo_refuses_over_a_hand_edit_and_names_the_file(run, research: Path) -> None:
     (research / "message.dr").write_text("///add_criteria Third\n", encoding="utf-8")
     run("execute", research / "message.dr")

@@ -310,6 +310,25 @@ def _researchers(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     yield act
 
 
+@contextlib.contextmanager
+def _fix(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    """`check --fix` (issue 26): hand edits it repairs in one transaction, a breakdown written
+    again and criteria renumbered."""
+    from deep_research.engine.repair import fix_research
+
+    research = defined(sandbox)
+    assert research.execute(wide_message(6 if full else 2, 100) + "///add_criteria Has a sketch\n").executed
+    breakdown = research.root / "Breakdown Structure.md"
+    breakdown.write_text(breakdown.read_text(encoding="utf-8").replace("Part 1", "Part one"), encoding="utf-8")
+    criteria = research.root / "Criteria of Definition of Done.md"
+    criteria.write_text(criteria.read_text(encoding="utf-8").replace("] 2. Has", "] 5. Has"), encoding="utf-8")
+
+    def act(mark: Callable[[], None]) -> None:
+        assert len(fix_research(Research.open(research.root))) >= 2
+
+    yield act
+
+
 def _researcher_drafts(now: dict, references: dict) -> str | None:
     """A reference state with a researcher's next message written to its document, not run yet
     (the scenario writes each message to its document first, as a person or the autopilot does)."""
@@ -333,4 +352,5 @@ SCENARIOS = [
     Scenario("continue", "`deep-research continue` of a finished research: instruction, context, reopen", _continue),
     Scenario("researchers", "messages of two delegated researchers and main, interleaved (parallel research)",
              _researchers, _researcher_drafts),
+    Scenario("fix", "`deep-research check --fix` of hand edits: a breakdown and criteria numbers", _fix),
 ]

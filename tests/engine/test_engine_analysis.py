@@ -270,3 +270,30 @@ def test_approval_mode(research: Research, root, mode: ApprovalMode, text: str, 
 def test_analysis_counts(research: Research) -> None:
     analysis = research.analyze(line("add_criteria", "x") + line("frobnicate") + line("focus_up") + line("focus_up"))
     assert (analysis.count(Status.OK), analysis.count(Status.FAILED), analysis.count(Status.SKIPPED)) == (1, 1, 2)
+
+
+# -- issue 26: what did not run is an error the reply names, with why and how ---------------------------------------
+
+
+def test_commands_not_run_after_a_focus_change_are_in_the_errors_report(research: Research) -> None:
+    result = research.execute(line("focus_down", "Sub A") + line("add_criteria", "Late"))
+    status, errors = result.reply.split("## Errors Report", 1)
+    assert "2. Line 2, `add_criteria`: NOT RUN. See the Errors Report." in status
+    assert "No errors." not in errors
+    assert "- Command 2 (Line 2, `add_criteria`) did not run: Comes after the focus change `focus_down`" in errors
+    assert "Move it before line 1, or send it in the next message." in errors  # how to fix it
+    assert "A command that failed or did not run changed nothing" in errors
+
+
+def test_a_focus_change_held_back_by_a_failure_is_in_the_errors_report(research: Research) -> None:
+    result = research.execute(line("mark_criteria_as_done", "9") + line("focus_down", "Sub A"))
+    errors = result.reply.split("## Errors Report", 1)[1]
+    assert "- Command 1 (Line 1, `mark_criteria_as_done`)" in errors
+    assert "- Command 2 (Line 2, `focus_down`) did not run: Not run: an earlier command" in errors
+
+
+def test_commands_a_shutdown_stopped_are_not_errors(research: Research) -> None:
+    result = research.execute(line("add_criteria", "Third") + "SHUT_DOWN_DEEP_RESEARCHER")
+    status, errors = result.reply.split("## Errors Report", 1)
+    assert "NOT RUN. Not run: the message asks to shut the research down" in status
+    assert "No errors." in errors

@@ -303,3 +303,26 @@ def test_focus_moves_through_levels(research: Research, root) -> None:
     ok(research, line("focus_up"))
     ok(research, line("focus_up"))
     assert research.state().focus == ROOT and research.state().phase is Phase.IN_FOCUS
+
+
+def test_finishing_the_research_with_open_subproblems_warns_and_names_them(research: Research, root) -> None:
+    ok(research, line("focus_down", "Sub B"))
+    ok(research, report() + line("focus_up"))
+    result = ok(research, line("mark_criteria_as_done", "1") + line("mark_criteria_as_done", "2") + report()
+                + line("focus_up"))
+    assert research.state().phase is Phase.FINISHED
+    warning = result.reply.split("`focus_up`: done.", 1)[1]
+    assert 'Warning: The research is finished while 1 subproblem(s) of "How fast is tiled matrix multiplication" ' \
+           'are still open: "Sub A".' in warning
+    assert '"Sub B"' not in warning
+    # The same warning is a diagnostic while the message is typed (what the editor shows).
+    research.continue_with()  # reopened
+    diagnostics = research.analyze(line("focus_up")).diagnostics
+    assert any('still open: "Sub A"' in d.message for d in diagnostics)
+
+
+def test_focusing_up_from_a_subproblem_with_open_subproblems_warns(research: Research) -> None:
+    ok(research, line("focus_down", "Sub A"))
+    ok(research, subproblem("Deep") + subproblem("Deeper"))
+    result = ok(research, report() + line("focus_up"))
+    assert '2 subproblem(s) of "Sub A" are still open: "Deep", "Deeper".' in result.reply

@@ -141,3 +141,38 @@ def test_walking_a_large_tree_keeps_the_cache_bounded(tmp_path: Path) -> None:
         peak = max(peak, len(cache))
     assert (expanded, listed) == (111, count - 1)
     assert peak <= cache.max_entries and cache.chars <= cache.max_chars
+
+
+# -- a problem named by its titles (issue 26: `report DIR PROBLEM`; a researcher's name) ---------------------------
+
+
+def test_a_problem_is_named_by_its_titles_below_the_root_and_found_by_that_name(tmp_path: Path) -> None:
+    from deep_research.engine.tree import UnknownProblem, find_problem, problem_name
+
+    from dr_engine_support import define, subproblem
+
+    research = Research.create(tmp_path / "r")
+    ok(research, define())
+    ok(research, subproblem("Cache sizes") + subproblem("TCP/IP") + subproblem("A / B") + subproblem("A")
+       + line("focus_down", "Cache sizes"))
+    ok(research, subproblem("L1") + subproblem("../etc") + line("focus_down", "L1"))
+    ok(research, subproblem("B"))  # under L1
+    tree = research.tree
+    l1 = ("Cache sizes", "L1")
+    assert problem_name(tree, l1) == "Cache sizes / L1"
+    assert problem_name(tree, ()) == ""
+    for name, canonical in {
+        "": "", "  ": "", "Cache sizes / L1": "Cache sizes / L1", "cache   SIZES/l1": "Cache sizes / L1",
+        "Cache sizes": "Cache sizes", "TCP/IP": "TCP/IP", "TCP / IP": "TCP/IP", "A / B": "A / B", "A": "A",
+        "Cache sizes / ../etc": "Cache sizes / ../etc",
+    }.items():
+        path = find_problem(tree, name)
+        assert problem_name(tree, path) == canonical, name
+        assert find_problem(tree, canonical) == path
+        assert tree.problem(path) is not None
+    with pytest.raises(UnknownProblem) as unknown:
+        find_problem(tree, "Cache sizes / L2")
+    assert str(unknown.value).startswith("There is no subproblem “L2” under “Cache sizes”; did you mean “L1”? "
+                                         "Its subproblems: “L1”; “../etc”.")
+    with pytest.raises(UnknownProblem, match="under “Cache sizes / L1 / B”: it has no subproblems"):
+        find_problem(tree, "Cache sizes / L1 / B / x")

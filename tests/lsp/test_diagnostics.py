@@ -225,3 +225,15 @@ async def test_the_editors_report_limit_overrides_the_research_file(client, rese
     change_doc(client, uri, f"<<< write_report\n///content\n{report_text}\n>>>\n\n")
     errors = [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
     assert len(errors) == 1 and "over the limit of 300 words" in errors[0].message
+
+
+async def test_finishing_the_research_with_an_open_subproblem_is_flagged_as_it_is_typed(client, research: Path):
+    """Issue 26: focus_up at the root would finish the research while "Cache sizes" is open."""
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    change_doc(client, uri, "///focus_up\n")
+    found = [d for d in await diagnostics(client, uri) if "still open" in d.message]
+    assert len(found) == 1 and found[0].severity == types.DiagnosticSeverity.Warning
+    assert 'The research is finished while 1 subproblem(s) of "Tiled matrix multiplication" are still open: ' \
+           '"Cache sizes".' in found[0].message
+    assert _span(found[0]) == (0, 3, 0, 11)  # the command's name

@@ -85,3 +85,35 @@ async def test_a_markdown_file_outside_a_research_is_passed_by(client, tmp_path:
     report = await client.text_document_diagnostic_async(
         types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri)))
     assert list(report.items) == []
+
+
+async def test_the_editors_quick_fix_is_what_check_fix_makes_and_keeps_a_persons_lines(client, research: Path):
+    """Issue 26: one source of fixes. Renumbering criteria replaces only the wrong numbers: a note a
+    person wrote among them stays (it used to write the whole file again, without it)."""
+    import subprocess
+    import sys
+
+    from deep_research.engine.text import Edit, Pos, Span, apply_edits
+
+    await defined(client, research)
+    criteria = research / "Criteria of Definition of Done.md"
+    edited = criteria.read_text(encoding="utf-8").replace("- [ ] 1. Cites three sources",
+                                                          "Note: ask Ada.\n- [ ] 4. Cites three sources")
+    criteria.write_text(edited, encoding="utf-8")
+    uri = open_markdown(client, criteria)
+    [found] = await diagnostics(client, uri)
+    assert "numbered 4, but it is criterion 1" in found.message
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=found.range,
+        context=types.CodeActionContext(diagnostics=[found])))
+    assert [a.title for a in actions] == ["Renumber the criteria"]
+    edits = [Edit(Span(Pos(e.range.start.line, e.range.start.character), Pos(e.range.end.line, e.range.end.character)),
+                  e.new_text) for e in actions[0].edit.changes[uri]]
+    in_editor = apply_edits(edited, edits)
+    assert "Note: ask Ada.\n- [ ] 1. Cites three sources" in in_editor
+    from tests.cli.dr_cli_support import cli_command, cli_env
+
+    done = subprocess.run(cli_command("check", research, "--fix"), capture_output=True, text=True, env=cli_env(),
+                          timeout=60)
+    assert "fixed: Renumber the criteria" in done.stdout, done.stdout + done.stderr
+    assert criteria.read_text(encoding="utf-8") == in_editor

@@ -78,6 +78,28 @@ async def test_without_elicitation_the_reply_says_what_needs_approval_and_how(tm
     assert snapshot(tmp_path / "r") == before
 
 
+async def test_undo_after_an_unapproved_message_says_which_message_it_takes_back(tmp_path: Path):
+    """The refused message never ran, so undo takes back the one before it: the reply says so,
+    and names that message, instead of letting the agent think its last message was undone."""
+    for name, answers in (("cannot-ask", None), ("declined", Answers(types.ElicitResult(action="decline")))):
+        folder = tmp_path / name
+        research_with_mode(folder, "delete")
+        async with connect(tmp_path, elicitation=answers) as (session, _):
+            await call(session, "execute_message", research=name, message="///add_criteria Also cheap\n")
+            (folder / "deep-research.toml").write_text('approval_mode = "read"\n', encoding="utf-8")
+            refused = await call(session, "execute_message", research=name, message=SUB)
+            assert "Nothing in your message was executed" in refused
+            undone = await call(session, "undo_message", research=name)
+            assert undone.startswith("Your last message was not executed: "), undone
+            assert "So it left nothing to undo; the undo took back the one before it." in undone
+            assert "Undid message 2 (with `add_criteria`, which begins “///add_criteria Also cheap”)" in undone
+            # Once a message runs, an undo takes that one back, and says nothing of the refusal.
+            (folder / "deep-research.toml").write_text('approval_mode = "delete"\n', encoding="utf-8")
+            await call(session, "execute_message", research=name, message="///add_criteria Again\n")
+            undone = await call(session, "undo_message", research=name)
+            assert undone.startswith("Undid message 3 (with `add_criteria`, which begins “///add_criteria Again”)")
+
+
 @pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")  # the 2025 protocol clients speak
 async def test_resources_read_listed_and_notified(tmp_path: Path):
     async with connect(tmp_path) as (session, notes):

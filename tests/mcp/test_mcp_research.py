@@ -66,7 +66,12 @@ async def test_a_scripted_agent_finishes_a_research_and_each_reply_is_the_comman
             reply = await call(session, "execute_message", research="study", message=message)
             (twin / "message.dr").write_text(message, encoding="utf-8")
             printed = cli("execute", twin / "message.dr").stdout
-            assert reply == printed.replace(str(twin), str(root / "study")), message
+            # The same reply; only the last line differs: a person is told the prompt's file, an
+            # agent the tool that reads it (issue 26: an agent may not read the disk).
+            assert reply.rsplit("\n", 2)[0] == printed.replace(str(twin), str(root / "study")).rsplit("\n", 2)[0]
+            assert reply.endswith("\nCall get_prompt (research 'study') for the prompt of your next message.\n")
+            assert "prompt.md" not in reply and ".deep-research" not in reply
+            assert "The prompt for the next message is in" in printed
             if message is BREAK_DOWN:
                 # a new session: the prompt now shows the subproblem, with the attachment the user gave
                 prompt = await call(session, "get_prompt", research="study")
@@ -130,6 +135,9 @@ async def test_undo_takes_the_message_back_and_the_editor_side_sees_the_agents_w
         assert "Cites two sources" in prompt and "Names a tile size" in prompt
         undone = await call(session, "undo_message", research="r")
         assert "Names a tile size" in undone  # the text of the message taken back
+        assert undone.startswith("Undid message 3 (with `add_criteria`, which begins “///add_criteria Names a tile "
+                                 "size”), the last message that was executed")
+        assert "call get_prompt (research 'r')" in undone and "prompt.md" not in undone
         prompt = await call(session, "get_prompt", research="r")
         assert "Cites two sources" in prompt and "Names a tile size" not in prompt
         await call(session, "undo_message", research="r")

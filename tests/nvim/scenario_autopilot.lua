@@ -12,6 +12,11 @@ H.run(function()
     table.insert(said, msg)
     return notify(msg, level, opts)
   end
+  local offered = {}
+  vim.ui.select = function(items, opts, on_choice) -- the user takes the offer of the final report
+    table.insert(offered, { prompt = opts.prompt, items = items })
+    on_choice(items[1], 1)
+  end
   local buf = H.open()
   local dr = require('deep_research')
   local uri = vim.uri_from_bufnr(buf)
@@ -36,4 +41,19 @@ H.run(function()
   H.record('lines_after', vim.api.nvim_buf_get_lines(buf, 0, -1, false))
   H.record('written', lines_seen)
   H.record('said', said)
+  -- The autopilot offered the answer; taken, the root's report opened.
+  local function shown(name)
+    local current = vim.api.nvim_buf_get_name(0)
+    return current:sub(-#name) == name and current or nil
+  end
+  H.wait(function() return shown('research/Report 3 Pager.md') end,
+    'the final report to open', 30000)
+  H.record('offered', offered)
+  H.record('report_buffer', vim.api.nvim_buf_get_name(0))
+  H.record('report_lines', vim.api.nvim_buf_get_lines(0, 0, -1, false))
+  -- :DeepResearchReport with a problem's name (titles below the root).
+  vim.api.nvim_set_current_buf(buf)
+  vim.cmd('DeepResearchReport cache sizes')
+  H.wait(function() return shown('/Cache sizes/Report 3 Pager.md') end, "the subproblem's report to open", 30000)
+  H.record('child_report_lines', vim.api.nvim_buf_get_lines(0, 0, -1, false))
 end)

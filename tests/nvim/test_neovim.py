@@ -362,6 +362,13 @@ def test_the_autopilot_runs_a_whole_research(nvim: str, tmp_path: Path, research
     assert "The research is finished" in prompt
     rounds = [json.loads(line) for line in (research / ".deep-research" / "journal.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds if r.get("record") == "round"] == [1, 2, 3, 4, 5]
+    # The answer in hand (issue 26): offered when the autopilot finished, then opened; any problem's by name.
+    assert seen["offered"] == [{"prompt": "Deep Research: the research is finished.",
+                                "items": ["Open the final report", "Not now"]}]
+    assert any(":DeepResearchReport opens its answer" in m for m in seen["said"])
+    assert seen["report_buffer"] == str(research / "Report 3 Pager.md")
+    assert "Conclusion: teach the 16x16 tiled loop nest." in seen["report_lines"]
+    assert "Conclusion: 16x16 tiles of doubles (2 KiB each) fit easily." in seen["child_report_lines"]
 
 
 DELEGATE = (

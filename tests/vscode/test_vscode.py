@@ -104,4 +104,4 @@ def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package:
                    DR_SCREENSHOTS=str(shots))
         assert len(model.requests) == len(WHOLE_RESEARCH)
     print("screenshots:", *sorted(str(p) for p in shots.glob("*.png")), sep="\n  ")
-    assert len(list(shots.glob("setup-0*.png"))) == 8
+    assert len(list(shots.glob("setup-0*.png"))) == 9

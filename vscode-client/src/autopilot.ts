@@ -10,6 +10,7 @@ import { AutopilotParams, ClientCommand, LANGUAGE_ID, RunOptions, runServerComma
 import { API_KEY_SECRET, ServerManager } from './server';
 
 const ACTIVE: ReadonlySet<string> = new Set(['running', 'waiting-approval']);
+const SHOW_REPORT = 'Show Final Report';
 
 /** The status bar text for a run; exported for tests. */
 export function autopilotText(p: AutopilotParams): string {
@@ -100,7 +101,12 @@ export class Autopilot implements vscode.Disposable {
         `Deep Research autopilot: ${p.message ?? 'the model wrote commands above the approval mode'}. ` +
           'Read (or edit) the message, then run "Approve and Execute" to continue.',
       );
-    } else if (p.state === 'finished' || p.state === 'stopped') {
+    } else if (p.state === 'finished') {
+      // The answer in hand: the root problem's report, one click away.
+      void vscode.window
+        .showInformationMessage(`Deep Research autopilot: ${p.message ?? 'the research is finished'}`, SHOW_REPORT)
+        .then((choice) => choice === SHOW_REPORT && vscode.commands.executeCommand(ClientCommand.showReport, vscode.Uri.parse(p.uri)));
+    } else if (p.state === 'stopped') {
       vscode.window.setStatusBarMessage(`Deep Research autopilot: ${p.message ?? p.state}`, 8000);
     }
   }

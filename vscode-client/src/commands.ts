@@ -12,6 +12,7 @@ import {
   runServerCommand,
   ServerCommand,
   ShowPromptResult,
+  ShowReportResult,
   UndoResult,
 } from './protocol';
 import { ServerManager } from './server';
@@ -101,6 +102,26 @@ export function registerCommands(
         // the server could not show it: open it beside the message ourselves
         const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri));
         await vscode.window.showTextDocument(doc, { viewColumn: vscode.ViewColumn.Beside, preserveFocus: true, preview: false });
+      }
+      return result;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.showReport, async (arg?: unknown): Promise<ShowReportResult | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) first; its research has the report.');
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      // The root's report, the research's answer; a missing one is said by the server (window/showMessage).
+      const result = await runServerCommand<ShowReportResult>(client, ServerCommand.showReport, uri.toString());
+      output.appendLine(`report ${uri.toString()}: ${JSON.stringify(result)}`);
+      if (result?.exists && !result.shown && result.uri) {
+        const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(result.uri));
+        await vscode.window.showTextDocument(doc, { preview: false });
       }
       return result;
     }),

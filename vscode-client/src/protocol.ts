@@ -8,6 +8,7 @@ export const ServerCommand = {
   execute: 'deepResearch.execute',
   executeOnSave: 'deepResearch.executeOnSave',
   showPrompt: 'deepResearch.showPrompt',
+  showReport: 'deepResearch.showReport',
   tree: 'deepResearch.tree',
   newResearch: 'deepResearch.newResearch',
   continueResearch: 'deepResearch.continueResearch',
@@ -32,6 +33,7 @@ export const ClientCommand = {
   installPackages: 'deep-research.installPackages',
   executeMessage: 'deep-research.executeMessage',
   showPrompt: 'deep-research.showPrompt',
+  showReport: 'deep-research.showReport',
   restartServer: 'deep-research.restartServer',
   refreshTree: 'deep-research.refreshTree',
   undoMessage: 'deep-research.undoMessage',
@@ -86,6 +88,20 @@ export interface ExportResult {
 export interface ShowPromptResult {
   uri: string;
   shown: boolean;
+}
+
+/** `deepResearch.showReport(uri, problem?)`: a problem's report (the root's: the answer). */
+export interface ShowReportResult {
+  /** the problem's titles below the root, joined by " / " ("" for the root) */
+  problem: string;
+  title: string | null;
+  exists: boolean;
+  /** its Report 3 Pager.md, when it has a report */
+  uri: string | null;
+  shown: boolean;
+  /** e.g. why there is none, or that it is stale */
+  notes: string[];
+  finished: boolean;
 }
 
 /** What the user gives a research (`deepResearch.newResearch` / `continueResearch`): URIs as strings. */

@@ -1,5 +1,5 @@
 -- Deep Research message buffers (filetype `deep-research`): execute on write,
--- :DeepResearchPrompt, :DeepResearchExecute, :DeepResearchUndo and :DeepResearchExport.
+-- :DeepResearchPrompt, :DeepResearchExecute, :DeepResearchUndo, :DeepResearchReport and :DeepResearchExport.
 -- See lua/deep_research/init.lua.
 if vim.b.did_ftplugin_deep_research then
   return

@@ -11,7 +11,8 @@ line per round naming the researcher, and a message that needs approval stops it
 
 Exit status: 0 finished or shut down, 3 waiting for approval, 4 a limit stopped it (rounds,
 tokens, or rounds without progress), 1 an error (one plain line on standard error), 130
-interrupted (Ctrl-C: the request in flight is cancelled, nothing is half-applied).
+interrupted (Ctrl-C, or a lone Esc on a terminal: the request in flight is cancelled, nothing is
+half-applied).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, TextIO
 
 from ..engine.research import Research
 from ..engine.state import MAIN
+from ..keys import EscapeWatch
 from .client import ModelClient, ModelError
 from .fleet import Fleet
 from .loop import ApprovalRequest, Decision, Observer, RoundReport, RunResult, RunStatus, SeatStatus, Settings
@@ -64,7 +66,7 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     key = os.environ.get("OPENAI_API_KEY") or None
     client = ModelClient(config.base_url, config.model, key)
     fleet = Fleet(research, client, settings, approver=approver, observer=observer, config=config)
-    interrupted = asyncio.run(_drive(fleet, client))
+    interrupted = asyncio.run(_drive(fleet, client, watch_escape=terminal))
     if isinstance(observer, TerminalObserver):
         observer.close()
     if interrupted is None:
@@ -83,6 +85,8 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     if len(seats) > 1:  # who did what: each researcher's rounds and how it stands
         for seat in seats:
             print(f"  {seat.name}: {seat.rounds} round(s), {_STANDING.get(seat.state, seat.state)}", file=out)
+    if result.status is RunStatus.FINISHED:
+        _print_answer(research, out, err)
     return EXIT[result.status]
 
 
@@ -90,8 +94,29 @@ _STANDING = {"in-round": "working", "ready": "working", "waiting": "waiting for 
              "ended": "ended (its report is in)"}
 
 
-async def _drive(fleet: Fleet, client: ModelClient) -> RunResult | None:
-    """Run the loop; Ctrl-C (SIGINT) cancels it. None when interrupted."""
+def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
+    """The research's answer, the root problem's report, once it finishes (`deep-research report` prints it again)."""
+    from ..printouts import for_terminal, report_printout
+
+    text, notes = report_printout(research)
+    for note in notes:
+        print(f"deep-research: {note}", file=err)
+    if text is None:
+        return
+    root = research.tree.problem(())
+    heading = f"The answer: the report of “{root.title if root else 'the root problem'}”"
+    if out.isatty():
+        print("\n" + (f"\x1b[1m{heading}\x1b[0m" if _color(out) else heading) + "\n", file=out)
+        out.write(for_terminal(text))
+    else:
+        print(f"\n{heading}:\n", file=out)
+        out.write(text)
+    out.flush()
+
+
+async def _drive(fleet: Fleet, client: ModelClient, watch_escape: bool = False) -> RunResult | None:
+    """Run the loop; Ctrl-C (SIGINT) cancels it, and so does a lone Esc on a terminal. None when
+    interrupted."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(fleet.run())
     handled = False
@@ -100,6 +125,9 @@ async def _drive(fleet: Fleet, client: ModelClient) -> RunResult | None:
         handled = True
     except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
         pass
+    escape = EscapeWatch(task.cancel)
+    if watch_escape and escape.start() and isinstance(fleet.crew.approver, TerminalApprover):
+        fleet.crew.approver.keys = escape  # its question reads a line: the terminal is given back meanwhile
     try:
         return await task
     except asyncio.CancelledError:
@@ -107,6 +135,7 @@ async def _drive(fleet: Fleet, client: ModelClient) -> RunResult | None:
     except ModelError as error:  # raised before the first round (resolving the model)
         return RunResult(RunStatus.ERROR, error.message, fleet.budget.rounds, fleet.budget.tokens)
     finally:
+        escape.stop()
         if handled:
             loop.remove_signal_handler(signal.SIGINT)
         await client.close()
@@ -264,8 +293,15 @@ class TerminalApprover:
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
+        self.keys: EscapeWatch | None = None  # the run's Esc watch, paused while a question waits for a line
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        if self.keys is None:
+            return await self._decide(request)
+        with self.keys.paused():
+            return await self._decide(request)
+
+    async def _decide(self, request: ApprovalRequest) -> Decision:
         if request.pending:
             print(f"\n{request.document} holds a message that has not been executed:\n", file=self.out)
             print(request.text.rstrip(), file=self.out)

@@ -54,16 +54,20 @@ class Finding:
     path: Path
     span: Span  # 0-based; the line is what `check` prints (1-based)
     message: str
-    fixes: tuple[Fix, ...] = ()
+    fixes: tuple[Fix, ...] = ()  # quick fixes an editor offers; a person chooses
+    # Its first fix may be made unattended (`check --fix`): it rewrites only what the engine
+    # generates or numbers, or a word whose meaning is known, and removes nothing a person wrote.
+    safe: bool = False
 
     @property
     def line(self) -> int:
         return self.span.start.line + 1
 
 
-def _at(path: Path, line: int, message: str, *fixes: Fix, lines: list[str] | None = None) -> Finding:
+def _at(path: Path, line: int, message: str, *fixes: Fix, lines: list[str] | None = None,
+        safe: bool = False) -> Finding:
     length = len(lines[line]) if lines is not None and 0 <= line < len(lines) else 0
-    return Finding(path, Span.on_line(line, 0, length), message, tuple(fixes))
+    return Finding(path, Span.on_line(line, 0, length), message, tuple(fixes), safe and bool(fixes))
 
 
 def _whole_file(lines: list[str], title: str, text: str) -> Fix:
@@ -279,7 +283,8 @@ def _definition(research, target: Path, path: ProblemPath, text: str, lines: lis
             fixes = (Fix(f"Change the status to “{near[0]}”", (Edit(span, f" {near[0]}"),)),)
         found.append(_at(target, number, (
             f"unknown status “{status}”: it is read as open. A problem's status is open, done or failed"
-            + (f"; did you mean “{near[0]}”?" if near else ".")), *fixes, lines=lines))
+            + (f"; did you mean “{near[0]}”?" if near else ".")), *fixes, lines=lines,
+            safe=word in _STATUS_WORDS))  # a word people use for that status; a spelling guess is not
     order = meta.get("order")
     if order is not None and not re.fullmatch(r"-?\d+", order.strip()):
         found.append(_at(target, line_of["order"], f"`order` must be a whole number, not “{order}”: it is read as 0, "
@@ -306,12 +311,14 @@ def _definition(research, target: Path, path: ProblemPath, text: str, lines: lis
 
 def _criteria(target: Path, lines: list[str]) -> list[Finding]:
     found = []
+    renumber = []  # each wrong number replaced where it stands: every other line stays as written
     position = 0
     for number, line in enumerate(lines):
         if formats.parse_criteria(line):
             position += 1
             written = _CRITERION_NUMBER.match(line)
             if written is not None and int(written.group(1)) != position:
+                renumber.append(Edit(Span.on_line(number, written.start(1), written.end(1)), str(position)))
                 found.append(_at(target, number, (
                     f"numbered {written.group(1)}, but it is criterion {position}: criteria are numbered by their "
                     "order, and `mark_criteria_as_done` uses that number"), lines=lines))
@@ -319,11 +326,9 @@ def _criteria(target: Path, lines: list[str]) -> list[Finding]:
             found.append(_at(target, number, (
                 "this looks like a criterion but is not read as one: write it as `- [ ] N. text` (or `- [x]` when "
                 "done)"), lines=lines))
-    if any("numbered" in f.message for f in found):
-        text = "\n".join(lines)
-        renumbered = formats.render_criteria(formats.parse_criteria(text))
-        fix = _whole_file(lines, "Renumber the criteria", renumbered)
-        found = [Finding(f.path, f.span, f.message, (fix,) if "numbered" in f.message else f.fixes) for f in found]
+    if renumber:
+        fix = Fix("Renumber the criteria", tuple(renumber))
+        found = [Finding(f.path, f.span, f.message, (fix,), True) if "numbered" in f.message else f for f in found]
     return found
 
 
@@ -344,15 +349,15 @@ def _breakdown(research, target: Path, path: ProblemPath, text: str, lines: list
                 f"the subproblem “{child.title}”"
                 + ("" if child.path[-1] == child.title else f" ({child.path[-1]})")
                 + " is missing from the breakdown, which is generated: "
-                "write it again"), fix, lines=lines))
+                "write it again"), fix, lines=lines, safe=True))
     for key, (number, title) in listed.items():
         if key not in titles:
             found.append(_at(target, number, (
                 f"“{title}” is listed, but no subproblem folder has that title: the breakdown is generated from the "
-                "subproblems; write it again"), fix, lines=lines))
+                "subproblems; write it again"), fix, lines=lines, safe=True))
     if not found:
         found.append(_at(target, 0, "the breakdown does not match the subproblems (their titles, criteria or "
-                                    "statuses changed): it is generated, write it again", fix, lines=lines))
+                                    "statuses changed): it is generated, write it again", fix, lines=lines, safe=True))
     return found
 
 

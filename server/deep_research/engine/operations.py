@@ -428,6 +428,9 @@ def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
         open_criteria = [str(n) for n, c in enumerate(problem.criteria, 1) if not c.done]
         if open_criteria:
             warnings.append(Warning_(f"Criteria {', '.join(open_criteria)} of {quote(problem.title)} are not done."))
+        still_open = _open_subproblems(draft, problem.path)
+        if still_open:
+            warnings.append(Warning_(still_open))
     draft.set_status(problem.path, status)
     verb = "done" if status is Status.DONE else "failed"
     if problem.path == ROOT:
@@ -448,3 +451,21 @@ def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
         f"Marked {quote(problem.title)} {verb}; focus moved up to {quote(parent.title)} in a new session.",
         warnings,
     )
+
+
+def _open_subproblems(draft: Draft, path: tuple[str, ...]) -> str:
+    """The warning for a problem closed while some of its subproblems are still open (their
+    findings are missing from its report), naming them; "" when none is open."""
+    titles = [child.title for child in draft.children(path) if child.status is Status.OPEN]
+    if not titles:
+        return ""
+    named = ", ".join(quote(t, 60) for t in titles[:10])
+    if len(titles) > 10:
+        named += f" and {len(titles) - 10:,} more"
+    problem = draft.problem(path)
+    title = quote(problem.title) if problem is not None else "this problem"
+    if path == ROOT:
+        return (f"The research is finished while {len(titles):,} subproblem(s) of {title} are still open: {named}. "
+                "Their findings are not in its report; if that was not intended, the user can reopen the research.")
+    return (f"{len(titles):,} subproblem(s) of {title} are still open: {named}. Their findings are not in its "
+            "report: focus down into them, or fail them, before focusing up.")

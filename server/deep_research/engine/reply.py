@@ -23,7 +23,8 @@ def _status_report(analysis: Analysis) -> str:
     if not analysis.outcomes:
         lines.append("Your message contained no commands, so nothing was executed.")
     for number, outcome in enumerate(analysis.outcomes, 1):
-        lines.append(f"{number}. {_where(outcome)}: {STATUS_WORDS[outcome.status]}. {_status_text(outcome)}")
+        text = _status_text(outcome, analysis.shutdown)
+        lines.append(f"{number}. {_where(outcome)}: {STATUS_WORDS[outcome.status]}. {text}")
         lines.extend(f"   - Warning: {w}" for w in outcome.warnings)
     notes = _orphans(analysis, errors=False)
     if notes:
@@ -32,28 +33,41 @@ def _status_report(analysis: Analysis) -> str:
     return "\n".join(lines)
 
 
-def _status_text(outcome: Outcome) -> str:
-    if outcome.status is Status.FAILED:
+def _status_text(outcome: Outcome, shutdown: bool) -> str:
+    if outcome.status is Status.FAILED or outcome.status is Status.SKIPPED and not shutdown:
         return "See the Errors Report."
     return outcome.summary
 
 
+def unsuccessful(analysis: Analysis) -> list[tuple[int, Outcome]]:
+    """The commands the Errors Report lists, with their numbers: those that failed, and those
+    that did not run because of a mistake in the message (after a focus change, a second focus
+    change, a focus change after a failure), not those a shutdown stopped, which was asked for."""
+    return [(n, o) for n, o in enumerate(analysis.outcomes, 1)
+            if o.status is Status.FAILED or o.status is Status.SKIPPED and not analysis.shutdown]
+
+
 def _errors_report(analysis: Analysis) -> str:
-    failed = [(n, o) for n, o in enumerate(analysis.outcomes, 1) if o.status is Status.FAILED]
+    listed = unsuccessful(analysis)
     orphans = _orphans(analysis, errors=True)
     lines = ["## Errors Report", ""]
-    if not failed and not orphans:
+    if not listed and not orphans:
         lines.append("No errors.")
         return "\n".join(lines)
-    for number, outcome in failed:
-        lines.append(f"- Command {number} ({_where(outcome)}): {outcome.summary}")
+    for number, outcome in listed:
+        did = "" if outcome.status is Status.FAILED else " did not run"
+        lines.append(f"- Command {number} ({_where(outcome)}){did}: {outcome.summary}")
         for fix in outcome.fixes:
             replacement = "; ".join(repr(e.new_text) for e in fix.edits if e.new_text)
             if replacement:
                 lines.append(f"  Suggested fix: {fix.title}.")
     for diagnostic in orphans:
         lines.append(f"- Line {diagnostic.span.start.line + 1}: {diagnostic.message}")
-    lines += ["", "A failed command changed nothing; send it again, corrected, in your next message."]
+    if any(o.status is Status.SKIPPED for _, o in listed):
+        lines += ["", "A command that failed or did not run changed nothing; send it again, corrected, in your next "
+                      "message."]
+    else:
+        lines += ["", "A failed command changed nothing; send it again, corrected, in your next message."]
     return "\n".join(lines)
 
 

@@ -41,7 +41,7 @@ from .store import (
     recover, researcher_folder, session_file,
 )
 from .text import clean_text
-from .tree import Tree, attachment_files, ordered_attachments, read_attachments
+from .tree import Tree, attachment_files, ordered_attachments, problem_name, read_attachments
 
 
 class NotAResearch(Exception):
@@ -391,11 +391,7 @@ class Research:
 
     def titles(self, path: ProblemPath) -> str:
         """The titles below the root down to `path`, joined by " / " (a researcher's name, a focus)."""
-        titles = []
-        for depth in range(1, len(path) + 1):
-            problem = self.tree.problem(path[:depth], report=False)
-            titles.append(problem.title if problem is not None else path[depth - 1])
-        return NAME_SEPARATOR.join(titles)
+        return problem_name(self.tree, path)
 
     def prompt_file(self, researcher: str = MAIN, state: State | None = None) -> Path:
         """Where a researcher's prompt is written (main's is `.deep-research/prompt.md`)."""

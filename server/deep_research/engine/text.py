@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Iterable
 
 # The line terminators LSP recognises (and no others: Python's str.splitlines also
 # breaks on \x0b, \x1c, \u2028 ..., which would shift every line number after them).
@@ -100,3 +101,22 @@ class Diagnostic:
     @property
     def is_error(self) -> bool:
         return self.severity == Severity.ERROR
+
+
+def apply_edits(text: str, edits: Iterable[Edit]) -> str:
+    """`text` with `edits` made, as an editor makes a quick fix's edits (positions as `split_lines`
+    counts them; a column past a line's end is its end). The edits must not overlap."""
+    starts, ends = [0], []
+    for match in _LINE_BREAK.finditer(text):
+        ends.append(match.start())
+        starts.append(match.end())
+    ends.append(len(text))
+
+    def offset(pos: Pos) -> int:
+        if pos.line >= len(starts):
+            return len(text)
+        return min(starts[pos.line] + pos.col, ends[pos.line])
+
+    for edit in sorted(edits, key=lambda e: (e.span.start, e.span.end), reverse=True):
+        text = text[:offset(edit.span.start)] + edit.new_text + text[offset(edit.span.end):]
+    return text

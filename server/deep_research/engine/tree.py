@@ -12,6 +12,8 @@ through the cache, so a `FileCache.recording()` sees all of it.
 
 from __future__ import annotations
 
+import re
+from difflib import get_close_matches
 from functools import partial
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from . import formats
 from .model import Attachment, Criterion, Problem
 from .names import name_key
 from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, FileCache
-from .state import ProblemPath
+from .state import NAME_SEPARATOR, ROOT, ProblemPath
 
 _FOLDERS_KEPT = 1024  # remembered problem folders; forgotten all at once past this
 
@@ -133,3 +135,79 @@ def ordered_attachments(files: list[tuple[Attachment, Path]]) -> list[tuple[Atta
     """Attachments with their files in the order they are read: oldest first, then by file name."""
     return sorted(files, key=lambda pair: (pair[0].added, name_key(pair[1].name)))
 
+
+
+# -- a problem named by its titles ------------------------------------------------------------------
+
+# A problem is named for people by the titles on its path below the root, joined by " / "
+# (`Cache sizes / L1`; the root is ""): `deep-research report DIR PROBLEM`, a researcher's name.
+_SLASH = re.compile(r"\s*/\s*")
+
+
+class UnknownProblem(ValueError):
+    """No problem has that name; the text says what is there instead."""
+
+
+def problem_name(tree: Tree, path: ProblemPath) -> str:
+    """The titles on `path` below the root, joined by " / " ("" for the root)."""
+    titles = []
+    for depth in range(1, len(path) + 1):
+        problem = tree._definition(path[:depth])
+        titles.append(problem.title if problem is not None else path[depth - 1])
+    return NAME_SEPARATOR.join(titles)
+
+
+def find_problem(tree: Tree, name: str) -> ProblemPath:
+    """The problem that `name` names (titles below the root joined by " / ", as `problem_name`
+    writes them; "" is the root). Spaces around a slash, case and runs of spaces do not matter
+    when the exact title does not match, and a title that holds a slash itself is found (each
+    way of reading the slashes is tried). Raises `UnknownProblem` saying what is there."""
+    text = " ".join(name.split())
+    if not text.strip(" /"):
+        return ROOT
+    pieces = _SLASH.split(text.strip(" /"))
+    slashes = _SLASH.findall(text.strip(" /"))
+    found = _find(tree, ROOT, pieces, slashes)
+    if found is not None:
+        return found
+    raise UnknownProblem(_unknown(tree, pieces, slashes))
+
+
+def _find(tree: Tree, parent: ProblemPath, pieces: list[str], slashes: list[str]) -> ProblemPath | None:
+    """Depth first: the child titled by the first k pieces (joined by their own slashes, the
+    longest first), then the rest below it."""
+    if not pieces:
+        return parent
+    children = tree.children(parent)
+    for k in range(len(pieces), 0, -1):
+        wanted = "".join(p + s for p, s in zip(pieces[:k], slashes[:k - 1] + [""]))
+        for child in _titled(children, wanted):
+            found = _find(tree, child.path, pieces[k:], slashes[k:])
+            if found is not None:
+                return found
+    return None
+
+
+def _titled(children: list[Problem], wanted: str) -> list[Problem]:
+    exact = [c for c in children if c.title == wanted]
+    key = name_key(" ".join(_SLASH.sub("/", wanted).split()))
+    return exact or [c for c in children if name_key(" ".join(_SLASH.sub("/", c.title).split())) == key]
+
+
+def _unknown(tree: Tree, pieces: list[str], slashes: list[str]) -> str:
+    """Why the name matches nothing: the deepest problem reached, one piece at a time, and its subproblems."""
+    path, at = ROOT, 0
+    while at < len(pieces):
+        child = next(iter(_titled(tree.children(path), pieces[at])), None)
+        if child is None:
+            break
+        path, at = child.path, at + 1
+    titles = [c.title for c in tree.children(path)]
+    where = f"“{problem_name(tree, path)}”" if path else "the root problem"
+    if not titles:
+        return f"There is no subproblem “{pieces[at]}” under {where}: it has no subproblems."
+    near = get_close_matches(pieces[at], titles, n=1, cutoff=0.5)
+    listed = "; ".join(f"“{t}”" for t in titles[:12]) + ("; …" if len(titles) > 12 else "")
+    guess = f"; did you mean “{near[0]}”?" if near else "."
+    return (f"There is no subproblem “{pieces[at]}” under {where}{guess} Its subproblems: {listed}. Name a problem "
+            "by the titles below the root, joined by “ / ”.")

@@ -10,13 +10,13 @@ from .server import DeepResearchServer
 def create_server() -> DeepResearchServer:
     """A new server with every feature registered. Order matters only for readability."""
     from .features import (
-        actions, autopilot, completion, diagnostics, dossier, execution, history, navigation, research_setup,
-        workspace,
+        actions, answer, autopilot, completion, diagnostics, dossier, execution, history, navigation,
+        research_setup, workspace,
     )
 
     server = DeepResearchServer()
     for feature in (workspace, diagnostics, completion, navigation, actions, execution, research_setup, history,
-                    dossier, autopilot):
+                    dossier, answer, autopilot):
         feature.register(server)
     return server
 

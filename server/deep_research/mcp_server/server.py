@@ -57,6 +57,9 @@ class DeepResearchMCP:
     def __init__(self, root: Path) -> None:
         self.workspace = Workspace(root)
         self.subscribed: dict[str, str] = {}  # resource URI -> digest of what the client last heard of
+        # Per research root: why the last message sent was not executed (approval), so that an undo
+        # right after it says that it takes back the message before (a hint for the reply only).
+        self.not_executed: dict[Path, str] = {}
         self.bus = InMemorySubscriptionBus()  # the 2026-07-28 protocol's subscriptions/listen
         self.server: Server[Any] = Server(
             "deep-research", version=__version__, title="Deep Research", instructions=INSTRUCTIONS,
@@ -160,10 +163,12 @@ class DeepResearchMCP:
                 name = self.workspace.name(research.root)
                 answer = await approval.ask(ctx.session, ctx.request_id, name, text, waiting, mode, researcher)
                 if answer is approval.Answer.CANNOT_ASK:
+                    self.not_executed[research.root] = "Your last message was not executed: it waits for approval."
                     document = await asyncio.to_thread(research.document, researcher)
                     return (approval.needs_approval_reply(research.root, waiting, mode, document),
                             _summary(None, "needs-approval", researcher))
                 if answer is approval.Answer.SKIP:
+                    self.not_executed[research.root] = "Your last message was not executed: the user declined it."
                     return approval.declined_reply(waiting, mode), _summary(None, "declined", researcher)
                 result = await gather_and_execute(research, text, config, mode=ApprovalMode.DELETE,
                                                   researcher=researcher)
@@ -172,7 +177,9 @@ class DeepResearchMCP:
                     "empty": "The message is empty: write commands (see get_prompt).",
                     "cancelled": "The message was cancelled before it ran; nothing was changed.",
                 }.get(result.reason or "", f"The message did not run ({result.reason}); nothing was changed."))
-            reply = execution_printout(result, research)
+            self.not_executed.pop(research.root, None)
+            reply = execution_printout(result, research,
+                                       next_prompt=_next_prompt(self.workspace.name(research.root), researcher))
         await self._changed(ctx)
         analysis = result.analysis
         summary = _summary(analysis, "executed", researcher)
@@ -210,7 +217,10 @@ class DeepResearchMCP:
         research = self.workspace.open(args["research"])
         async with self.workspace.lock(research.root, None):
             undone = await asyncio.to_thread(research.undo, document=None)
-            text = undo_printout(research, undone, put_back=False)
+            name = self.workspace.name(research.root)
+            text = undo_printout(
+                research, undone, put_back=False, not_executed=self.not_executed.pop(research.root, None),
+                prompt=f"The prompt is back as it was: call get_prompt (research {name!r}) to read it.")
         await self._changed(ctx)
         return text, None
 
@@ -297,6 +307,12 @@ def _tool(spec: ToolSpec) -> types.Tool:
 
 def _error(sentence: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=sentence)], is_error=True)
+
+
+def _next_prompt(name: str, researcher: str = MAIN) -> str:
+    """Where an agent finds the next prompt: a tool, not a file (it may not read the disk)."""
+    whose = f", researcher {researcher!r}" if researcher != MAIN else ""
+    return f"Call get_prompt (research {name!r}{whose}) for the prompt of your next message."
 
 
 def _summary(analysis: Any, outcome: str, researcher: str) -> dict[str, Any]:

@@ -214,8 +214,10 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         "undo_message", "Undo the last message",
         "Take back the research's last executed message, whichever researcher sent it (the reply names the "
         "researcher if it was not main): the tree, every researcher's focus, the session and the prompts return to "
-        "what they were before it, all or nothing, and the reply shows the message's text. Refused (nothing changes) if a file "
-        "it wrote was edited since. Call it again to take back the one before. Then call get_prompt.",
+        "what they were before it, all or nothing, and the reply shows the message's text. Refused (nothing changes) "
+        "if a file it wrote was edited since. Call it again to take back the one before. A message that was not "
+        "executed (it waited for approval, or the user declined it) is not taken back: nothing of it was written; "
+        "the reply says which message was. Then call get_prompt.",
         {
             "type": "object",
             "properties": {"research": RESEARCH},

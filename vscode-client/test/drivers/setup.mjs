@@ -3,7 +3,8 @@
 //    test's wheelhouse: PIP_NO_INDEX=1, PIP_FIND_LINKS) and the server restarts with them;
 // 2. New Research walks through folder, instruction, context text and a web page ($DR_PAGE_URL,
 //    on loopback), and opens the message document beside the prompt;
-// 3. Run Autopilot against the scripted model ($DR_MODEL_URL) finishes the research;
+// 3. Run Autopilot against the scripted model ($DR_MODEL_URL) finishes the research, and offers
+//    the final report (Show Final Report opens it);
 // 4. Continue Research… reopens it with a new instruction;
 // 5. the Explorer's context menu attaches a file to it.
 // Screenshots go to $DR_SCREENSHOTS. Exit code: 0 passed, 1 failed, 2 the environment is missing.
@@ -111,6 +112,15 @@ try {
     throw new Error('the page did not reach the root problem with its source');
   }
   await shot('setup-06-autopilot-finished');
+
+  step('the autopilot offers the answer: Show Final Report opens the root problem\'s report');
+  const finished = page.locator('.notification-toast', { hasText: 'research is finished' }).first();
+  await finished.waitFor({ timeout: 30000 });
+  await finished.locator('.monaco-button', { hasText: 'Show Final Report' }).click();
+  await page.locator('.tab.active', { hasText: 'Report 3 Pager.md' }).first().waitFor({ timeout: 30000 });
+  await page.locator('.editor-group-container .view-lines', { hasText: 'Conclusion: teach the 16x16 tiled loop nest.' })
+    .first().waitFor({ timeout: 30000 });
+  await shot('setup-06b-final-report');
 
   step('Continue Research… reopens it with a new instruction');
   await runPaletteCommand(page, 'Deep Research: Continue Research…');

@@ -91,7 +91,7 @@ test('contributions: palette commands, settings and execute-on-save default', as
   const all = await vscode.commands.getCommands(true);
   for (const id of ['deep-research.newResearch', 'deep-research.executeMessage', 'deep-research.showPrompt', 'deep-research.restartServer',
     'deep-research.undoMessage', 'deep-research.exportDossier', 'deep-research.continueResearch', 'deep-research.attachToResearch',
-    'deep-research.addAsContext', 'deep-research.installPackages']) {
+    'deep-research.addAsContext', 'deep-research.installPackages', 'deep-research.showReport']) {
     assert.ok(all.includes(id), `command ${id} missing`);
   }
   const cfg = vscode.workspace.getConfiguration('deepResearch');
@@ -342,6 +342,22 @@ test('Show Prompt opens the prompt beside the message', async () => {
   const prompt = await waitFor('the prompt editor', promptEditor);
   assert.notEqual(prompt.viewColumn, vscode.ViewColumn.One);
   assert.match(prompt.document.getText(), /# Deep Research Interface/);
+});
+
+test('Show Final Report opens the root problem\'s report, and says it is stale', async () => {
+  await vscode.commands.executeCommand('workbench.action.closeAllEditors');
+  await show(MESSAGE);
+  const result = await vscode.commands.executeCommand('deep-research.showReport');
+  assert.ok(result && result.exists && result.uri, JSON.stringify(result));
+  assert.equal(vscode.Uri.parse(result.uri).fsPath, path.join(RESEARCH, 'Report 3 Pager.md'));
+  assert.equal(result.title, TITLE);
+  const report = await waitFor('the report in the active editor', () => {
+    const active = vscode.window.activeTextEditor;
+    return active && active.document.uri.fsPath === path.join(RESEARCH, 'Report 3 Pager.md') ? active : undefined;
+  });
+  assert.match(report.document.getText(), /Conclusion: 32\./);
+  assert.ok(result.notes.some((n) => /stale/.test(n)), 'the report is stale: said');
+  await vscode.commands.executeCommand('workbench.action.closeAllEditors');
 });
 
 test('Restart Server restarts it and features work again', async () => {

@@ -6,7 +6,7 @@
 -- Everything here goes through the language server's public protocol
 -- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
 -- the workspace commands `deepResearch.execute`, `deepResearch.showPrompt`,
--- `deepResearch.undo`, `deepResearch.export`, `deepResearch.newResearch`,
+-- `deepResearch.showReport`, `deepResearch.undo`, `deepResearch.export`, `deepResearch.newResearch`,
 -- `deepResearch.continueResearch`, `deepResearch.run` / `stop` and `deepResearch.researchers`.
 -- A delegated researcher's message document (`message.dr` in its problem's folder) is a
 -- buffer like main's: everything here works on it, as that researcher.
@@ -19,6 +19,8 @@
 --   vim.g.deep_research_open_dossier = false       -- :DeepResearchExport writes, does not open
 --   vim.g.deep_research_completion = false         -- leave vim.lsp.completion alone
 --   vim.g.deep_research_autotrigger = true         -- complete as you type `///`, `<<< `
+--   vim.g.deep_research_offer_report = false       -- when the autopilot finishes, do not ask
+--                                                     (vim.ui.select) whether to open the answer
 local M = {}
 
 M.EXECUTE_KIND = 'source.deepResearch.execute'
@@ -198,6 +200,32 @@ function M.show_prompt(bufnr)
   client:exec_cmd(command, { bufnr = bufnr }, function(err)
     if err then
       notify('cannot show the prompt: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+  end)
+end
+
+--- :DeepResearchReport [problem]: open a problem's report, by default the root's: the
+--- research's answer (deepResearch.showReport; the server opens it with window/showDocument,
+--- or says that there is none yet). `problem` is its titles below the root joined by " / ".
+--- @param bufnr integer
+--- @param problem string?
+--- @param on_done fun(result: table?)? called with the server's ShowReportResult
+function M.show_report(bufnr, problem, on_done)
+  local client = attached_client(bufnr)
+  if not client then
+    return
+  end
+  local arguments = { vim.uri_from_bufnr(bufnr) }
+  if problem and problem ~= '' then
+    table.insert(arguments, problem)
+  end
+  local command = { title = 'Deep Research: show report', command = 'deepResearch.showReport', arguments = arguments }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err then
+      notify('cannot show the report: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
+    end
+    if on_done then
+      on_done(not err and result or nil)
     end
   end)
 end
@@ -497,7 +525,26 @@ function M.on_autopilot(_, params)
     text = (text or 'the model wrote commands above the approval mode')
       .. '. Read or edit the message, then :DeepResearchExecute to approve it and continue'
   end
+  if params.state == 'finished' then
+    text = (text or 'the research is finished') .. '. :DeepResearchReport opens its answer'
+  end
   notify('autopilot: ' .. (text or params.state), AUTOPILOT_LEVELS[params.state] or vim.log.levels.INFO)
+  if params.state == 'finished' and vim.g.deep_research_offer_report ~= false then
+    vim.schedule(function()
+      M.offer_report(params.uri)
+    end)
+  end
+end
+
+--- When the autopilot finishes: ask (vim.ui.select) whether to open the final report.
+--- @param uri string the message document the autopilot wrote into
+function M.offer_report(uri)
+  local choices = { 'Open the final report', 'Not now' }
+  vim.ui.select(choices, { prompt = 'Deep Research: the research is finished.' }, function(_, index)
+    if index == 1 then
+      M.show_report(vim.uri_to_bufnr(uri))
+    end
+  end)
 end
 
 --- For 'statusline': the autopilot of the current buffer's research (or the last run).
@@ -697,6 +744,9 @@ function M.attach_buffer(bufnr)
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchUndo', function()
     M.undo(bufnr)
   end, { desc = 'Deep Research: take back the last executed message' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchReport', function(opts)
+    M.show_report(bufnr, opts.args)
+  end, { nargs = '?', desc = 'Deep Research: open the final report (or a problem\'s: titles below the root joined by " / ")' })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
     M.export(bufnr)
   end, { desc = 'Deep Research: write the research as one HTML file and open it' })
@@ -721,6 +771,7 @@ function M.detach_buffer(bufnr)
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchPrompt')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExecute')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchUndo')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchReport')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExport')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchRun')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchStop')
