@@ -13,6 +13,11 @@ H.run(function()
     table.insert(said, msg)
     return notify(msg, level, opts)
   end
+  local offers = {}
+  vim.ui.select = function(items, _, on_choice) -- the offer of the final report at the end: not now
+    table.insert(offers, items)
+    on_choice(nil)
+  end
   local main_buf = H.open()
   local dr = require('deep_research')
   local uri = vim.uri_from_bufnr(main_buf)
@@ -51,5 +56,6 @@ H.run(function()
   H.record('most_researchers', most)
   H.record('statuslines', statuslines)
   H.record('said', said)
+  H.record('offers', #offers)
   H.record('main_lines', vim.api.nvim_buf_get_lines(main_buf, 0, -1, false))
 end)

@@ -168,6 +168,7 @@ class EditorDocument:
         self.flushing = False  # the flusher is past its pause: it edits (or waits to)
         self.editing = asyncio.Lock()  # one edit at a time, each from what the last one left
         self.taken_over = False
+        self.on_disk = False  # the last write went to the file (the editor did not have it open)
         self.changes = asyncio.Condition()
 
     def read(self) -> str:
@@ -246,13 +247,17 @@ class EditorDocument:
 
         current = self.expected if self.expected is not None else self.read()
         doc = self.ls.document(self.uri)
-        if doc is None:  # closed meanwhile: the file on disk is the document
+        if doc is None:  # not open (or closed meanwhile): the file on disk is the document
             atomic_write(self.path, target, durable=False)
-            self.expected = target
+            self.expected, self.on_disk = target, True
             return
-        if not _same(doc.text, current):
+        # Opened while the model wrote to the file: the buffer holds what the file held then, a
+        # part of what we wrote (the reply so far), and is no one's edit.
+        opened = self.on_disk and current.startswith(doc.text.rstrip("\r\n"))
+        if not opened and not _same(doc.text, current):
             self._take_over()
             return
+        self.on_disk = False
         current = doc.text
         same = _common_prefix(current, target)
         edit = types.TextEdit(
