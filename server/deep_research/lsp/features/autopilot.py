@@ -266,6 +266,11 @@ class EditorExecutor:
 
     async def execute(self, research: "Research", text: str, *, mode: "ApprovalMode", consume: Path,
                       journal: list[dict[str, Any]]) -> "Execution":
+        if consume != self.document.path:  # a delegated researcher's document, not this editor's buffer
+            from ...autopilot.loop import EngineExecutor
+
+            return await EngineExecutor(self.ls.config(research.root)).execute(
+                research, text, mode=mode, consume=consume, journal=journal)
         stop = threading.Event()
 
         async def run() -> "Execution":
