@@ -35,7 +35,8 @@ alternating order, for the same number of rounds. Side by side: the wall time, t
 that ended (a delegated researcher focused up from its root, done or failed) and the wall time
 per ended branch, the rounds per minute, the aggregate speed (generated tokens, and prompt
 tokens read anew, per second of wall time), and per researcher the share of its prompt the
-server had cached within a session. `--quick` does it with 2 subproblems and 2 rounds.
+server had cached within a session. `--quick` does it with 2 subproblems and 2 rounds (after
+the grammar's quick figures).
 """
 
 from __future__ import annotations
@@ -459,6 +460,9 @@ def main() -> int:
                   f"the autopilot's grammar steps {med['steps'][0]:.1f} tokens/s, {med['steps'][1]:.2f} s: "
                   f"{ratio('steps')}")
     print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
+    if args.quick:  # the parallel mode too, so that it does not rot
+        args.parallel = "1,4"
+        return parallel_main(args, install)
     return 0
 
 

@@ -339,6 +339,39 @@ def _researcher_drafts(now: dict, references: dict) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def _parallel_autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    """The autopilot's rounds for delegated researchers: each reply is a draft in that
+    researcher's document (in its problem's folder) before its transaction runs it."""
+    from deep_research.autopilot.client import ModelClient
+    from deep_research.autopilot.fleet import Fleet
+    from deep_research.autopilot.loop import Observer, Settings
+    from tests.scripted_model import MODEL, Say, ScriptedModel, by_problem
+
+    research = defined(sandbox)
+    assert research.execute(wide_message(2, 100) + "///delegate Part 0\n///delegate Part 1\n").executed
+    parts = ("Part 0", "Part 1")
+    with ScriptedModel(route=by_problem) as model:
+        for part in parts:
+            model.add_for(part, Say(f"///add_criteria {part} is measured\n"))
+        if full:
+            model.add_for(parts[0], Say("///add_criteria And compared\n"))
+
+        async def rounds(mark: Callable[[], None]) -> None:
+            class Rounds(Observer):
+                def round_ended(self, report) -> None:  # noqa: ANN001
+                    mark()
+
+            client = ModelClient(model.base_url, MODEL, None, max_retries=0)
+            try:
+                settings = Settings(max_rounds=3 if full else 2, grammar="off", parallel=1)
+                await Fleet(Research.open(research.root), client, settings, observer=Rounds()).run()
+            finally:
+                await client.close()
+
+        yield lambda mark: asyncio.run(rounds(mark))
+
+
 SCENARIOS = [
     Scenario("execute", "a message making subproblems, an attachment and criteria", _execute),
     Scenario("focus", "a message that changes the focus (a new session file)", _focus),
@@ -353,4 +386,6 @@ SCENARIOS = [
     Scenario("researchers", "messages of two delegated researchers and main, interleaved (parallel research)",
              _researchers, _researcher_drafts),
     Scenario("fix", "`deep-research check --fix` of hand edits: a breakdown and criteria numbers", _fix),
+    Scenario("fleet", "autopilot rounds of delegated researchers, drafts in their documents (parallel research)",
+             _parallel_autopilot, _researcher_drafts),
 ]

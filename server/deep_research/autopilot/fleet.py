@@ -44,6 +44,7 @@ from typing import Callable
 from ..config import Config
 from ..engine.research import NoSuchResearcher, Research
 from ..engine.state import MAIN, Phase, State
+from ..engine.store import bookkeeping
 from .client import ModelClient
 from .loop import (
     DEFAULT_REPLY_TOKENS, Approver, Budget, Crew, Document, EngineExecutor, Executor, FileDocument, Observer, Pilot,
@@ -105,7 +106,8 @@ class Fleet:
         self.settings = settings
         self.config = config if config is not None else load(research.root)[0]  # fetch roots, search
         self.observer = observer or Observer()
-        self.documents: DocumentFactory = documents or (lambda name, path: FileDocument(path))
+        # A killed draft write leaves its temporary where the next commit sweeps it (bookkeeping)
+        self.documents: DocumentFactory = documents or (lambda name, path: FileDocument(path, bookkeeping(research.root)))
         self.main_document = document
         self.budget = Budget(settings.max_rounds, settings.max_tokens, settings.max_reply_tokens or DEFAULT_REPLY_TOKENS)
         self.crew = Crew(

@@ -192,8 +192,9 @@ class FileDocument:
     not write: `replace` raises DocumentChanged when the file is not as it last read or wrote
     it (someone edited it during the round)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, scratch: Path | None = None) -> None:
         self.path = path
+        self.scratch = scratch  # where the draft's temporary goes (store.atomic_write): a folder recover sweeps
         self.held: str | None = None  # what the file held when last read or written here
 
     def read(self) -> str:
@@ -206,7 +207,7 @@ class FileDocument:
         if self.held is not None and (read_text(self.path) or "") != self.held:
             raise DocumentChanged(str(self.path))
         # Not fsynced: a draft; the transaction that runs it (and empties the file) is durable.
-        atomic_write(self.path, text, durable=False)
+        atomic_write(self.path, text, durable=False, scratch=self.scratch)
         self.held = text
 
     async def stream(self, delta: str) -> None:
