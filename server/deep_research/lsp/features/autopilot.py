@@ -157,10 +157,12 @@ class EditorDocument:
     `alone`: a person taking it over stops only its researcher (the loop's DocumentChanged),
     not the run (a delegated researcher's document)."""
 
-    def __init__(self, ls: DeepResearchServer, uri: str, path: Path, on_takeover, alone: bool = False) -> None:
+    def __init__(self, ls: DeepResearchServer, uri: str, path: Path, on_takeover, alone: bool = False,
+                 scratch: Path | None = None) -> None:
         self.ls, self.uri, self.path = ls, uri, path
         self.on_takeover = on_takeover
         self.alone = alone
+        self.scratch = scratch  # where a draft's temporary goes on disk: a folder recovery sweeps
         self.expected: str | None = None  # what the buffer holds after our edits, while we write
         self.target: str | None = None  # the text of the edit in flight
         self.pending = ""  # streamed text not sent yet
@@ -248,7 +250,7 @@ class EditorDocument:
         current = self.expected if self.expected is not None else self.read()
         doc = self.ls.document(self.uri)
         if doc is None:  # not open (or closed meanwhile): the file on disk is the document
-            atomic_write(self.path, target, durable=False)
+            atomic_write(self.path, target, durable=False, scratch=self.scratch)
             self.expected, self.on_disk = target, True
             return
         # Opened while the model wrote to the file: the buffer holds what the file held then, a
@@ -387,7 +389,8 @@ class EditorRun:
         alone = self.place.researcher != MAIN
         self.start = os.path.realpath(path)
         self.documents[self.start] = EditorDocument(
-            self.ls, self.uri, path, self._took_over if not alone else self._researcher_took_over, alone=alone)
+            self.ls, self.uri, path, self._took_over if not alone else self._researcher_took_over, alone=alone,
+            scratch=self._scratch())
 
     @property
     def research(self) -> "Research":
@@ -410,8 +413,15 @@ class EditorRun:
             alone = researcher != MAIN
             found = self.documents[key] = EditorDocument(
                 self.ls, from_fs_path(str(path)), Path(path),
-                self._researcher_took_over if alone else self._took_over, alone=alone)
+                self._researcher_took_over if alone else self._took_over, alone=alone, scratch=self._scratch())
         return found
+
+    def _scratch(self) -> Path:
+        """The research's bookkeeping: a draft's temporary left by a crash there is swept by
+        recovery, not left beside a problem's files (the fleet's FileDocument does the same)."""
+        from ...engine.store import bookkeeping
+
+        return bookkeeping(self.research.root)
 
     async def begin(self) -> None:
         from ...autopilot.client import ModelClient
