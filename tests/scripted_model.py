@@ -11,8 +11,8 @@ request to `/v1/chat/completions` takes the next step of the script:
                                unless `headers` says otherwise)
     Cut(text)                  stream part of a reply, then break the connection
     Malformed()                a stream whose data is not JSON
-    Hold(text)                 stream `text`, then wait (a slow model) until `release()`
-                               or the client goes away
+    Hold(text, after)          stream `text`, then wait (a slow model) until `release()`
+                               or the client goes away, then stream `after`
 
 Several researchers at once (parallel research): with `route` (e.g. `by_problem`, the
 current problem's title in the request's prompt), each request takes the next step of the
@@ -74,6 +74,7 @@ class Malformed:
 @dataclass
 class Hold:
     text: str = ""  # streamed before holding
+    after: str = ""  # streamed once released (a focus change here, not in `text`: the client stops reading at one)
 
 
 Step = Union[Say, Fail, Cut, Malformed, Hold]
@@ -272,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
                         self._write(b": still thinking\n\n")  # an SSE comment: fails once the client left
                 finally:
                     self.model._notify(lambda: setattr(self.model, "holding", self.model.holding - 1))
+                for start in range(0, len(step.after), 16):
+                    self._event(_chunk({"content": step.after[start:start + 16]}))
                 self._event(_chunk({}, finish="stop"))
                 self._end()
                 return

@@ -107,8 +107,8 @@ async def test_delegated_researchers_work_at_once_and_the_run_ends_when_main_fin
         research: Research, model: ScriptedModel) -> None:
     model.add_for(None, Say(DEFINE))
     model.add_for(ROOT, Say(BREAK_DOWN), Say(DELEGATE), Say(FINISH))
-    model.add_for(CACHE, Hold(solve("the L1 size")))
-    model.add_for(LOOPS, Hold(solve("the loop order")))
+    model.add_for(CACHE, Hold(after=solve("the L1 size")))
+    model.add_for(LOOPS, Hold(after=solve("the loop order")))
     task = asyncio.ensure_future(run(research, model, parallel=2))
     # Both delegated researchers' requests are held by the model at the same time: they run at once
     # (with one at a time this would never happen, and the wait would time out).
@@ -140,7 +140,7 @@ async def test_at_most_n_requests_are_in_flight(research: Research, model: Scrip
     research.execute(adding)
     model.add_for(ROOT, Say("".join(f"///delegate {t}\n" for t in titles)))
     for title in titles:
-        model.add_for(title, Hold(solve(title)))
+        model.add_for(title, Hold(after=solve(title)))
     task = asyncio.ensure_future(run(research, model, parallel=2, max_rounds=4))
     await asyncio.to_thread(model.wait_for, lambda m: m.holding == 2)
     held = model.holding
@@ -235,7 +235,7 @@ async def test_a_document_edited_by_hand_during_its_round_keeps_the_edit(researc
     planned(research)
     research.execute(DELEGATE)
     document = research.document(CACHE)
-    model.add_for(CACHE, Hold(solve("the L1 size")))
+    model.add_for(CACHE, Hold(after=solve("the L1 size")))
     model.add_for(LOOPS, Say(solve("the loop order")))
     task = asyncio.ensure_future(run(research, model))
     await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)
@@ -269,7 +269,7 @@ async def test_a_researcher_whose_problem_is_deleted_during_its_round_runs_nothi
 
     planned(research)
     research.execute(DELEGATE)
-    model.add_for(CACHE, Hold(solve("the L1 size")))
+    model.add_for(CACHE, Hold(after=solve("the L1 size")))
     model.add_for(LOOPS, Say(solve("the loop order")))
     task = asyncio.ensure_future(run(research, model))
     await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)

@@ -70,8 +70,10 @@ async def run(client, uri: str, *options) -> dict:
 async def test_every_researcher_runs_at_once_each_in_its_own_document(client, planned: Path, model: ScriptedModel):
     await use_model(client, model)
     model.add_for(ROOT, Say(DELEGATE), Say(FINISH))
-    model.add_for(CACHE, Hold(solve("the L1 size")))
-    model.add_for(LOOPS, Hold(solve("the loop order")))
+    # held before their focus change (the client stops reading at one): the holds last until released
+    cache_reply, loops_reply = solve("the L1 size"), solve("the loop order")
+    model.add_for(CACHE, Hold(cache_reply[:cache_reply.index("///focus_up")], after="///focus_up\n"))
+    model.add_for(LOOPS, Hold(loops_reply[:loops_reply.index("///focus_up")], after="///focus_up\n"))
     main = open_doc(client, planned / "message.dr", "")
     assert await run(client, main, {"parallel": 2}) == {"started": True}
 
