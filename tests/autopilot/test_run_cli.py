@@ -319,3 +319,30 @@ def test_on_a_terminal_a_lone_esc_stops_the_run_as_ctrl_c_does(folder: Path, mod
     assert [r["outcome"] for r in rounds(folder)] == ["executed", "executed", "executed", "cancelled"]
     criteria = Research.open(folder).focus().criteria
     assert [c.text for c in criteria] == ["Names a tile size", "Has a sketch"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_every_researcher_cleanly_and_keeps_their_drafts(folder: Path) -> None:
+    model = held_fan_out("Half a thought about caches", "Half a thought about loops")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", model.base_url, "--parallel", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), stdin=subprocess.DEVNULL,
+        )
+        try:
+            model.wait_for(lambda m: m.holding == 2)  # both delegated researchers are writing
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        model.wait_for(lambda m: m.disconnects == 2)
+    finally:
+        model.stop()
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in out + err and "nothing was half-applied" in err
+    cache, loops = (folder / "Subproblems" / t / "message.dr" for t in ("Cache sizes", "Loop order"))
+    assert "The partial replies are in " in err and str(cache) in err and str(loops) in err
+    assert cache.read_text(encoding="utf-8") == "Half a thought about caches"
+    assert loops.read_text(encoding="utf-8") == "Half a thought about loops"
+    assert sorted(r["researcher"] for r in rounds(folder) if r["outcome"] == "cancelled") == ["Cache sizes", "Loop order"]
+    deep_research("check", folder, code=0)
