@@ -391,13 +391,11 @@ class Pilot:
                 f"`deep-research execute {self.document.path}` (or empty the file), and start `deep-research run` again."
             ))
         if decision is Decision.SKIP:
-            await self._decline(text, None, "it was in the document when the run started")
+            await self._decline(text, None, "it was waiting in the document and the user declined it")
             return None
         execution = await self._execute(text, ApprovalMode.DELETE, [])
         if execution.executed:
             crew.observer.notice(f"Ran the message that was waiting in {self._where()}.")
-        else:
-            self.document.read()
         return None
 
     # -- one round ------------------------------------------------------------------------------
