@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""kill -9 campaigns: `deep-research execute`, `undo` and `run` (autopilot rounds) killed at
-random moments, the research opened again, and checked.
+"""kill -9 campaigns: `deep-research execute`, `undo`, `run` (autopilot rounds) and
+`run --parallel 4` (researchers at once) killed at random moments, the research opened
+again, and checked.
 
-    PYTHONPATH=server python benchmarks/kill_campaign.py [--runs 1000] [--seed 1] [--quick] [execute undo run]
+    PYTHONPATH=server python benchmarks/kill_campaign.py [--runs 1000] [--seed 1] [--quick] [execute undo run parallel]
 
 For each kind, a base research is made once, and the uninterrupted operation gives the
 reference states (for `run`, one per number of rounds done: the scripted model on loopback
@@ -20,6 +21,19 @@ the rounds before it are in the journal, within a round's share of the window or
 commit. Prints the outcomes per kind;
 exit status 1 if any run left anything else. (tests/cli/test_cli_kill.py kills at chosen
 points in CI; this is the long campaign.)
+
+`parallel`: `run --parallel 4` on a research whose root delegates 4 subproblems of 3 rounds
+each (15 rounds, up to 4 researchers writing at once, against a model on loopback whose reply
+depends on the research as it is on disk, so that any interrupted run can be resumed). The
+order in which researchers commit varies from run to run, so a killed research is judged by
+what must hold of every state a sequence of whole messages leaves, not against reference
+snapshots: the checks above, every working researcher's prompt file is its prompt, the
+journal has one record per executed message (numbered 1…n, as `state.json` counts them) and
+the round records of executed rounds name exactly those messages, and `deep-research check`
+is clean. Then every researcher must be resumable: `run --parallel 4` again finishes the
+research (a reply left unexecuted in a researcher's document stops that researcher with
+exit status 3, as it should; it is then executed with `deep-research execute`, as the message
+says, and `run` again must finish), and `check` is clean after it.
 """
 
 from __future__ import annotations
@@ -43,7 +57,7 @@ sys.path[:0] = [str(ROOT / "server"), str(ROOT)]
 
 from deep_research.engine.research import Research  # noqa: E402
 from tests.roomy import roomy  # noqa: E402
-from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel  # noqa: E402
+from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel, by_problem  # noqa: E402
 
 BOOK = ".deep-research"
 TMP_MARK = ".tmp-dr-"
@@ -243,7 +257,140 @@ class Run(Kind):
         self.model.stop()
 
 
-KINDS = {"execute": Execute, "undo": Undo, "run": Run}
+class Parallel(Kind):
+    """`deep-research run --parallel 4`: a root that delegates 4 subproblems of 3 rounds each."""
+
+    name = "parallel"
+    ROOT = "Caches and tiling"
+    PARTS, ROUNDS = 4, 3  # subproblems the root delegates; rounds of each delegated researcher
+
+    def prepare(self) -> None:
+        self.folder: Path | None = None  # the research the model answers about now
+        self.model = ScriptedModel(respond=self.respond).start()
+        Research.create(self.base, "Find how caches shape tiled matrix multiplication.")
+        (self.base / "deep-research.toml").write_text(
+            f'base_url = "{self.model.base_url}"\nmodel = "scripted-model"\ngrammar = "off"\napproval_mode = "delete"\n')
+        self.resumed = Counter()
+        folder = self.work / f"{self.name}-reference"
+        shutil.copytree(self.base, folder)
+        self.folder = folder
+        self.run_to_end(folder)  # the uninterrupted run: its time is the kill's window
+        assert self.finished(folder), "the uninterrupted parallel run did not finish"
+
+    def part(self, n: int) -> str:
+        return f"Part {n + 1}"
+
+    def respond(self, body: dict):
+        """The model: its reply depends on the research on disk (no recovery here: the run's
+        process owns the research; a researcher's own problem is as its last message left it)."""
+        title = by_problem(body)
+        research = Research(self.folder)
+        if title is None:
+            return Say(f"<<< define_problem\n///title\n{self.ROOT}\n///content\nWhich tiling suits which cache?\n>>>\n")
+        if title == self.ROOT:
+            if not research.tree.children(()):
+                parts = "".join(f"<<< add_subproblem\n///title\n{self.part(n)}\n///content\nPart {n + 1} of it.\n>>>\n"
+                                for n in range(self.PARTS))
+                delegate = "".join(f"///delegate {self.part(n)}\n" for n in range(self.PARTS))
+                return Say("Independent parts.\n///add_criteria Every part is answered\n" + parts + delegate)
+            return Say("All in.\n///mark_criteria_as_done 1\n<<< write_report\n///content\nSummarized problem "
+                       "definition: caches and tiling.\nConclusion: every part is answered.\n>>>\n///focus_up\n")
+        problem = next((p for p in research.tree.children(()) if p.title == title), None)
+        done = len(problem.criteria) if problem is not None else 0
+        if done < self.ROUNDS - 1:
+            return Say(f"A finding.\n///add_criteria Finding {done + 1} of {title} holds\n")
+        marks = "".join(f"///mark_criteria_as_done {i}\n" for i in range(1, done + 1))
+        return Say(f"{marks}<<< write_report\n///content\nSummarized problem definition: {title}.\nConclusion: "
+                   "settled.\n>>>\n///focus_up\n")
+
+    def reset(self) -> None:
+        pass
+
+    def command(self, folder: Path) -> list[str]:
+        self.folder = folder
+        return COMMAND + ["run", str(folder), "--parallel", "4", "--max-rounds", "100"]
+
+    @staticmethod
+    def finished(folder: Path) -> bool:
+        return json.loads((folder / BOOK / "state.json").read_text(encoding="utf-8")).get("phase") == "finished"
+
+    def judge(self, folder: Path) -> str | None:
+        problems = invariants(folder)
+        if problems:
+            print(f"    {folder}: {problems}", flush=True)
+            return None
+        state = json.loads((folder / BOOK / "state.json").read_text(encoding="utf-8"))
+        label = f"{state.get('messages', 0)} messages"
+        waiting = [str(p.relative_to(folder)) for p in folder.rglob("message.dr") if p.read_text(encoding="utf-8").strip()]
+        # Every researcher resumable: run again (on a copy: the killed research stays as it was).
+        resumed = folder.with_name(folder.name + "-resumed")
+        shutil.rmtree(resumed, ignore_errors=True)
+        shutil.copytree(folder, resumed)
+        self.folder = resumed
+        how = self.resume(resumed)
+        self.folder = folder
+        if how is None:
+            return None
+        shutil.rmtree(resumed, ignore_errors=True)
+        self.resumed[how] += 1
+        return label + (f", {len(waiting)} reply waiting" if waiting else "") + f"; {how}"
+
+    def resume(self, folder: Path) -> str | None:
+        """`run --parallel 4` again until it finishes (a reply waiting in a document is executed
+        as the message says); None if the research cannot be finished, or `check` finds anything."""
+        executed = 0
+        for _ in range(self.PARTS + 2):
+            done = subprocess.run(self.command(folder), env=ENV, capture_output=True, text=True, timeout=600)
+            if done.returncode == 0:
+                break
+            if done.returncode != 3:
+                print(f"    resume of {folder} failed ({done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
+                return None
+            for document in folder.rglob("message.dr"):
+                if document.read_text(encoding="utf-8").strip():
+                    ran = subprocess.run(COMMAND + ["execute", str(document)], env=ENV, capture_output=True, text=True,
+                                         timeout=120)
+                    executed += 1
+                    if ran.returncode not in (0, 1):  # 1: a command in it failed (it ran, the model is told)
+                        print(f"    execute {document} failed ({ran.returncode}): {ran.stdout[-300:]} {ran.stderr[-300:]}")
+                        return None
+        else:
+            return None
+        check = subprocess.run(COMMAND + ["check", str(folder)], env=ENV, capture_output=True, text=True, timeout=120)
+        if not self.finished(folder) or check.returncode != 0:
+            print(f"    resumed {folder}: finished {self.finished(folder)}, check {check.returncode}: {check.stdout[-500:]}")
+            return None
+        return "resumed" + (f" after executing {executed} waiting repl{'y' if executed == 1 else 'ies'}" if executed else "")
+
+    def close(self) -> None:
+        self.model.stop()
+
+
+def invariants(folder: Path) -> list[str]:
+    """What must hold of any state of a parallel research after a kill (beyond `problems_of`)."""
+    found = problems_of(folder)
+    research = Research.open(folder)
+    for researcher in research.researchers():
+        prompt_file = research.prompt_file(researcher.name)
+        if researcher.name != "main" and (not prompt_file.exists()
+                                          or prompt_file.read_text(encoding="utf-8") != research.prompt(researcher=researcher.name)):
+            found.append(f"the prompt of {researcher.name} is not its prompt")
+    state = research.state()
+    journal = folder / BOOK / "journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text(encoding="utf-8").splitlines()] if journal.exists() else []
+    numbers = sorted({r["message"] for r in records if r.get("record") != "round" and isinstance(r.get("message"), int)})
+    if numbers != list(range(1, state.messages + 1)):
+        found.append(f"the journal's messages {numbers[:3]}…{numbers[-3:]} are not 1…{state.messages}")
+    executed = sorted(r["message"] for r in records if r.get("record") == "round" and r.get("message") is not None)
+    if len(executed) != len(set(executed)) or not set(executed) <= set(numbers):
+        found.append("round records name messages more than once, or ones that did not run")
+    check = subprocess.run(COMMAND + ["check", str(folder)], env=ENV, capture_output=True, text=True, timeout=120)
+    if check.returncode != 0:
+        found.append(f"check: {check.stdout.strip()[:300]}")
+    return found
+
+
+KINDS = {"execute": Execute, "undo": Undo, "run": Run, "parallel": Parallel}
 
 
 def rounds_recorded(journal: Path) -> int:
@@ -273,8 +420,9 @@ def campaign(kind: Kind, runs: int, rng: random.Random, log) -> tuple[Counter, l
         process = subprocess.Popen(kind.command(folder), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.perf_counter()
         share = 1.0
-        if isinstance(kind, Run):  # a random round: wait until the rounds before it are recorded
-            target, share = rng.randint(1, kind.rounds), 1 / kind.rounds
+        if isinstance(kind, (Run, Parallel)):  # a random round: wait until the rounds before it are recorded
+            total = kind.rounds if isinstance(kind, Run) else Parallel.PARTS * Parallel.ROUNDS + 3
+            target, share = rng.randint(1, total), 1 / total
             journal = folder / BOOK / "journal.jsonl"
             while process.poll() is None and rounds_recorded(journal) < target - 1:
                 time.sleep(0.002)

@@ -35,6 +35,17 @@ child reports the root's rests on), whether it finished, the commands that ran, 
 prompt tokens the server took from its cache (over all rounds, and over the rounds that continue
 a session, with the lowest), and the median first token. The goal line: the root report resting
 on at least two child reports within the rounds, with >= 95% of the commands run, on every seed.
+
+`--parallel 1,4` measures parallel research instead (issue 24): on a llama-server with 4
+slots (`-np 4`, each 8,192 tokens of context), for each seed a research whose root has
+delegated 4 subproblems (the plan is given: main waits, the model drives the 4 delegated
+researchers, with the grammar) is run with `--parallel 1` and with `--parallel 4`, in
+alternating order, for the same number of rounds. Side by side: the wall time, the branches
+that ended (a delegated researcher focused up from its root, done or failed) and the wall time
+per ended branch, the rounds per minute, the aggregate speed (generated tokens, and prompt
+tokens read anew, per second of wall time), and per researcher the share of its prompt the
+server had cached within a session. `--quick` does it with 2 subproblems and 2 rounds (after
+the grammar's quick figures).
 """
 
 from __future__ import annotations
@@ -56,8 +67,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
 from deep_research.autopilot.client import ModelClient  # noqa: E402
-from deep_research.autopilot.loop import Autopilot, Observer, RoundReport, RunStatus, Settings  # noqa: E402
+from deep_research.autopilot.fleet import Fleet  # noqa: E402
+from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
+from deep_research.engine.state import MAIN  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.state import Status  # noqa: E402
 from deep_research.engine.store import CONFIG_FILE  # noqa: E402
@@ -138,11 +151,11 @@ class Driver:
             client, mode, seed, rounds, reply_tokens, base)
         self.figures = Figures()
         self.observer = Collect(self.figures)
-        self.pilot: Autopilot | None = None
+        self.pilot: Fleet | None = None
         self.roots: list[Path] = []
         self.stopped: str | None = None
 
-    def _fresh(self) -> Autopilot:
+    def _fresh(self) -> Fleet:
         self.figures.researches += 1
         root = self.base / f"seed{self.seed}-{self.mode}-{self.figures.researches}"
         self.roots.append(root)
@@ -150,13 +163,13 @@ class Driver:
                             max_reply_tokens=self.reply_tokens, seed=self.seed)
         root.mkdir(parents=True)
         (root / CONFIG_FILE).write_text(OFFLINE, encoding="utf-8")  # the model may write any URL
-        return Autopilot(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
+        return Fleet(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
 
     async def one_round(self) -> None:
         if self.pilot is None:
             self.pilot = self._fresh()
         pilot = self.pilot
-        pilot.settings.max_rounds = pilot.count.rounds + 1
+        pilot.budget.max_rounds = pilot.budget.rounds + 1
         pilot.settings.seed = self.seed * 1000 + self.figures.rounds
         result = await pilot.run()
         if result.status is RunStatus.ERROR:
@@ -318,7 +331,7 @@ async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budg
                         seed=seed)
     started = time.monotonic()
     try:
-        outcome = await Autopilot(research, client, settings, observer=Watch(result, research)).run()
+        outcome = await Fleet(research, client, settings, observer=Watch(result, research)).run()
     finally:
         await client.close()
     result.seconds = time.monotonic() - started
@@ -365,6 +378,131 @@ def print_convergence(results: list[Convergence], rounds: int) -> None:
           f"{len(met)} of {len(results)} seeds")
 
 
+# -- parallel research: --parallel 1 against --parallel 4 ---------------------------------------------------
+
+PARTS = ("Bubble sort", "Insertion sort", "Merge sort", "Quick sort")
+SLOTS = 4
+
+
+def planned(root: Path, parts: int) -> Research:
+    """A research whose root has delegated `parts` subproblems: the plan is given."""
+    root.mkdir(parents=True)
+    (root / CONFIG_FILE).write_text(OFFLINE, encoding="utf-8")
+    research = Research.create(root, INSTRUCTION)
+    research.execute("<<< define_problem\n///title\nSorting algorithms for teaching\n///content\nWhich sorting "
+                     "algorithm is best for teaching beginners, and why?\n>>>\n")
+    chosen = PARTS[:parts]
+    plan = "///add_criteria Compares the algorithms\n" + "".join(
+        f"<<< add_subproblem\n///title\n{p}\n///content\nHow easy is {p.lower()} to teach and to understand?\n>>>\n"
+        for p in chosen) + "".join(f"///delegate {p}\n" for p in chosen)
+    assert research.execute(plan).executed
+    return research
+
+
+@dataclass
+class ParallelFigures:
+    wall: float = 0.0
+    rounds: int = 0
+    ended: int = 0  # delegated researchers that focused up from their root
+    completion_tokens: int = 0
+    prompt_read: int = 0  # prompt tokens the server read anew (not from its cache)
+    cache: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # researcher: (cached, prompt, rounds)
+    status: str = ""
+
+
+def cache_shares(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Per researcher, over its rounds that continue a session: (cached, prompt tokens, rounds)."""
+    out: dict[str, tuple[int, int, int]] = {}
+    last: dict[str, int] = {}
+    for line in (root / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("record") != "round":
+            continue
+        who = record.get("researcher", MAIN)
+        if last.get(who) == record["session"] and isinstance(record.get("cached_tokens"), int) and record["prompt_tokens"]:
+            cached, prompt, rounds = out.get(who, (0, 0, 0))
+            out[who] = (cached + record["cached_tokens"], prompt + record["prompt_tokens"], rounds + 1)
+        last[who] = record["session"]
+    return out
+
+
+async def parallel_run(url: str, seed: int, parallel: int, parts: int, rounds: int, reply_tokens: int,
+                       base: Path) -> ParallelFigures:
+    root = base / f"seed{seed}-parallel{parallel}"
+    research = planned(root, parts)
+    figures = ParallelFigures()
+
+    class Count(Observer):
+        def round_ended(self, report: RoundReport) -> None:
+            figures.rounds += 1
+            if report.reply is not None:
+                figures.completion_tokens += report.reply.completion_tokens
+                figures.prompt_read += report.reply.prompt_tokens - (report.reply.cached_tokens or 0)
+            if report.execution is not None and report.execution.analysis is not None \
+                    and report.execution.analysis.after.ended:
+                figures.ended += 1
+
+    client = ModelClient(url, None, None)
+    settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=rounds, max_reply_tokens=reply_tokens,
+                        seed=seed, parallel=parallel)
+    started = time.monotonic()
+    try:
+        result = await Fleet(research, client, settings, observer=Count()).run()
+    finally:
+        await client.close()
+    figures.wall = time.monotonic() - started
+    figures.status = result.status.value
+    figures.cache = cache_shares(root)
+    return figures
+
+
+def parallel_main(args, install) -> int:
+    counts = [int(n) for n in args.parallel.split(",") if n.strip()]
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    parts = 2 if args.quick else len(PARTS)
+    print(f"parallel research with SmolLM2-135M: llama-server with {SLOTS} slots ({args.threads} thread(s)); the root "
+          f"delegated {parts} subproblems; {args.rounds} rounds per run, replies <= {args.reply_tokens} tokens, grammar "
+          f"on; --parallel {' and '.join(map(str, counts))} alternate on seeds {seeds}. {os.cpu_count()} CPUs, load "
+          f"average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
+    results: dict[int, list[ParallelFigures]] = {n: [] for n in counts}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, \
+            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192) as url:
+        for index, seed in enumerate(seeds):
+            for n in (counts if index % 2 == 0 else counts[::-1]):
+                figures = asyncio.run(parallel_run(url, seed, n, parts, args.rounds, args.reply_tokens, Path(tmp)))
+                results[n].append(figures)
+                print(f"  seed {seed}, --parallel {n}: {figures.wall:.0f} s, {figures.rounds} rounds, "
+                      f"{figures.ended} branch(es) ended, {figures.status}", flush=True)
+
+    def total(n: int, name: str) -> float:
+        return sum(getattr(f, name) for f in results[n])
+
+    rows = [
+        ("wall time", lambda n: f"{total(n, 'wall'):.0f} s"),
+        ("rounds", lambda n: f"{total(n, 'rounds'):.0f}"),
+        ("branches ended", lambda n: f"{total(n, 'ended'):.0f}"),
+        ("wall time per ended branch", lambda n: f"{total(n, 'wall') / total(n, 'ended'):.0f} s" if total(n, "ended") else "-"),
+        ("rounds per minute", lambda n: f"{60 * total(n, 'rounds') / total(n, 'wall'):.2f}"),
+        ("generated tokens/s (all researchers)", lambda n: f"{total(n, 'completion_tokens') / total(n, 'wall'):.1f}"),
+        ("prompt tokens read anew/s", lambda n: f"{total(n, 'prompt_read') / total(n, 'wall'):.1f}"),
+    ]
+    print(f"\nall seeds: {'':30}" + "".join(f"{'--parallel ' + str(n):>22}" for n in counts))
+    for label, cell in rows:
+        print(f"  {label:38}" + "".join(f"{cell(n):>22}" for n in counts))
+    print("  prompt cached within a session, per researcher:")
+    for who in [MAIN, *PARTS[:parts]]:
+        cells = []
+        for n in counts:
+            cached = sum(f.cache.get(who, (0, 0, 0))[0] for f in results[n])
+            prompt = sum(f.cache.get(who, (0, 0, 0))[1] for f in results[n])
+            rounds = sum(f.cache.get(who, (0, 0, 0))[2] for f in results[n])
+            cells.append(f"{100 * cached / prompt:.0f}% ({rounds} rnds)" if prompt else "-")
+        print(f"    {who:36}" + "".join(f"{c:>22}" for c in cells))
+    print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
@@ -375,6 +513,8 @@ def main() -> int:
     parser.add_argument("--cost-pairs", type=int, default=8, help="requests with and without the grammar (default 8)")
     parser.add_argument("--cost-on", nargs="*", type=Path, default=[], metavar="RESEARCH",
                         help="also measure the grammar's cost on these researches (copies are used)")
+    parser.add_argument("--parallel", default="", metavar="1,4",
+                        help="measure parallel research at these --parallel values instead (see above)")
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
     parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
@@ -390,6 +530,8 @@ def main() -> int:
         return 1
     if args.converge:
         return converge(install, seeds, args)
+    if args.parallel:
+        return parallel_main(args, install)
     print(f"SmolLM2-135M on llama-server ({args.threads} thread(s)), {args.rounds} rounds per seed and mode, replies <= "
           f"{args.reply_tokens} tokens; grammar on and off alternate round by round. "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
@@ -432,8 +574,10 @@ def main() -> int:
                   f"the autopilot's grammar steps {med['steps'][0]:.1f} tokens/s, {med['steps'][1]:.2f} s: "
                   f"{ratio('steps')}")
     print(f"wall time {time.monotonic() - started:.0f} s, load average at the end {os.getloadavg()[0]:.2f}")
-    if args.quick:  # the convergence measurement runs too, so that it does not rot
-        return converge(install, seeds, args)
+    if args.quick:  # the convergence and parallel measurements run too, so that they do not rot
+        converge(install, seeds, args)
+        args.parallel = "1,4"
+        return parallel_main(args, install)
     return 0
 
 

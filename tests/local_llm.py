@@ -65,17 +65,18 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(install: Install, *, context: int = 8192, threads: int = 2, deadline: float = 120.0) -> Iterator[str]:
-    """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`)."""
+def llama_server(install: Install, *, context: int = 8192, threads: int = 2, deadline: float = 120.0,
+                 slots: int = 1) -> Iterator[str]:
+    """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `slots`
+    requests at once (`-np`), each with `context / slots` tokens of context."""
     port = free_port()
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [str(install.server), "-m", str(install.model), "-c", str(context), "-t", str(threads),
          "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui",
-         # One slot: a reply the grammar steps continue is sent as the closed stream's slot is
-         # still busy, and with several slots it lands on another, whose cache lacks the prompt
-         # (measured: the whole 5,500-token prompt read again, minutes on this machine).
-         "-np", "1"],
+         # The autopilot names each request's slot (id_slot), so a reply the grammar steps continue
+         # goes back to its own slot's cache whatever the number of slots.
+         "-np", str(slots)],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:

@@ -7,11 +7,20 @@ request to `/v1/chat/completions` takes the next step of the script:
 
     Say(text)                  stream this reply (in small pieces), usage at the end
     Say(text, usage=False)     …without the usage chunk
-    Fail(429) / Fail(500)      an HTTP error (with `retry-after-ms: 1`, so retries are quick)
+    Fail(429) / Fail(500)      an HTTP error (with `retry-after-ms: 1`, so retries are quick,
+                               unless `headers` says otherwise)
     Cut(text)                  stream part of a reply, then break the connection
     Malformed()                a stream whose data is not JSON
-    Hold(text)                 stream `text`, then wait (a slow model) until `release()`
-                               or the client goes away
+    Hold(text, after)          stream `text`, then wait (a slow model) until `release()`
+                               or the client goes away, then stream `after`
+
+Several researchers at once (parallel research): with `route` (e.g. `by_problem`, the
+current problem's title in the request's prompt), each request takes the next step of the
+script of its key (`add_for(key, *steps)`), so every researcher has a script of its own.
+With `respond`, a function of the request body gives each step instead (a model whose reply
+depends on the research as it is: a run killed and resumed at any point gets the right one).
+`delay` makes every completion wait that many seconds before it answers (a model's time,
+for benchmarks).
 
 `requests` holds every request body received; `wait_for(predicate)` waits on a condition
 with a deadline (no sleeps in tests). `/v1/models` lists one model; with `llama_cpp=True`
@@ -25,6 +34,7 @@ with the previous request, `prompt_n` the rest.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -48,6 +58,7 @@ class Fail:
     message: str = "scripted failure"
     code: str | None = None
     extra: dict | None = None  # more fields of the error object
+    headers: dict[str, str] | None = None  # the reply's headers (default: retry-after-ms 1)
 
 
 @dataclass
@@ -63,6 +74,7 @@ class Malformed:
 @dataclass
 class Hold:
     text: str = ""  # streamed before holding
+    after: str = ""  # streamed once released (a focus change here, not in `text`: the client stops reading at one)
 
 
 Step = Union[Say, Fail, Cut, Malformed, Hold]
@@ -70,14 +82,21 @@ Step = Union[Say, Fail, Cut, Malformed, Hold]
 
 class ScriptedModel:
     def __init__(self, steps: list[Step] | None = None, *, llama_cpp: bool = False, context: int | None = None,
-                 then: Step | None = None, models: tuple[str, ...] = (MODEL,), slots: int = 1) -> None:
+                 then: Step | None = None, models: tuple[str, ...] = (MODEL,), slots: int = 1,
+                 route: Callable[[dict], str | None] | None = None, delay: float = 0.0,
+                 respond: Callable[[dict], Step | None] | None = None) -> None:
         self.steps: list[Step] = list(steps or [])
+        self.route = route  # request body -> the key of the script it takes its step from
+        self.scripts: dict[str | None, list[Step]] = {}
+        self.delay = delay
+        self.respond = respond  # request body -> its step (instead of a script)
         self.then = then  # the step used once the script is exhausted (None: HTTP 500)
         self.llama_cpp = llama_cpp
         self.context = context
         self.slots = slots  # llama-server's total_slots in /props
         self.models = models
         self.requests: list[dict] = []
+        self.arrivals: list[float] = []  # time.monotonic() at which each completion request arrived
         self._cached_text = ""  # the previous request's prompt text (the "prompt cache")
         self.authorizations: list[str | None] = []  # the Authorization header of each completion request
         self.disconnects = 0  # streams the client closed before the end
@@ -120,6 +139,11 @@ class ScriptedModel:
         with self._changed:
             self.steps.extend(steps)
 
+    def add_for(self, key: str | None, *steps: Step) -> None:
+        """Steps of the script of `key` (with `route`)."""
+        with self._changed:
+            self.scripts.setdefault(key, []).extend(steps)
+
     def release(self) -> None:
         self._release.set()
 
@@ -153,9 +177,13 @@ class ScriptedModel:
     def _next(self, body: dict, authorization: str | None) -> Step | None:
         with self._changed:
             self.requests.append(body)
+            self.arrivals.append(time.monotonic())
             self.authorizations.append(authorization)
             self._changed.notify_all()
-            return self.steps.pop(0) if self.steps else self.then
+            if self.respond is not None:
+                return self.respond(body)
+            steps = self.steps if self.route is None else self.scripts.setdefault(self.route(body), [])
+            return steps.pop(0) if steps else self.then
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -204,11 +232,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(404, {"error": {"message": "not found"}})
             return
         step = self.model._next(body, self.headers.get("Authorization"))
+        if self.model.delay:
+            time.sleep(self.model.delay)  # the model's time to answer (benchmarks), not a synchronisation
         if step is None:
             self._json(500, {"error": {"message": "the script is exhausted", "type": "server_error"}})
         elif isinstance(step, Fail):
             error = {"message": step.message, "type": "scripted", "code": step.code, **(step.extra or {})}
-            self._json(step.status, {"error": error}, {"retry-after-ms": "1"})
+            self._json(step.status, {"error": error}, step.headers if step.headers is not None else {"retry-after-ms": "1"})
         else:
             self._stream(step, body)
 
@@ -243,6 +273,8 @@ class _Handler(BaseHTTPRequestHandler):
                         self._write(b": still thinking\n\n")  # an SSE comment: fails once the client left
                 finally:
                     self.model._notify(lambda: setattr(self.model, "holding", self.model.holding - 1))
+                for start in range(0, len(step.after), 16):
+                    self._event(_chunk({"content": step.after[start:start + 16]}))
                 self._event(_chunk({}, finish="stop"))
                 self._end()
                 return
@@ -268,6 +300,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _write(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
+
+
+_CURRENT = re.compile(r"^# Current Problem: (.+)$", re.M)
+
+
+def by_problem(body: dict) -> str | None:
+    """A `route`: the title of the current problem in the request's prompt (its first message),
+    None before the problem is defined. A delegated researcher at its root is known by its
+    root's title."""
+    messages = body.get("messages") or [{}]
+    found = _CURRENT.search(messages[0].get("content") or "")
+    return found.group(1).strip() if found else None
 
 
 def _chunk(delta: dict, finish: str | None = None, timings: dict | None = None) -> str:

@@ -124,6 +124,13 @@ def _parser() -> argparse.ArgumentParser:
     prompt = command("prompt", _prompt, "Print the prompt the assistant sees now.")
     prompt.add_argument("dir", type=Path)
     add_options(prompt, keys=("max_prompt_tokens",))
+    prompt.add_argument("--researcher", metavar="NAME",
+                        help="the prompt of that researcher (see `researchers`; default: main)")
+
+    researchers = command("researchers", _researchers,
+                          "List the researchers working on the research: name, message document, focus, state.")
+    researchers.add_argument("dir", type=Path)
+    researchers.add_argument("--json", action="store_true", help="print them as a JSON list")
 
     tree = command("tree", _tree, "Print the problem tree with statuses and criteria counts.")
     tree.add_argument("dir", type=Path)
@@ -261,7 +268,7 @@ def _continue(args: argparse.Namespace) -> int:
 
 def _execute(args: argparse.Namespace) -> int:
     from .engine.reply import unsuccessful
-    from .engine.research import MESSAGE_FILE, Research, is_message_document
+    from .engine.research import MESSAGE_FILE, is_message_document
     from .engine.store import MESSAGE_SUFFIX, Guard
     from .printouts import execution_printout
     from .sources.gather import gather_and_execute_sync
@@ -280,10 +287,14 @@ def _execute(args: argparse.Namespace) -> int:
         raise UserError(f"{path} is a link to a file outside its folder: it is not read as a message, and was "
                         "not touched.")
     text = _read(path)
-    research = Research.open(path.resolve().parent)
+    research, researcher = _document_research(path)
     config = _config(research.root)
     # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
-    result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress)
+    result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress,
+                                     researcher=researcher)
+    if result.reason == "already-run":
+        _say(f"Nothing to execute: the message in {path} has just been run (by another process) and consumed.")
+        return EXIT_OK
     if not result.executed:
         _say(f"Nothing to execute: {path} is empty (a message is consumed once it has run).")
         return EXIT_OK
@@ -312,11 +323,42 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _prompt(args: argparse.Namespace) -> int:
-    from .engine.research import Research
+    from .engine.research import NoSuchResearcher, Research
     from .printouts import prompt_printout
 
-    _out(prompt_printout(Research.open(_folder(args.dir)), args.max_prompt_tokens))
+    research = Research.open(_folder(args.dir))
+    try:
+        researcher = research.researcher_named(args.researcher) if args.researcher else "main"
+    except NoSuchResearcher as error:
+        raise UserError(str(error)) from None
+    _out(prompt_printout(research, args.max_prompt_tokens, researcher))
     return EXIT_OK
+
+
+def _researchers(args: argparse.Namespace) -> int:
+    import json
+
+    from .engine.research import Research
+    from .engine.text import printable
+    from .printouts import researchers_printout
+
+    research = Research.open(_folder(args.dir))
+    found = research.researchers()
+    if args.json:
+        print(json.dumps([item.to_json() for item in found], ensure_ascii=False, indent=2))
+    else:
+        sys.stdout.write(printable(researchers_printout(found)))  # names are titles: anyone may have written them
+    return EXIT_OK
+
+
+def _document_research(path: Path):
+    """The research and the researcher of a message document (a clear error otherwise)."""
+    from .engine.research import NoSuchResearcher, Research
+
+    try:
+        return Research.of_document(path)
+    except NoSuchResearcher as error:
+        raise UserError(f"{error} {path} was not touched.") from None
 
 
 def _tree(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ adding a row.
     max_reply_tokens = 2000         # the longest reply the model may write per round
     approval_mode = "update"
     grammar = "auto"                # auto | on | off
+    parallel = 1                    # researchers that get rounds at once (model requests in flight)
     report_max_words = 1500         # the longest report (about three pages); longer ones are refused
     max_breadth = 3                 # subproblems per problem
     max_depth = 2                   # levels of subproblems below the root
@@ -178,6 +179,8 @@ SETTINGS: tuple[Setting, ...] = (
             choices=APPROVAL_CHOICES, flag="--approval", editor_default="update"),
     Setting("grammar", "choice", "auto", "constrain replies with a grammar (llama.cpp); auto: when the "
             "server is llama.cpp", choices=("auto", "on", "off"), flag=True),
+    Setting("parallel", int, 1, "researchers that get rounds at once, so model requests in flight over the "
+            "whole run", minimum=1, maximum=64, flag=True),
     Setting("report_max_words", int, 1500, "the longest report, in words (about three pages)",
             minimum=100, maximum=100_000, rule=True),
     Setting("max_breadth", int, 3, "at most N subproblems per problem", minimum=1, maximum=100, flag=True,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .dossier import Exported
-    from .engine.research import Execution, Research
+    from .engine.research import Execution, Research, Researcher
     from .engine.undo import Undone
 
 
@@ -24,7 +24,11 @@ def execution_printout(result: Execution, research: Research, *, document: Path 
     lines = [result.reply if not quiet else errors_only(result.reply)]
     if document is not None and not result.consumed:
         lines.append(f"\n{document} changed while the message ran, so it was not emptied: check what it holds now.")
-    lines.append(f"\n{next_prompt or f'The prompt for the next message is in {research.prompt_path}.'}")
+    if result.analysis is not None and result.analysis.after.ended:
+        lines.append(f"\nThe researcher \"{result.researcher}\" has ended; its report is with the problem above.")
+    else:
+        where = f"The prompt for the next message is in {research.prompt_file(result.researcher)}."
+        lines.append(f"\n{next_prompt or where}")
     return "\n".join(lines) + "\n"
 
 
@@ -33,14 +37,24 @@ def errors_only(reply: str) -> str:
     return reply[start:] if start >= 0 else reply
 
 
-def prompt_printout(research: Research, max_tokens: int | None = None) -> str:
-    """The prompt the assistant sees now (also written to the research's prompt file), shortened
-    to `max_tokens` if given, else to the research's `max_prompt_tokens` setting."""
+def prompt_printout(research: Research, max_tokens: int | None = None, researcher: str = "main") -> str:
+    """The prompt the assistant (`researcher`) sees now (also written to its prompt file),
+    shortened to `max_tokens` if given, else to the research's `max_prompt_tokens` setting."""
     from .config import load
 
-    research.write_prompt()
+    research.write_prompt(researcher)
     limit = max_tokens or load(research.root)[0].max_prompt_tokens
-    return research.prompt(limit)
+    return research.prompt(limit, researcher)
+
+
+def researchers_printout(researchers: list[Researcher]) -> str:
+    """`deep-research researchers`: one researcher a line, then its document."""
+    lines = []
+    for item in researchers:
+        focus = f"at \"{item.focus}\"" if item.focus else "at the root"
+        waiting = ", waiting for its delegations" if item.state == "waiting" else ""
+        lines.append(f"{item.name}: {item.state} {focus}{waiting}\n    {item.document}")
+    return "\n".join(lines) + "\n"
 
 
 def undo_printout(research: Research, undone: Undone, *, put_back: bool = True, prompt: str | None = None,
@@ -55,10 +69,11 @@ def undo_printout(research: Research, undone: Undone, *, put_back: bool = True, 
 
     focus = research.focus()
     where = f"the focus is on “{focus.title}”" if focus is not None else "no problem is defined"
+    whose = f" of the researcher “{undone.researcher}”" if undone.researcher != "main" else ""
     lines = []
     if not_executed:
         lines.append(f"{not_executed} So it left nothing to undo; the undo took back the one before it.")
-    lines.append(f"Undid {message_label(undone.message, undone.text)}, the last message that was executed: "
+    lines.append(f"Undid {message_label(undone.message, undone.text)}{whose}, the last message that was executed: "
                  f"{len(undone.files)} file(s) of the tree restored; {where}.")
     if undone.document is not None:
         lines.append(f"The message is back in {undone.document}: edit it and execute it again, or empty it.")

@@ -28,6 +28,7 @@ def rounds(root: Path) -> list[dict]:
 
 
 ROUND_KEYS = {
+    "researcher",
     "record", "run", "round", "message", "session", "problem", "model", "prompt_tokens", "completion_tokens",
     "tokens_estimated", "cached_tokens", "latency_ms", "first_token_ms", "finish_reason", "outcome", "commands", "error",
     "started", "ended",

@@ -81,10 +81,53 @@ async def test_a_rate_limit_is_retried_then_succeeds(model: ScriptedModel) -> No
     assert reply.text == "///focus_up\n" and len(model.requests) == 2
 
 
-async def test_rate_limits_that_persist_give_one_message(model: ScriptedModel) -> None:
-    model.add(Fail(429), Fail(429))
-    error = await failure(model, retries=1)
-    assert error.kind == "rate-limit" and "429" in error.message and len(model.requests) == 2
+async def test_rate_limits_are_waited_out_as_the_server_asks(model: ScriptedModel) -> None:
+    """After openai's own retries (none here) a 429 is not an error: the client waits as long as
+    `Retry-After` (seconds) or `retry-after-ms` says, or backs off when it says nothing."""
+    model.add(Fail(429, headers={}), Fail(429, headers={"retry-after": "1"}), Fail(429, headers={"retry-after-ms": "300"}),
+              Say("///focus_up\n"))
+    waits: list[float] = []
+    reply = await complete(model, retries=0, on_wait=lambda seconds, why: waits.append(seconds))
+    assert reply.text == "///focus_up\n" and len(model.requests) == 4
+    assert 1.0 <= waits[0] <= 1.25 and waits[1:] == [1.0, 0.3], "the first backoff, then as asked"
+    gaps = [later - earlier for earlier, later in zip(model.arrivals, model.arrivals[1:])]
+    assert all(gap >= wait for gap, wait in zip(gaps, waits)), "no request came before the time it was asked to"
+
+
+async def test_rate_limits_that_outlast_the_patience_give_one_message(model: ScriptedModel) -> None:
+    model.then = Fail(429, headers={"retry-after-ms": "200"})
+    client = ModelClient(model.base_url, MODEL, None, max_retries=0, rate_limit_patience=0.5)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await client.complete(PROMPT)
+    finally:
+        await client.close()
+    assert caught.value.kind == "rate-limit" and "HTTP 429" in caught.value.message
+    assert "longer than the autopilot waits (0.5 seconds)" in caught.value.message
+    assert len(model.requests) == 3, "waited 0.2 s twice; a third wait would pass the patience"
+
+
+async def test_a_used_up_quota_is_an_error_at_once(model: ScriptedModel) -> None:
+    model.add(Fail(429, "You exceeded your current quota", code="insufficient_quota"), Say("///focus_up\n"))
+    error = await failure(model, retries=0)
+    assert error.kind == "rate-limit" and "quota is used up" in error.message and len(model.requests) == 1
+
+
+async def test_one_rate_limit_holds_back_every_request_of_the_client(model: ScriptedModel) -> None:
+    """The limit is the endpoint's: once one request is told to wait, another researcher's
+    request (the same client) does not start before that time either."""
+    model.add(Fail(429, headers={"retry-after-ms": "500"}), Say("///focus_up\n"), Say("///focus_up\n"))
+    client = ModelClient(model.base_url, MODEL, None, max_retries=0)
+    told = asyncio.Event()
+    try:
+        first = asyncio.ensure_future(client.complete(PROMPT, on_wait=lambda seconds, why: told.set()))
+        await asyncio.wait_for(told.wait(), 30)
+        second = await client.complete(PROMPT)
+        await first
+    finally:
+        await client.close()
+    assert second.text == "///focus_up\n" and len(model.arrivals) == 3
+    assert min(model.arrivals[1:]) - model.arrivals[0] >= 0.5, "no request before the time the 429 asked for"
 
 
 async def test_a_server_error_is_retried_then_reported(model: ScriptedModel) -> None:

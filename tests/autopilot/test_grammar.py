@@ -323,3 +323,60 @@ def test_attach_file_takes_only_a_file_that_is_there(gbnf, tmp_path) -> None:
     assert gbnf.accepts(grammar, "///attach_file notes.md\n")
     for doomed in ("other.md", "[File]", "Problem Definition.md", "message.dr", "deep-research.toml"):
         assert not gbnf.accepts(grammar, f"///attach_file {doomed}\n"), doomed
+
+
+def crit(title: str) -> str:
+    return f"<<< add_criteria_to_subproblem\n///title\n{title}\n///criteria\nOne more\n>>>\n"
+
+
+def test_a_researcher_may_not_reach_into_what_another_holds(gbnf) -> None:
+    """Parallel research: a subproblem another researcher holds is neither entered, changed nor
+    delegated again; only open subproblems are delegated; a problem whose delegations run is
+    not left (not even given up)."""
+    inputs = GrammarInputs(Phase.IN_FOCUS, ("Cache sizes", "Loop order", "Done one"), (1,),
+                           held=("Cache sizes",), closed_subproblems=("Done one",), give_up=True)
+    grammar = build_grammar(inputs)
+    assert gbnf.parses(grammar)
+    for text in ("///delegate Loop order\n", "///focus_down Loop order\n", crit("Loop order"), crit("Done one"),
+                 "///fail_task_and_focus_up Nothing works\n"):
+        assert gbnf.accepts(grammar, text), text
+    for text in ("///delegate Cache sizes\n", "///focus_down Cache sizes\n", crit("Cache sizes"),
+                 "///delegate Done one\n", "///focus_down Done one\n", "///delegate Nowhere\n"):
+        assert not gbnf.accepts(grammar, text), text
+    waiting = build_grammar(GrammarInputs(Phase.IN_FOCUS, ("Cache sizes", "Loop order"), (1,), held=("Cache sizes",),
+                                          waiting=True, give_up=True))
+    for text in ("///focus_up\n", "///fail_task_and_focus_up\n", "///fail_task_and_focus_up Stuck\n"):
+        assert not gbnf.accepts(waiting, text), f"{text!r}: the delegation's report would be missed"
+    assert gbnf.accepts(waiting, "///focus_down Loop order\n") and gbnf.accepts(waiting, "///mark_criteria_as_done 1\n")
+    everything_held = build_grammar(GrammarInputs(Phase.IN_FOCUS, ("Cache sizes",), held=("Cache sizes",), waiting=True))
+    assert "cmd-delegate" not in everything_held and "cmd-focus-down" not in everything_held
+
+
+def test_each_researcher_gets_the_grammar_of_its_own_view(gbnf, tmp_path) -> None:
+    """From the engine's state: main after delegating, and the delegated researcher at its root;
+    and within a message, a delegation rules out what it holds from then on."""
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    research.execute(DEFINE)
+    research.execute(BREAK_DOWN)
+    steps = MessageGrammar(research)
+    before = steps.first()
+    text = "Independent.\n///delegate Cache sizes\n"
+    after = steps.next(text)
+    assert after is not None and gbnf.parses(after), "a delegation narrows what may follow"
+    for again in ("///delegate Cache sizes\n", "///focus_down Cache sizes\n"):
+        assert gbnf.accepts(before, again) and not gbnf.accepts(after, again), again
+    assert gbnf.accepts(after, "///delegate Loop order\n") and gbnf.accepts(after, "///focus_down Loop order\n")
+    research.execute(text)
+    main = MessageGrammar(research).first()
+    assert not gbnf.accepts(main, "///focus_up\n") and not gbnf.accepts(main, "///focus_down Cache sizes\n")
+    assert gbnf.accepts(main, crit("Loop order")) and not gbnf.accepts(main, crit("Cache sizes"))
+    delegated = MessageGrammar(research, researcher="Cache sizes")
+    assert delegated.inputs.subproblems == () and delegated.inputs.waiting is False
+    grammar = delegated.first()
+    assert gbnf.accepts(grammar, sub("L1")), "its own root is broken down first (the depth allows it)"
+    assert not gbnf.accepts(grammar, "///focus_down Loop order\n"), "its siblings are not its subproblems"
+    assert not gbnf.accepts(grammar, DEFINE)
+    research.execute(sub("L1") + sub("L2") + "///delegate L1\n", consume=research.document("Cache sizes"))
+    nested = MessageGrammar(research, researcher="Cache sizes").first()
+    assert not gbnf.accepts(nested, "///focus_up\n"), "delegation nests: it waits for its own delegation"
+    assert gbnf.accepts(nested, "///focus_down L2\n") and not gbnf.accepts(nested, "///focus_down L1\n")

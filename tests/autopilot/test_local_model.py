@@ -99,3 +99,43 @@ def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) 
     executed = [r for r in journal if "record" not in r and "index" in r]
     assert sum(r["status"] == "ok" for r in executed) >= 0.95 * len(executed), "its commands run"
     assert len(rounds(folder)) <= 30
+
+
+def test_a_local_model_drives_delegated_researchers_at_once_each_in_its_slot(local_llm, tmp_path: Path) -> None:
+    """llama-server with 2 slots, a research whose root delegated 2 subproblems, `run --parallel
+    2`: both researchers get rounds, each round names its researcher, and a researcher's round
+    that continues its session finds its prompt in its slot's cache (pinned by id_slot)."""
+    folder = tmp_path / "research"
+    folder.mkdir()
+    (folder / "deep-research.toml").write_text("[fetch]\noffline = true\n", encoding="utf-8")
+    research = Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
+    research.execute("<<< define_problem\n///title\nSorting for teaching\n///content\nWhich sorting algorithm is "
+                     "best for teaching beginners?\n>>>\n")
+    parts = ("Bubble sort", "Merge sort")
+    assert research.execute("".join(f"<<< add_subproblem\n///title\n{p}\n///content\nHow easy is {p.lower()} to "
+                                    f"teach?\n>>>\n///delegate {p}\n" for p in parts)).executed
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
+    with llama_server(local_llm, slots=2, context=2 * 8192, threads=1) as url:
+        result = subprocess.run(
+            [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
+             "--parallel", "2", "--max-rounds", "4", "--max-reply-tokens", "64", "--max-prompt-tokens", "3000",
+             "--seed", "1"],
+            capture_output=True, text=True, env=env, timeout=840, stdin=subprocess.DEVNULL,
+        )
+    print(result.stdout)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode in (0, 1, 3, 4), (result.returncode, result.stdout, result.stderr)
+    records = rounds(folder)
+    assert 1 <= len(records) <= 4 and all(set(r) == ROUND_KEYS for r in records)
+    assert {r["researcher"] for r in records[:2]} == set(parts), "both delegated researchers had a round at once"
+    assert all(r["outcome"] != "error" for r in records), records
+    printed = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert len(printed) == len(records) and all(any(f"({p})" in line for p in parts) for line in printed)
+    last: dict[str, dict] = {}
+    for record in records:
+        before = last.get(record["researcher"])
+        if before is not None and before["session"] == record["session"]:
+            assert record["cached_tokens"] >= before["prompt_tokens"] // 2, (
+                "its conversation was in its slot's cache", before, record)
+        last[record["researcher"]] = record

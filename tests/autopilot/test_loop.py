@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from deep_research.autopilot.client import ModelClient
-from deep_research.autopilot.loop import (
-    ApprovalRequest, Autopilot, Decision, Observer, RunResult, RunStatus, Settings,
-)
+from deep_research.autopilot.fleet import Fleet
+from deep_research.autopilot.loop import ApprovalRequest, Decision, Observer, RunResult, RunStatus, Settings
 from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.state import Phase, Status
@@ -29,7 +28,7 @@ class Streamed(Observer):
     def __init__(self, expected: str) -> None:
         self.expected, self.seen, self.arrived = expected, "", asyncio.Event()
 
-    def text(self, delta: str) -> None:
+    def text(self, delta: str, researcher: str = "main") -> None:
         self.seen += delta
         if self.expected in self.seen:
             self.arrived.set()
@@ -50,7 +49,7 @@ async def run(research: Research, model: ScriptedModel, *, key: str | None = Non
     observer = settings.pop("observer", None)
     client = ModelClient(model.base_url, MODEL, key, max_retries=settings.pop("retries", 2))
     try:
-        return await Autopilot(research, client, Settings(**settings), approver=approver, observer=observer).run()
+        return await Fleet(research, client, Settings(**settings), approver=approver, observer=observer).run()
     finally:
         await client.close()
 
@@ -223,7 +222,10 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
     assert "Teach tiling." in second["messages"][0]["content"], "the instruction is never cut"
 
 
-async def test_a_llama_server_with_several_slots_is_told_to_use_one(tmp_path: Path) -> None:
+async def test_each_round_is_pinned_to_a_llama_server_slot(tmp_path: Path) -> None:
+    """llama-server with several slots: every request of a round (the grammar's continuations
+    too) names the researcher's slot, so its conversation stays in that slot's cache; a run
+    asking for more researchers at once than the server has slots is told so."""
     class Notes(Observer):
         def __init__(self) -> None:
             self.said: list[str] = []
@@ -231,14 +233,18 @@ async def test_a_llama_server_with_several_slots_is_told_to_use_one(tmp_path: Pa
         def started(self, research, settings, notes) -> None:
             self.said.extend(notes)
 
-    for slots, told in ((4, True), (1, False)):
+    for slots, parallel, told in ((4, 1, False), (2, 4, True)):
         research = Research.create(tmp_path / f"r{slots}", "Teach tiling.")
         observer = Notes()
         with ScriptedModel([Say(DEFINE)], llama_cpp=True, slots=slots) as llama:
-            await run(research, llama, max_rounds=1, observer=observer)
-        warned = [note for note in observer.said if "start it with -np 1" in note]
+            await run(research, llama, max_rounds=1, observer=observer, parallel=parallel)
+        warned = [note for note in observer.said if "slots: at most" in note]
         assert bool(warned) == told, observer.said
-        assert not warned or warned[0].startswith("llama-server has 4 slots")
+        assert not warned or "llama-server has 2 slots: at most 2 researchers at once (start it with -np 4" in warned[0]
+        assert [request["id_slot"] for request in llama.requests] == [0]
+    with ScriptedModel([Say(DEFINE)]) as other:  # other endpoints have no slots to name
+        await run(Research.create(tmp_path / "other", "Teach tiling."), other, max_rounds=1, parallel=4)
+    assert "id_slot" not in other.requests[0]
 
 
 async def test_the_reply_continues_under_the_grammar_each_command_leaves(research: Research) -> None:
@@ -315,9 +321,11 @@ async def test_a_finished_research_makes_no_model_call(research: Research, model
 
 
 def test_the_loop_calls_execute_in_one_place() -> None:
-    source = (Path(__file__).parents[2] / "server/deep_research/autopilot/loop.py").read_text(encoding="utf-8")
-    assert source.count("self.executor.execute(") == 1 and source.count("gather_and_execute(") == 1
+    folder = Path(__file__).parents[2] / "server/deep_research/autopilot"
+    source = (folder / "loop.py").read_text(encoding="utf-8")
+    assert source.count("executor.execute(") == 1 and source.count("gather_and_execute(") == 1
     assert "research.execute(" not in source
+    assert "execute(" not in (folder / "fleet.py").read_text(encoding="utf-8"), "the run executes nothing itself"
 
 
 def test_a_session_that_outgrows_the_prompt_budget_is_cut_keeping_its_opening_then_extended_again(
@@ -351,7 +359,7 @@ async def test_once_a_problems_rounds_are_spent_the_prompt_and_the_grammar_allow
     with ScriptedModel(script, llama_cpp=True) as llama:
         client = ModelClient(llama.base_url, MODEL, None)
         try:
-            result = await Autopilot(research, client, Settings(grammar="auto", max_rounds=4)).run()
+            result = await Fleet(research, client, Settings(grammar="auto", max_rounds=4)).run()
         finally:
             await client.close()
         requests = llama.requests

@@ -13,7 +13,7 @@ import pytest
 
 from deep_research.engine.research import Research
 from tests.autopilot.conftest import rounds
-from tests.scripted_model import BREAK_DOWN, DEFINE, WHOLE_RESEARCH, Hold, Say, ScriptedModel
+from tests.scripted_model import BREAK_DOWN, DEFINE, WHOLE_RESEARCH, Hold, Say, ScriptedModel, by_problem
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 
@@ -44,7 +44,7 @@ def test_a_whole_research_ends_with_status_0(folder: Path, model: ScriptedModel)
     result = deep_research("run", folder, "--base-url", model.base_url, code=0)
     lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
     assert len(lines) == 5 and all("executed" in line for line in lines), result.stdout
-    assert "round 4: executed; commands 4 ok, 0 failed, 0 not run" in lines[3]
+    assert "round 4 (main): executed; commands 4 ok, 0 failed, 0 not run" in lines[3]
     assert "The research is finished." in result.stdout and result.stderr == ""
     assert len(rounds(folder)) == 5
     # The answer in hand (issue 26): the root's report ends the output, as `report` prints it.
@@ -190,6 +190,116 @@ def test_on_a_terminal_the_reply_streams_and_approval_is_asked(folder: Path, mod
     assert Research.open(folder).tree.problem(("Cache sizes",)).report
 
 
+PLANNED = BREAK_DOWN + "///delegate Cache sizes\n///delegate Loop order\n"
+
+
+ROOT_TITLE = "Tiled matrix multiplication for teaching"
+MAIN_FINISH = ("///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized "
+               "problem definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n")
+
+
+def answer(model: ScriptedModel) -> None:
+    """Each delegated researcher answers its part in one message, then main finishes."""
+    for title in ("Cache sizes", "Loop order"):
+        model.add_for(title, Say(f"///add_criteria Answers {title}\n///mark_criteria_as_done 1\n<<< write_report\n"
+                                 f"///content\nSummarized problem definition: {title}.\nConclusion: done.\n>>>\n"
+                                 "///focus_up\n"))
+    model.add_for(ROOT_TITLE, Say(MAIN_FINISH))
+
+
+def held_fan_out(cache: str, loops: str) -> ScriptedModel:
+    """Main delegates both parts; each delegated researcher's first reply is held (`release`)."""
+    model = ScriptedModel(route=by_problem)
+    model.add_for(None, Say(DEFINE))
+    model.add_for(ROOT_TITLE, Say(PLANNED))
+    model.add_for("Cache sizes", Hold(cache))
+    model.add_for("Loop order", Hold(loops))
+    return model.start()
+
+
+def fan_out_model() -> ScriptedModel:
+    """Main delegates both parts; each delegated researcher answers its part in one message."""
+    model = ScriptedModel(route=by_problem)
+    model.add_for(None, Say(DEFINE))
+    model.add_for(ROOT_TITLE, Say(PLANNED))
+    answer(model)
+    return model.start()
+
+
+def test_a_parallel_run_prints_one_line_per_round_naming_the_researcher(folder: Path) -> None:
+    model = fan_out_model()
+    try:
+        result = deep_research("run", folder, "--base-url", model.base_url, "--parallel", "2", code=0)
+    finally:
+        model.stop()
+    lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert len(lines) == 5 and all("executed" in line for line in lines), result.stdout
+    named = sorted(line.split(":")[0].split(" (")[1].rstrip(")") for line in lines)
+    assert named == ["Cache sizes", "Loop order", "main", "main", "main"], lines
+    assert "up to 2 researchers at once" in result.stdout
+    assert "  Cache sizes: 1 round(s), ended" in result.stdout and "  main: 3 round(s)" in result.stdout
+    assert Research.open(folder).state().phase.value == "finished"
+
+
+def test_the_parallel_setting_comes_from_deep_research_toml(folder: Path) -> None:
+    model = fan_out_model()
+    (folder / "deep-research.toml").write_text(f'base_url = "{model.base_url}"\nparallel = 2\n', encoding="utf-8")
+    try:
+        result = deep_research("run", folder, code=0)
+    finally:
+        model.stop()
+    assert "up to 2 researchers at once" in result.stdout
+    (folder / "deep-research.toml").write_text("parallel = 0\n", encoding="utf-8")
+    bad = deep_research("run", folder, "--max-rounds", "1")
+    assert "`parallel` must be a whole number from 1 to 64, not 0; ignored" in bad.stderr
+
+
+def test_on_a_terminal_the_status_line_shows_every_working_researcher(folder: Path) -> None:
+    import pexpect
+
+    model = held_fan_out("Thinking about caches.\n///add_criteria Names the L1 size\n",
+                         "Thinking about loops.\n///add_criteria Names an order\n")
+    try:
+        child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url,
+                                               "--parallel", "2", "--max-rounds", "4"],
+                              env=env(TERM="xterm"), encoding="utf-8", timeout=60, dimensions=(50, 200))
+        child.expect("round 2 · main: executed")  # the delegating round, one line above the status line
+        child.expect("2 writing · ")
+        child.expect(r"main: waiting for its delegations │ Cache sizes: writing │ Loop order: writing")
+        model.wait_for(lambda m: m.holding == 2)
+        model.release()
+        child.expect(pexpect.EOF)
+        child.close()
+    finally:
+        model.stop()
+    assert child.exitstatus == 4, child.before  # --max-rounds 4
+    out = child.before
+    assert "Thinking about caches" not in out, "with several at once the replies do not stream into each other"
+    assert "round 3 · " in out and "round 4 · " in out
+
+
+def test_a_run_killed_in_the_middle_of_a_fan_out_resumes_every_researcher(folder: Path) -> None:
+    model = held_fan_out("Half a thought about caches", "Half a thought about loops")
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "deep_research", "run", str(folder), "--base-url",
+                                    model.base_url, "--parallel", "2"], env=env(), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        model.wait_for(lambda m: m.holding == 2)  # both delegated researchers are writing
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        listed = deep_research("researchers", folder, code=0).stdout
+        assert "Cache sizes" in listed and "Loop order" in listed, "the fan-out is on disk, whole"
+        deep_research("check", folder, code=0)
+        model.release()  # what the killed run held is gone; the model now answers every researcher in full
+        answer(model)
+        again = deep_research("run", folder, "--base-url", model.base_url, "--parallel", "2", code=0)
+    finally:
+        model.stop()
+    assert "The research is finished." in again.stdout
+    deep_research("check", folder, code=0)
+    assert [r["outcome"] for r in rounds(folder)] == ["executed"] * 5, "the killed rounds left no record"
+
+
 def test_on_a_terminal_the_answer_is_printed_when_the_research_finishes(folder: Path, model: ScriptedModel) -> None:
     import pexpect
 
@@ -227,3 +337,30 @@ def test_on_a_terminal_a_lone_esc_stops_the_run_as_ctrl_c_does(folder: Path, mod
     assert [r["outcome"] for r in rounds(folder)] == ["executed", "executed", "executed", "cancelled"]
     criteria = Research.open(folder).focus().criteria
     assert [c.text for c in criteria] == ["Names a tile size", "Has a sketch"]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_stops_every_researcher_cleanly_and_keeps_their_drafts(folder: Path) -> None:
+    model = held_fan_out("Half a thought about caches", "Half a thought about loops")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", model.base_url, "--parallel", "2"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), stdin=subprocess.DEVNULL,
+        )
+        try:
+            model.wait_for(lambda m: m.holding == 2)  # both delegated researchers are writing
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        model.wait_for(lambda m: m.disconnects == 2)
+    finally:
+        model.stop()
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in out + err and "nothing was half-applied" in err
+    cache, loops = (folder / "Subproblems" / t / "message.dr" for t in ("Cache sizes", "Loop order"))
+    assert "The partial replies are in " in err and str(cache) in err and str(loops) in err
+    assert cache.read_text(encoding="utf-8") == "Half a thought about caches"
+    assert loops.read_text(encoding="utf-8") == "Half a thought about loops"
+    assert sorted(r["researcher"] for r in rounds(folder) if r["outcome"] == "cancelled") == ["Cache sizes", "Loop order"]
+    deep_research("check", folder, code=0)

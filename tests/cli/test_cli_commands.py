@@ -323,7 +323,7 @@ def test_message_inside_a_subproblem_folder(run, research: Path) -> None:
     inner.write_text("///add_criteria wrong place\n")
     before = snapshot(research)
     result = run("execute", inner, code=2)
-    assert "is inside the research" in result.stderr
+    assert "No researcher works from" in result.stderr
     assert snapshot(research) == before
 
 

@@ -336,8 +336,13 @@ def _journal_problems(root: Path) -> list[str]:
 
 
 def _prompt_matches(research: Research) -> bool:
-    stored = (research.root / BOOK / "prompt.md").read_text(encoding="utf-8") if research.prompt_path.exists() else None
-    return stored == research.prompt()
+    """Every working researcher's prompt file is its prompt (main's is prompt.md)."""
+    for researcher in research.researchers():
+        path = research.prompt_file(researcher.name)
+        stored = path.read_text(encoding="utf-8") if path.exists() else None
+        if stored != research.prompt(researcher=researcher.name):
+            return False
+    return True
 
 
 def _probe(research: Research) -> str | None:

@@ -128,7 +128,8 @@ def _undo(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 @contextlib.contextmanager
 def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     from deep_research.autopilot.client import ModelClient
-    from deep_research.autopilot.loop import Autopilot, Observer, Settings
+    from deep_research.autopilot.fleet import Fleet
+    from deep_research.autopilot.loop import Observer, Settings
     from tests.scripted_model import BREAK_DOWN, FOCUS_DOWN, MODEL, Say, ScriptedModel
 
     research = defined(sandbox)
@@ -142,7 +143,7 @@ def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
             client = ModelClient(model.base_url, MODEL, None, max_retries=0)
             try:
                 settings = Settings(max_rounds=len(steps), grammar="off")
-                await Autopilot(Research.open(research.root), client, settings, observer=Rounds()).run()
+                await Fleet(Research.open(research.root), client, settings, observer=Rounds()).run()
             finally:
                 await client.close()
 
@@ -284,6 +285,32 @@ def _continue(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 
 
 @contextlib.contextmanager
+def _researchers(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    """Two delegated researchers and main commit in turn: one researcher's message writes the
+    tree, its session and every researcher's prompt; one ends its researcher (its prompt goes,
+    its report reaches main's prompt); main delegates again."""
+    research = defined(sandbox)
+    assert research.execute(wide_message(3 if full else 2, 100) + "///delegate Part 0\n///delegate Part 1\n").executed
+    first = "///add_criteria Sizes measured\n" + block("add_subproblem", title="Deeper", content="One level down.")
+    last = (block("write_report", content="Summarized: part 1.\nQ1: Which size?\nA1: 32 KB.\nConclusion: 32 KB.")
+            + "///focus_up\n")
+    steps = [("Part 0", first), ("Part 1", last)]
+    if full:
+        steps.append(("main", "///delegate Part 2\n"))
+
+    def act(mark: Callable[[], None]) -> None:
+        for index, (researcher, message) in enumerate(steps):
+            opened = Research.open(research.root)
+            document = opened.document(researcher)
+            document.write_text(message)
+            assert opened.execute(message, consume=document).executed
+            if index < len(steps) - 1:
+                mark()  # each researcher's message is a consistent state of its own
+
+    yield act
+
+
+@contextlib.contextmanager
 def _fix(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     """`check --fix` (issue 26): hand edits it repairs in one transaction, a breakdown written
     again and criteria renumbered."""
@@ -302,6 +329,49 @@ def _fix(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     yield act
 
 
+def _researcher_drafts(now: dict, references: dict) -> str | None:
+    """A reference state with a researcher's next message written to its document, not run yet
+    (the scenario writes each message to its document first, as a person or the autopilot does)."""
+    documents = [k for k in set(now) | {f"{RESEARCH}/message.dr"} if k.endswith("/message.dr")]
+    for name, reference in references.items():
+        if all(now.get(k) == reference.get(k) for k in set(now) | set(reference) if k not in documents):
+            return f"{name}, a message waiting in a researcher's document"
+    return None
+
+
+@contextlib.contextmanager
+def _parallel_autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    """The autopilot's rounds for delegated researchers: each reply is a draft in that
+    researcher's document (in its problem's folder) before its transaction runs it."""
+    from deep_research.autopilot.client import ModelClient
+    from deep_research.autopilot.fleet import Fleet
+    from deep_research.autopilot.loop import Observer, Settings
+    from tests.scripted_model import MODEL, Say, ScriptedModel, by_problem
+
+    research = defined(sandbox)
+    assert research.execute(wide_message(2, 100) + "///delegate Part 0\n///delegate Part 1\n").executed
+    parts = ("Part 0", "Part 1")
+    with ScriptedModel(route=by_problem) as model:
+        for part in parts:
+            model.add_for(part, Say(f"///add_criteria {part} is measured\n"))
+        if full:
+            model.add_for(parts[0], Say("///add_criteria And compared\n"))
+
+        async def rounds(mark: Callable[[], None]) -> None:
+            class Rounds(Observer):
+                def round_ended(self, report) -> None:  # noqa: ANN001
+                    mark()
+
+            client = ModelClient(model.base_url, MODEL, None, max_retries=0)
+            try:
+                settings = Settings(max_rounds=3 if full else 2, grammar="off", parallel=1)
+                await Fleet(Research.open(research.root), client, settings, observer=Rounds()).run()
+            finally:
+                await client.close()
+
+        yield lambda mark: asyncio.run(rounds(mark))
+
+
 SCENARIOS = [
     Scenario("execute", "a message making subproblems, an attachment and criteria", _execute),
     Scenario("focus", "a message that changes the focus (a new session file)", _focus),
@@ -313,5 +383,9 @@ SCENARIOS = [
     Scenario("edit", "a message, then the user's durable save of a file it wrote", _edit, _edit_states,
              hand_edited=lambda now: EDIT in (now.get(EDITED) or b"")),
     Scenario("continue", "`deep-research continue` of a finished research: instruction, context, reopen", _continue),
+    Scenario("researchers", "messages of two delegated researchers and main, interleaved (parallel research)",
+             _researchers, _researcher_drafts),
     Scenario("fix", "`deep-research check --fix` of hand edits: a breakdown and criteria numbers", _fix),
+    Scenario("fleet", "autopilot rounds of delegated researchers, drafts in their documents (parallel research)",
+             _parallel_autopilot, _researcher_drafts),
 ]

@@ -76,7 +76,7 @@ async def test_a_whole_research_driven_by_the_autopilot(client, research: Path, 
     assert await run(client, uri) == {"started": True}
     done, _ = await until_state(client, "finished", "stopped", "error")
     assert done.state == "finished", done
-    assert done.round == 5 and done.tokens > 0
+    assert done.round == 5 and done.tokens > 0 and done.researchers == 1
     state = json.loads((research / ".deep-research" / "state.json").read_text())
     assert state["phase"] == "finished" and state["messages"] == 5
     child = research / "Subproblems" / "Cache sizes"
@@ -190,3 +190,33 @@ async def test_run_refuses_a_document_holding_an_unexecuted_message(client, rese
     assert result["started"] is False and result["reason"] == "document-not-empty"
     assert text_of(client, uri) == "///add_criteria Mine, not executed yet\n"
     assert model.requests == []
+
+
+async def test_delegated_researchers_run_from_their_own_documents(client, research: Path) -> None:
+    """deepResearch.parallel: the editor's run gives the delegated researchers rounds too; their
+    messages run as theirs (their documents, their problems), main's in the open buffer."""
+    from deep_research.engine.research import Research
+    from tests.scripted_model import by_problem
+
+    opened = Research.open(research)
+    assert opened.execute(DEFINE).executed and opened.execute(BREAK_DOWN).executed
+    with ScriptedModel(route=by_problem) as routed:
+        root = "Tiled matrix multiplication for teaching"
+        routed.add_for(root, Say("///delegate Cache sizes\n///delegate Loop order\n"), Say(
+            "///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized problem "
+            "definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n"))
+        for title in ("Cache sizes", "Loop order"):
+            routed.add_for(title, Say(f"///add_criteria Answers {title}\n///mark_criteria_as_done 1\n<<< write_report\n"
+                                      f"///content\nSummarized problem definition: {title}.\nConclusion: done.\n>>>\n"
+                                      "///focus_up\n"))
+        await use_model(client, routed, parallel=2)
+        uri = open_doc(client, research / "message.dr", "")
+        assert await run(client, uri) == {"started": True}
+        done, _ = await until_state(client, "finished", "stopped", "error")
+    assert done.state == "finished", done
+    assert {r["researcher"] for r in rounds(research)} == {"main", "Cache sizes", "Loop order"}
+    for title in ("Cache sizes", "Loop order"):
+        child = research / "Subproblems" / title
+        assert f"Answers {title}" in (child / "Criteria of Definition of Done.md").read_text()
+        assert (child / "message.dr").read_text() == ""
+    assert text_of(client, uri) == ""

@@ -77,7 +77,7 @@ async def test_commands_valid_in_focus_each_documented(client, research: Path):
     labels = {i.label: i for i in await complete(client, uri, 0, 3)}
     assert "define_problem" not in labels
     assert {"add_criteria", "mark_criteria_as_done", "add_subproblem", "focus_down", "focus_up",
-            "fail_task_and_focus_up", "write_report", "add_attachment", "append_to_problem_definition",
+            "fail_task_and_focus_up", "delegate", "write_report", "add_attachment", "append_to_problem_definition",
             "add_criteria_to_subproblem", "attach_url", "attach_file", "search"} == set(labels)
     assert all(i.documentation and i.documentation.value for i in labels.values())
     assert labels["focus_up"].text_edit.new_text == "///focus_up$0"

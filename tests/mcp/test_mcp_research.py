@@ -101,8 +101,8 @@ async def test_the_tool_list_teaches_an_agent_the_message_language(tmp_path: Pat
     async with connect(tmp_path) as (session, _):
         init_tools = (await session.list_tools()).tools
     tools = {tool.name: tool for tool in init_tools}
-    assert list(tools) == ["new_research", "get_prompt", "execute_message", "research_tree", "undo_message",
-                           "export_dossier"]
+    assert list(tools) == ["new_research", "get_prompt", "execute_message", "list_researchers", "research_tree",
+                           "undo_message", "export_dossier"]
     for tool in tools.values():
         schema = tool.input_schema
         assert schema["type"] == "object" and schema["additionalProperties"] is False

@@ -371,6 +371,67 @@ def test_the_autopilot_runs_a_whole_research(nvim: str, tmp_path: Path, research
     assert "Conclusion: 16x16 tiles of doubles (2 KiB each) fit easily." in seen["child_report_lines"]
 
 
+DELEGATE = (
+    f"<<< define_problem\n///title\n{TITLE}\n///content\n{DEFINITION}\n>>>\n"
+    + "".join(f"<<< add_subproblem\n///title\n{t}\n///content\nThe {t} cache.\n>>>\n" for t in ("L1", "L2", "L3"))
+    + "///delegate L1\n///delegate L2\n"
+)
+
+
+@pytest.fixture
+def delegated(research: Path) -> Path:
+    """Main delegated L1 and L2 (by the command line)."""
+    message = research / "message.dr"
+    message.write_text(DELEGATE, encoding="utf-8")
+    cli("execute", str(message))
+    return research
+
+
+def test_researchers_listed_and_a_delegated_document_works_as_its_researcher(nvim: str, tmp_path: Path,
+                                                                            delegated: Path) -> None:
+    seen = run_scenario(nvim, tmp_path, "scenario_researchers.lua", delegated / "message.dr")
+    assert seen["offered"] == ["main  (waits for its delegations, at the root)", "L1  (working, at L1)",
+                               "L2  (working, at L2)"]
+    l1 = delegated / "Subproblems" / "L1"
+    assert seen["opened"] == str(l1 / "message.dr") and seen["same_client_other_buffer"] is True
+    [diagnostic] = seen["diagnostics"]
+    assert diagnostic["message"].startswith('"L1" has no subproblems yet')
+    assert seen["executions_after_write"] == 0
+    assert any("add_criteria" in m and "read" in m for m in seen["messages"]), seen["messages"]
+    assert seen["result"]["executed"] is True and seen["result"]["researcher"] == "L1"
+    assert seen["lines_after_execute"] == [""] and (l1 / "message.dr").read_bytes() == b""
+    assert "Names the L1 size of two CPUs" in (l1 / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "Names the L1 size" not in (delegated / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
+    assert "The L1 cache." in "\n".join(seen["prompt_lines"])
+
+
+def test_the_autopilot_runs_every_researcher_and_approval_works_in_each_document(
+        nvim: str, tmp_path: Path, research: Path, monkeypatch) -> None:
+    from deep_research.engine.research import Research
+    from tests.parallel_script import CACHE as cache
+    from tests.parallel_script import LOOPS as loops
+    from tests.parallel_script import script
+    from tests.scripted_model import BREAK_DOWN, DEFINE, ScriptedModel, by_problem
+
+    engine = Research.open(research)
+    assert engine.execute(DEFINE).executed and engine.execute(BREAK_DOWN).executed
+    with ScriptedModel(route=by_problem) as model:
+        script(model)
+        monkeypatch.setenv("DR_MODEL_URL", model.base_url)
+        seen = run_scenario(nvim, tmp_path, "scenario_autopilot_parallel.lua", research / "message.dr")
+    assert seen["final"]["state"] == "finished", seen["final"]
+    # Both delegated researchers' messages waited at once (each in its own document), then main's.
+    assert sorted(seen["approved"][:2]) == [cache, loops] and seen["approved"][2:] == ["main"]
+    assert seen["most_researchers"] == 2
+    assert any("waits for approval in Subproblems/Cache sizes/message.dr" in m for m in seen["said"]), seen["said"]
+    assert state(research)["phase"] == "finished" and seen["main_lines"] == [""]
+    rounds = [json.loads(line) for line in (research / ".deep-research" / "journal.jsonl").read_text().splitlines()]
+    assert sorted(r["researcher"] for r in rounds if r.get("record") == "round") == sorted(["main", "main", cache, loops])
+    for title in (cache, loops):
+        assert (research / "Subproblems" / title / "message.dr").read_text(encoding="utf-8") == ""
+        assert "is settled" in (research / "Subproblems" / title / "Report 3 Pager.md").read_text(encoding="utf-8")
+
+
 def test_a_tree_file_shows_check_findings(nvim: str, tmp_path: Path, defined: Path) -> None:
     message = defined / "message.dr"
     message.write_text("<<< add_subproblem\n///title\nCache sizes\n///content\nWhich?\n>>>\n", encoding="utf-8")

@@ -51,6 +51,31 @@ def test_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
         model.wait_for(lambda m: m.disconnects >= 1, timeout=10)  # stopping closed the request in flight
 
 
+def test_researchers_ui(extension_package: Path, vscode_env: Path) -> None:
+    """Parallel research: the tree view's researcher states, a click opens a researcher's document,
+    approval there runs the message as that researcher, the status bar counts researchers."""
+    shots = SCREENSHOTS / "vscode-researchers"
+    shutil.rmtree(shots, ignore_errors=True)
+    run_driver("researchers.mjs", vscode_env, DR_SCREENSHOTS=str(shots))
+
+
+def test_parallel_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
+    """Run Autopilot over two delegated researchers (deepResearch.parallel 2): each writes into its
+    own document and waits there for approval; approving each in its document finishes the research."""
+    import json
+
+    from tests.parallel_script import CACHE, LOOPS, ROOT, script
+    from tests.scripted_model import BREAK_DOWN, DEFINE, ScriptedModel, by_problem
+
+    shots = SCREENSHOTS / "vscode-parallel"
+    shutil.rmtree(shots, ignore_errors=True)
+    with ScriptedModel(route=by_problem) as model:
+        script(model)
+        run_driver("parallel.mjs", vscode_env, DR_MODEL_URL=model.base_url, DR_PLAN=json.dumps([DEFINE, BREAK_DOWN]),
+                   DR_SCREENSHOTS=str(shots))
+        assert sorted(by_problem(body) for body in model.requests) == sorted([ROOT, ROOT, CACHE, LOOPS])
+
+
 def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package: Path, vscode_env: Path,
                                                               tmp_path: Path, web) -> None:
     """From a Python without openai or trafilatura: Install (offline, from the wheelhouse), New

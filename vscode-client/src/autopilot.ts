@@ -1,10 +1,12 @@
 // The autopilot in VS Code: *Run Autopilot* / *Stop Autopilot*, *Set API Key*, and a
-// status bar item with the run's state, round and tokens (a stop button while it runs).
-// The server streams the model's reply into the open .dr document itself
-// (workspace/applyEdit); this module only starts, stops and shows the run.
+// status bar item with the run's state, round, researchers and tokens (a stop button while
+// it runs). The server streams the model's reply into the open .dr document itself
+// (workspace/applyEdit; a delegated researcher's into its own document), runs every
+// researcher of the research (`deepResearch.parallel` of them at once); this module only
+// starts, stops and shows the run.
 import * as vscode from 'vscode';
 import { ResearchModel } from './model';
-import { AutopilotParams, ClientCommand, LANGUAGE_ID, runServerCommand, RunResult, ServerCommand } from './protocol';
+import { AutopilotParams, ClientCommand, LANGUAGE_ID, RunOptions, runServerCommand, RunResult, ServerCommand } from './protocol';
 import { API_KEY_SECRET, ServerManager } from './server';
 
 const ACTIVE: ReadonlySet<string> = new Set(['running', 'waiting-approval']);
@@ -14,9 +16,10 @@ const SHOW_REPORT = 'Show Final Report';
 export function autopilotText(p: AutopilotParams): string {
   const tokens = p.tokens >= 1000 ? `${(p.tokens / 1000).toFixed(1)}k` : `${p.tokens}`;
   const round = p.maxRounds ? `round ${p.round}/${p.maxRounds}` : `round ${p.round}`;
+  const researchers = p.researchers && p.researchers > 1 ? ` · ${p.researchers} researchers` : '';
   switch (p.state) {
     case 'running':
-      return `$(sync~spin) Autopilot: ${round} · ${tokens} tokens`;
+      return `$(sync~spin) Autopilot: ${round}${researchers} · ${tokens} tokens`;
     case 'waiting-approval':
       return `$(bell) Autopilot waits for approval · ${round}`;
     case 'finished':
@@ -75,6 +78,7 @@ export class Autopilot implements vscode.Disposable {
     if (p.state === 'running' && before?.state !== 'running') {
       this.shownErrors.clear(); // a new run: its errors are news again
     }
+    this.announceWaiting(before, p);
     if (before?.state === p.state) {
       return; // say each change once, never once per round
     }
@@ -92,7 +96,7 @@ export class Autopilot implements vscode.Disposable {
             }
           });
       }
-    } else if (p.state === 'waiting-approval') {
+    } else if (p.state === 'waiting-approval' && !p.waiting?.length) {
       void vscode.window.showInformationMessage(
         `Deep Research autopilot: ${p.message ?? 'the model wrote commands above the approval mode'}. ` +
           'Read (or edit) the message, then run "Approve and Execute" to continue.',
@@ -104,6 +108,29 @@ export class Autopilot implements vscode.Disposable {
         .then((choice) => choice === SHOW_REPORT && vscode.commands.executeCommand(ClientCommand.showReport, vscode.Uri.parse(p.uri)));
     } else if (p.state === 'stopped') {
       vscode.window.setStatusBarMessage(`Deep Research autopilot: ${p.message ?? p.state}`, 8000);
+    }
+  }
+
+  /** Each researcher whose message starts waiting for approval is said once, with a button
+   * that opens its document (where "Approve and Execute" runs it). */
+  private announceWaiting(before: AutopilotParams | undefined, p: AutopilotParams): void {
+    const known = new Set((before?.waiting ?? []).map((w) => w.uri));
+    for (const item of p.waiting ?? []) {
+      if (known.has(item.uri)) {
+        continue;
+      }
+      const who = item.researcher === 'main' ? 'The main researcher\'s message' : `The message of the researcher “${item.researcher}”`;
+      void vscode.window
+        .showInformationMessage(
+          `Deep Research autopilot: ${who} waits for approval in ${vscode.workspace.asRelativePath(vscode.Uri.parse(item.uri))}. ` +
+            'Read (or edit) it, then run "Approve and Execute" there.',
+          'Open It',
+        )
+        .then(async (choice) => {
+          if (choice) {
+            await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(vscode.Uri.parse(item.uri)), { preview: false });
+          }
+        });
     }
   }
 
@@ -122,6 +149,9 @@ export class Autopilot implements vscode.Disposable {
       md.appendMarkdown(`Problem in focus: ${p.problem.replace(/[\\`*_[\]<>]/g, '\\$&')}\n\n`);
     }
     md.appendMarkdown(`Round ${p.round}${p.maxRounds ? ` of ${p.maxRounds}` : ''}, ${p.tokens} tokens${p.maxTokens ? ` of ${p.maxTokens}` : ''}\n\n`);
+    if (p.researchers) {
+      md.appendMarkdown(`Researchers working: ${p.researchers}\n\n`);
+    }
     if (p.message) {
       md.appendMarkdown(`${p.message.replace(/[\\`*_[\]<>]/g, '\\$&')}\n\n`);
     }
@@ -172,7 +202,10 @@ export function registerAutopilotCommands(
       if (!c) {
         return undefined;
       }
-      const result = await runServerCommand<RunResult>(c, ServerCommand.run, uri.toString());
+      // every researcher of the research runs; the setting says how many at once (empty: deep-research.toml)
+      const parallel = vscode.workspace.getConfiguration('deepResearch', uri).get<number | null>('parallel', null);
+      const options: RunOptions = typeof parallel === 'number' && parallel >= 1 ? { parallel } : {};
+      const result = await runServerCommand<RunResult>(c, ServerCommand.run, uri.toString(), options);
       if (!result.started && result.reason === 'no-openai') {
         // The package is missing from the server's Python: offer the private environment (packages.ts).
         void vscode.window

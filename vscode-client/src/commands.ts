@@ -7,6 +7,8 @@ import {
   ExecutionResult,
   ExportResult,
   LANGUAGE_ID,
+  ProblemNode,
+  Researcher,
   runServerCommand,
   ServerCommand,
   ShowPromptResult,
@@ -122,6 +124,40 @@ export function registerCommands(
         await vscode.window.showTextDocument(doc, { preview: false });
       }
       return result;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.showResearchers, async (arg?: unknown): Promise<Researcher | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) of the research to see its researchers.');
+        return undefined;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      const researchers = await runServerCommand<Researcher[]>(client, ServerCommand.researchers, uri.toString());
+      const picked = await vscode.window.showQuickPick(
+        researchers.map((r) => ({
+          label: r.name,
+          description: `${r.state === 'waiting' ? 'waits for its delegations' : 'working'} · ${r.focus ? `at ${r.focus}` : 'at the root'}`,
+          detail: vscode.workspace.asRelativePath(vscode.Uri.parse(r.uri)),
+          researcher: r,
+        })),
+        { title: 'Deep Research: Researchers', placeHolder: 'Open a researcher\'s message document', matchOnDetail: true },
+      );
+      if (!picked) {
+        return undefined;
+      }
+      const doc = await vscode.workspace.openTextDocument(vscode.Uri.parse(picked.researcher.uri));
+      await vscode.window.showTextDocument(doc, { preview: false });
+      return picked.researcher;
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.openProblemDefinition, async (node?: ProblemNode) => {
+      if (node?.definitionUri) {
+        await vscode.commands.executeCommand('vscode.open', vscode.Uri.parse(node.definitionUri));
+      }
     }),
 
     vscode.commands.registerCommand(ClientCommand.restartServer, async () => {

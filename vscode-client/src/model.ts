@@ -1,12 +1,14 @@
-// The research the user is looking at: the current `.dr` document and the server's
-// view of its tree (`deepResearch.tree`). The tree view and the status bar render it.
+// The research the user is looking at: the current `.dr` document, the server's view of
+// its tree (`deepResearch.tree`) and its researchers (`deepResearch.researchers`). The
+// tree view and the status bar render them.
 import * as vscode from 'vscode';
-import { ChildrenPage, LANGUAGE_ID, ResearchView, runServerCommand, ServerCommand } from './protocol';
+import { ChildrenPage, LANGUAGE_ID, Researcher, ResearchView, runServerCommand, ServerCommand } from './protocol';
 import { ServerManager } from './server';
 
 export class ResearchModel implements vscode.Disposable {
   private _document: vscode.Uri | undefined;
   private _view: ResearchView | undefined;
+  private _researchers: Researcher[] = [];
   private inFlight: Promise<ResearchView | undefined> | undefined;
   private again = false;
   private readonly emitter = new vscode.EventEmitter<ResearchView | undefined>();
@@ -43,6 +45,14 @@ export class ResearchModel implements vscode.Disposable {
   get view(): ResearchView | undefined {
     return this._view;
   }
+  /** The researchers at work on the research (main first), as of the last refresh. */
+  get researchers(): Researcher[] {
+    return this._researchers;
+  }
+  /** The researcher called `name`, if it works. */
+  researcher(name: string): Researcher | undefined {
+    return this._researchers.find((r) => r.name === name);
+  }
 
   private pickDocument(editor: vscode.TextEditor | undefined): boolean {
     const doc = editor?.document;
@@ -73,11 +83,13 @@ export class ResearchModel implements vscode.Disposable {
     }
     this.inFlight = (async () => {
       let view: ResearchView | undefined;
+      let researchers: Researcher[] = [];
       do {
         this.again = false;
-        view = await this.fetch();
+        [view, researchers] = await Promise.all([this.fetch(), this.fetchResearchers()]);
       } while (this.again);
       this._view = view;
+      this._researchers = researchers;
       this.emitter.fire(view);
       return view;
     })().finally(() => (this.inFlight = undefined));
@@ -113,6 +125,20 @@ export class ResearchModel implements vscode.Disposable {
     } catch (e) {
       this.output.appendLine(`${ServerCommand.tree} failed for ${doc.toString()}: ${(e as Error).message}`);
       return undefined;
+    }
+  }
+
+  private async fetchResearchers(): Promise<Researcher[]> {
+    const client = this.server.running;
+    const doc = this._document;
+    if (!client || !doc) {
+      return [];
+    }
+    try {
+      return (await runServerCommand<Researcher[] | null>(client, ServerCommand.researchers, doc.toString())) ?? [];
+    } catch (e) {
+      this.output.appendLine(`${ServerCommand.researchers} failed for ${doc.toString()}: ${(e as Error).message}`);
+      return [];
     }
   }
 

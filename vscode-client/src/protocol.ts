@@ -16,6 +16,7 @@ export const ServerCommand = {
   export: 'deepResearch.export',
   run: 'deepResearch.run',
   stop: 'deepResearch.stop',
+  researchers: 'deepResearch.researchers',
 } as const;
 
 /**
@@ -40,6 +41,8 @@ export const ClientCommand = {
   runAutopilot: 'deep-research.runAutopilot',
   stopAutopilot: 'deep-research.stopAutopilot',
   setApiKey: 'deep-research.setApiKey',
+  showResearchers: 'deep-research.showResearchers',
+  openProblemDefinition: 'deep-research.openProblemDefinition',
 } as const;
 
 export const LANGUAGE_ID = 'deep-research';
@@ -124,6 +127,20 @@ export interface NewResearchResult {
   reopened?: boolean;
 }
 
+/** A researcher at work on a research (`deepResearch.researchers`, SPEC §12). */
+export interface Researcher {
+  /** `main`, or the titles below the root down to its delegated problem, joined by " / ". */
+  name: string;
+  /** Its message document's path. */
+  document: string;
+  /** The same as a URI, for opening it. */
+  uri: string;
+  /** Titles below the root down to its current problem, joined by " / " (empty at the root). */
+  focus: string;
+  /** `waiting`: its current problem waits for its own delegations to end. */
+  state: 'working' | 'waiting';
+}
+
 export interface ProblemNode {
   title: string;
   status: 'open' | 'done' | 'failed';
@@ -136,6 +153,8 @@ export interface ProblemNode {
   /** Folder names from the root problem ([] for the root): what `deepResearch.tree` takes. */
   path: string[];
   hasChildren: boolean;
+  /** A delegated problem's researcher, while it works. */
+  researcher?: { name: string; state: 'working' | 'waiting' };
   /** null: not listed (collapsed); ask for them with the path. */
   children: ProblemNode[] | null;
   /** When children are listed: where they start among all of them, and how many there are. */
@@ -189,6 +208,16 @@ export interface AutopilotParams {
   message?: string | null;
   /** The endpoint's error, once, in plain words with what to do. */
   error?: string | null;
+  /** How many researchers are working (more than one once the research delegates). */
+  researchers?: number | null;
+  /** The researchers whose message waits for approval, each in its own document. */
+  waiting?: { researcher: string; uri: string }[] | null;
+}
+
+/** `deepResearch.run(uri, options)`: what the editor asks of the run. */
+export interface RunOptions {
+  /** Researchers given rounds at once (the `deepResearch.parallel` setting). */
+  parallel?: number;
 }
 
 export const AutopilotNotification = new NotificationType<AutopilotParams>('deepResearch/autopilot');

@@ -1,5 +1,5 @@
-// The status bar item: the focused problem, its criteria count and the approval mode.
-// Clicking it shows the prompt.
+// The status bar item: the focused problem, its criteria count, how many researchers work
+// (once the research delegates) and the approval mode. Clicking it shows the prompt.
 import * as vscode from 'vscode';
 import { ResearchModel } from './model';
 import { ApprovalMode, ClientCommand, LANGUAGE_ID, ResearchView } from './protocol';
@@ -13,7 +13,7 @@ function shorten(title: string): string {
 }
 
 /** The item's text; exported for tests. */
-export function statusText(state: ServerState, view: ResearchView | undefined, mode: ApprovalMode): string {
+export function statusText(state: ServerState, view: ResearchView | undefined, mode: ApprovalMode, researchers = 0): string {
   if (state === 'no-python') {
     return '$(error) Deep Research: no Python 3.10+';
   }
@@ -23,7 +23,8 @@ export function statusText(state: ServerState, view: ResearchView | undefined, m
   if (state === 'starting') {
     return `$(sync~spin) Deep Research · ${mode}`;
   }
-  const approval = `approval: ${mode}`;
+  // once the research delegates: how many researchers work on it
+  const approval = `${researchers > 1 ? `${researchers} researchers · ` : ''}approval: ${mode}`;
   if (!view) {
     return `$(beaker) Deep Research · ${approval}`;
   }
@@ -96,13 +97,17 @@ export class StatusBar implements vscode.Disposable {
       .getConfiguration('deepResearch', this.model.document ?? null)
       .get<ApprovalMode>('approvalMode', 'update');
     const state = this.server.state;
-    this.item.text = statusText(state, view, mode);
+    const researchers = this.model.researchers;
+    this.item.text = statusText(state, view, mode, researchers.length);
     const md = new vscode.MarkdownString(undefined, true);
     if (view?.focus) {
       md.appendMarkdown(`**Focus:** ${view.focus.title.replace(/[\\`*_[\]<>]/g, '\\$&')}\n\n`);
       md.appendMarkdown(`Criteria done: ${view.focus.criteriaMet} of ${view.focus.criteriaTotal}\n\n`);
     } else if (view) {
       md.appendMarkdown(`Phase: ${view.phase}\n\n`);
+    }
+    if (researchers.length > 1) {
+      md.appendMarkdown(`**Researchers:** ${researchers.map((r) => `${r.name.replace(/[\\`*_[\]<>]/g, '\\$&')} (${r.state})`).join(', ')}\n\n`);
     }
     md.appendMarkdown(`Approval mode: **${mode}** (commands of higher kinds need *Execute Message*)\n\n`);
     md.appendMarkdown('Click to show the prompt.');

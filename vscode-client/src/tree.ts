@@ -1,5 +1,7 @@
 // The problem tree in the Explorer: titles, [met/total] criteria, done/failed/open icons,
-// the focused problem highlighted; a click opens the problem's definition.
+// the focused problem highlighted; a click opens the problem's definition. A delegated
+// problem shows its researcher's state, and a click opens that researcher's message
+// document (its definition stays one right-click away).
 // Lazy, like the server: the view's answer holds the root and the path to the focus; the
 // children of any other problem are asked for when VS Code expands it (getChildren), a
 // page at a time, with "Show more" rows for very wide problems.
@@ -20,6 +22,10 @@ export interface TreeItemSnapshot {
   definitionUri?: string;
   path: string[];
   hasChildren: boolean;
+  /** A delegated problem's researcher (name and state), while it works. */
+  researcher?: { name: string; state: string };
+  /** What a click opens (a URI string), if anything. */
+  opens?: string;
   /** The children listed so far (none for a problem never expanded). */
   children: TreeItemSnapshot[];
 }
@@ -37,6 +43,11 @@ function isMore(node: TreeNode): node is MoreRow {
 }
 
 function statusIcon(node: ProblemNode): vscode.ThemeIcon {
+  if (node.researcher && node.status === 'open') {
+    return node.researcher.state === 'waiting'
+      ? new vscode.ThemeIcon('watch', new vscode.ThemeColor('charts.blue'))
+      : new vscode.ThemeIcon('account', new vscode.ThemeColor('charts.blue'));
+  }
   if (node.status === 'done') {
     return new vscode.ThemeIcon('pass-filled', new vscode.ThemeColor('testing.iconPassed'));
   }
@@ -51,6 +62,11 @@ function statusIcon(node: ProblemNode): vscode.ThemeIcon {
 
 export function criteriaText(met: number, total: number): string {
   return `[${met}/${total}]`;
+}
+
+/** How a delegated problem's row says what its researcher does; exported for tests. */
+export function researcherText(researcher: { state: string }): string {
+  return researcher.state === 'waiting' ? 'researcher waits for its delegations' : 'researcher working';
 }
 
 const keyOf = (path: string[]): string => JSON.stringify(path);
@@ -187,17 +203,24 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
     // VS Code applies the new expansion state (it keeps the old one for a known id)
     item.id = `${keyOf(node.path)}:${onPath ? 'f' : ''}${node.hasChildren ? 'c' : ''}`;
     item.description = criteriaText(node.criteriaMet, node.criteriaTotal) + (node.stale ? ' · stale report' : '')
-      + (node.focused ? ' · focus' : '');
+      + (node.focused ? ' · focus' : '') + (node.researcher ? ` · ${researcherText(node.researcher)}` : '');
     item.iconPath = statusIcon(node);
-    item.contextValue = `problem.${node.status}${node.focused ? '.focused' : ''}`;
+    item.contextValue = `problem.${node.status}${node.focused ? '.focused' : ''}${node.researcher ? '.delegated' : ''}`;
     const tooltip = new vscode.MarkdownString();
     tooltip.appendMarkdown(`**${escapeMd(node.title)}**\n\n`);
     tooltip.appendMarkdown(`${node.status}${node.focused ? ', in focus' : ''}; criteria done ${node.criteriaMet} of ${node.criteriaTotal}`);
     if (node.stale) {
       tooltip.appendMarkdown('\n\nThe report is out of date: its problem or a subproblem\'s report changed since it was written (`deep-research check` says what).');
     }
+    const document = node.researcher ? this.model.researcher(node.researcher.name)?.uri : undefined;
+    if (node.researcher) {
+      tooltip.appendMarkdown(`\n\nDelegated to the researcher “${escapeMd(node.researcher.name)}”, ${researcherText(node.researcher)}.`);
+      tooltip.appendMarkdown(document ? ' Click to open its message document.' : '');
+    }
     item.tooltip = tooltip;
-    if (node.definitionUri) {
+    if (document) {
+      item.command = { command: 'vscode.open', title: 'Open the Researcher\'s Message', arguments: [vscode.Uri.parse(document)] };
+    } else if (node.definitionUri) {
       const uri = vscode.Uri.parse(node.definitionUri);
       item.command = { command: 'vscode.open', title: 'Open Problem Definition', arguments: [uri] };
     }
@@ -218,6 +241,8 @@ export class ProblemTreeProvider implements vscode.TreeDataProvider<TreeNode>, v
         definitionUri: node.definitionUri,
         path: node.path,
         hasChildren: node.hasChildren,
+        researcher: node.researcher,
+        opens: item.command?.arguments?.[0]?.toString(),
         children: (node.children ?? []).map(walk),
       };
     };

@@ -10,7 +10,13 @@ streaming; this module adds what the loop needs on top:
 - usage comes from the stream (`stream_options.include_usage`), or is estimated as
   characters / 4 when the endpoint sends none (then `tokens_estimated` is set);
 - every failure becomes one `ModelError` whose text a person can act on;
-- llama.cpp servers are recognised (their `/props`), for the grammar and the context size.
+- llama.cpp servers are recognised (their `/props`), for the grammar, the context size and
+  the slots; a request may name its slot (`id_slot`), so that a researcher's conversation
+  stays in one slot's prompt cache;
+- rate limits (HTTP 429) are not errors: after `openai`'s own retries the client waits as the
+  server asks (`Retry-After`, `retry-after-ms`) or backs off exponentially, and tries again for
+  up to `RATE_LIMIT_PATIENCE`; the pause holds back every request of the client (`RateGate`),
+  since the limit is the endpoint's, not one request's. A used-up quota is an error at once.
 
 The API key is read from the environment (`OPENAI_API_KEY`) by the caller and only ever
 handed to `openai`; it is never logged, shown or written.
@@ -19,8 +25,10 @@ handed to `openai`; it is never logged, shown or written.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import inspect
 import json
+import random
 import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol, Union
@@ -30,6 +38,8 @@ from ..engine import commands
 DUMMY_KEY = "no-key"  # local servers need none, but `openai` refuses to start without one
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 FOCUS_CHANGES = frozenset(spec.name for spec in commands.COMMANDS.values() if spec.changes_focus)
+RATE_LIMIT_PATIENCE = 600.0  # seconds one reply may wait for rate limits before it is an error
+BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # seconds, when the server does not say how long to wait
 
 
 class ModelError(Exception):
@@ -129,6 +139,44 @@ def estimate_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
+class RateGate:
+    """One pause for every request of a client: after a rate-limit reply no request starts
+    before the time the server asked for (requests already streaming go on)."""
+
+    def __init__(self) -> None:
+        self.until = 0.0  # monotonic time before which no request starts
+        self.paused = 0  # rate-limit replies seen
+
+    def pause(self, seconds: float) -> None:
+        self.paused += 1
+        self.until = max(self.until, time.monotonic() + seconds)
+
+    async def wait(self) -> None:
+        while (left := self.until - time.monotonic()) > 0:
+            await asyncio.sleep(left)  # the server asked for this wait: the backoff itself
+
+
+def retry_after(headers) -> float | None:
+    """The wait a rate-limit reply asks for, in seconds: `retry-after-ms`, or `retry-after` as
+    seconds or an HTTP date; None when it says nothing usable."""
+    if headers is None:
+        return None
+    try:
+        value = headers.get("retry-after-ms")
+        if value is not None:
+            return max(0.0, float(value) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 class FocusChangeWatch:
     """Finds the first complete focus-change line of a streamed reply, outside blocks."""
 
@@ -190,6 +238,7 @@ class ModelClient:
         max_retries: int = 3,
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
+        rate_limit_patience: float = RATE_LIMIT_PATIENCE,
     ) -> None:
         from openai import AsyncOpenAI  # imported here: it is heavy, and only `run` needs it
         import httpx
@@ -203,6 +252,8 @@ class ModelClient:
         )
         self.max_retries = max_retries
         self.llama_cpp = False  # set by `server_info` when the endpoint is llama.cpp's server
+        self.gate = RateGate()  # shared by every request of this client (all researchers of a run)
+        self.rate_limit_patience = rate_limit_patience  # seconds one reply may wait for rate limits
 
     async def close(self) -> None:
         await self._openai.close()
@@ -266,13 +317,17 @@ class ModelClient:
         grammar: str | GrammarSteps | None = None,
         max_reply_tokens: int | None = None,
         seed: int | None = None,
+        slot: int | None = None,
+        on_wait: Callable[[float, str], None] | None = None,
     ) -> Reply:
         """Stream one reply. `prompt` is the chat `messages` (a string: one user message).
         `on_text` gets each piece as it arrives. `grammar` is a GBNF grammar, or `GrammarSteps`
         that follow the message as it is written: when they give a new grammar at the end of
         a line, this stream is closed and the reply continues under it (the reply so far is
         sent as the start of the assistant's turn, which llama.cpp continues; its prompt cache
-        holds all of it). Raises ModelError; on cancellation the request is closed."""
+        holds all of it). `slot` pins the request to that llama-server slot (`id_slot`; ignored
+        by other endpoints). `on_wait(seconds, why)` hears of each wait for a rate limit.
+        Raises ModelError; on cancellation the request is closed."""
         model = await self.resolve_model()
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
         steps = grammar if grammar is not None and not isinstance(grammar, str) else None
@@ -280,6 +335,7 @@ class ModelClient:
         started = time.monotonic()
         watch = FocusChangeWatch()
         run = _Run(started)
+        waited, refusals = 0.0, 0
         try:
             while True:
                 sent = messages + ([{"role": "assistant", "content": watch.text}] if watch.text else [])
@@ -287,7 +343,18 @@ class ModelClient:
                 if left is not None and left <= 0:
                     run.finish = "length"
                     break
-                follow = await self._one_stream(model, sent, current, left, seed, watch, run, on_text, steps)
+                await self.gate.wait()
+                try:
+                    follow = await self._one_stream(model, sent, current, left, seed, watch, run, on_text, steps, slot)
+                except Exception as error:  # noqa: BLE001 - only rate limits are waited out here
+                    delay = self._rate_limit_wait(error, refusals, waited)
+                    if delay is None:
+                        raise
+                    refusals, waited = refusals + 1, waited + delay
+                    self.gate.pause(delay)
+                    if on_wait is not None:
+                        on_wait(delay, "the endpoint limits the rate of requests (HTTP 429)")
+                    continue
                 if follow is None:
                     break
                 current = follow
@@ -318,9 +385,23 @@ class ModelClient:
             requests=run.requests,
         )
 
+    def _rate_limit_wait(self, error: Exception, refusals: int, waited: float) -> float | None:
+        """How long to wait before trying a rate-limited request again, or None when `error` is
+        not a rate limit to wait out (another error, a used-up quota, or patience spent)."""
+        import openai
+
+        if not isinstance(error, openai.RateLimitError) or _quota_exhausted(error):
+            return None
+        asked = retry_after(getattr(error.response, "headers", None))
+        delay = asked if asked is not None else min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** refusals) * random.uniform(1, 1.25)
+        if waited + delay > self.rate_limit_patience:
+            return None
+        return delay
+
     async def _one_stream(
         self, model: str, messages: list[dict[str, str]], grammar: str | None, max_tokens: int | None,
         seed: int | None, watch: FocusChangeWatch, run: _Run, on_text, steps: GrammarSteps | None,
+        slot: int | None = None,
     ) -> str | None:
         """One streamed request, adding to `watch.text`. Returns the grammar to continue under,
         or None when the reply is complete (`run.finish` set) or was cut off (not set)."""
@@ -330,6 +411,8 @@ class ModelClient:
         extra = {"grammar": grammar} if grammar is not None else {}
         if self.llama_cpp:  # its prompt-cache figures on the first chunk, not only on the last
             extra["timings_per_token"] = True
+            if slot is not None:  # the researcher's slot: its conversation is in that slot's cache
+                extra["id_slot"] = slot
         if extra:
             kwargs["extra_body"] = extra
         if max_tokens:
@@ -432,9 +515,15 @@ class ModelClient:
                 "the base URL ends where the API starts (often …/v1)", "not-found",
             )
         if isinstance(error, openai.RateLimitError):
+            if _quota_exhausted(error):
+                return ModelError(
+                    f"{url} refused the request: the account's quota is used up (HTTP 429: {_detail(error)}). Check "
+                    "the plan and billing of the API key, then run again", "rate-limit",
+                )
             return ModelError(
-                f"{url} kept refusing with rate limits (HTTP 429) after {self.max_retries} retries: wait a while and "
-                "run again (the research continues where it stopped)", "rate-limit",
+                f"{url} kept refusing with rate limits (HTTP 429) for longer than the autopilot waits "
+                f"({_duration(self.rate_limit_patience)}): wait a while and run again (the research continues where it "
+                "stopped), or lower --parallel", "rate-limit",
             )
         if isinstance(error, openai.APIStatusError):
             detail = _detail(error)
@@ -463,6 +552,18 @@ def _lines(text: str) -> list[str]:
 
 def _characters(messages: list[dict[str, str]]) -> int:
     return sum(len(m.get("content") or "") for m in messages)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.0f} minutes" if seconds >= 120 else f"{seconds:g} seconds"
+
+
+def _quota_exhausted(error: Exception) -> bool:
+    """OpenAI answers a used-up quota with 429 too; waiting does not help there."""
+    body = getattr(error, "body", None)
+    inner = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else body
+    code = getattr(error, "code", None) or (inner.get("code") or inner.get("type") if isinstance(inner, dict) else None)
+    return code == "insufficient_quota"
 
 
 def _detail(error: Exception) -> str:

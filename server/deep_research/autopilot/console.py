@@ -3,8 +3,11 @@
 On a terminal the reply streams as it arrives, each round opens with a status line
 (round, tokens so far, the problem in focus, elapsed time) and closes with its Execution
 Status Report, and a message above the approval mode is shown with a question (run /
-skip / stop). Without a terminal, one line per round, and a message that needs approval
-stops the run (exit status 3) with what to do.
+skip / stop). With `--parallel N` above 1 several researchers write at once: the status line
+at the bottom shows every working researcher (in a round, ready, waiting for its
+delegations, stopped), and each round ends with one line above it. Without a terminal, one
+line per round naming the researcher, and a message that needs approval stops its researcher
+(exit status 3 once nothing else can go on) with what to do.
 
 Exit status: 0 finished or shut down, 3 waiting for approval, 4 a limit stopped it (rounds,
 tokens, or rounds without progress), 1 an error (one plain line on standard error), 130
@@ -24,13 +27,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..engine.research import Research
+from ..engine.state import MAIN
 from ..engine.text import NotText, printable
 from ..keys import EscapeWatch
 from .client import ModelClient, ModelError
-from .loop import (
-    ApprovalRequest, Autopilot, Decision, Observer, RoundReport, RunResult,
-    RunStatus, Settings,
-)
+from .fleet import Fleet
+from .loop import ApprovalRequest, Decision, Observer, RoundReport, RunResult, RunStatus, SeatStatus, Settings
 
 EXIT = {
     RunStatus.FINISHED: 0, RunStatus.SHUT_DOWN: 0, RunStatus.WAITING: 3, RunStatus.LIMIT: 4,
@@ -64,14 +66,13 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     approver = TerminalApprover(out) if terminal else None
     key = os.environ.get("OPENAI_API_KEY") or None
     client = ModelClient(config.base_url, config.model, key)
-    pilot = Autopilot(research, client, settings, approver=approver, observer=observer, config=config)
-    interrupted = asyncio.run(_drive(pilot, client, watch_escape=terminal))
+    fleet = Fleet(research, client, settings, approver=approver, observer=observer, config=config)
+    interrupted = asyncio.run(_drive(fleet, client, watch_escape=terminal))
+    if isinstance(observer, TerminalObserver):
+        observer.close()
     if interrupted is None:
-        try:
-            draft = pilot.document.read().strip()
-        except NotText:
-            draft = ""
-        where = f" The partial reply is in {pilot.document.path}, not executed." if draft else ""
+        drafts = [str(pilot.document.path) for pilot in fleet.pilots.values() if _holds_text(pilot.document)]
+        where = f" The partial replies are in {', '.join(drafts)}, not executed." if drafts else ""
         print(printable(f"deep-research: stopped (interrupted); nothing was half-applied.{where} "
                         f"`deep-research run {options.folder}` continues."), file=err)
         return EXIT_INTERRUPTED
@@ -81,9 +82,25 @@ def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.st
     print(printable(f"{prefix}{result.message}"), file=stream)
     if result.status is not RunStatus.ERROR:
         print(f"{result.rounds} round(s), {result.tokens:,} tokens.", file=out)
+    seats = fleet.seats()
+    if len(seats) > 1:  # who did what: each researcher's rounds and how it stands
+        for seat in seats:
+            print(printable(f"  {seat.name}: {seat.rounds} round(s), {_STANDING.get(seat.state, seat.state)}"), file=out)
     if result.status is RunStatus.FINISHED:
         _print_answer(research, out, err)
     return EXIT[result.status]
+
+
+_STANDING = {"in-round": "working", "ready": "working", "waiting": "waiting for its delegations", "stopped": "stopped",
+             "ended": "ended (its report is in)"}
+
+
+def _holds_text(document) -> bool:
+    """Whether a researcher's document holds a (partial) reply; one that is not text does not count."""
+    try:
+        return bool(document.read().strip())
+    except NotText:
+        return False
 
 
 def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
@@ -96,7 +113,7 @@ def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
     if text is None:
         return
     root = research.tree.problem(())
-    heading = f"The answer: the report of “{root.title if root else 'the root problem'}”"
+    heading = printable(f"The answer: the report of “{root.title if root else 'the root problem'}”")
     if out.isatty():
         print("\n" + (f"\x1b[1m{heading}\x1b[0m" if _color(out) else heading) + "\n", file=out)
         out.write(printable(text))
@@ -106,11 +123,11 @@ def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
     out.flush()
 
 
-async def _drive(pilot: Autopilot, client: ModelClient, watch_escape: bool = False) -> RunResult | None:
+async def _drive(fleet: Fleet, client: ModelClient, watch_escape: bool = False) -> RunResult | None:
     """Run the loop; Ctrl-C (SIGINT) cancels it, and so does a lone Esc on a terminal. None when
     interrupted."""
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(pilot.run())
+    task = asyncio.ensure_future(fleet.run())
     handled = False
     try:
         loop.add_signal_handler(signal.SIGINT, task.cancel)
@@ -118,14 +135,14 @@ async def _drive(pilot: Autopilot, client: ModelClient, watch_escape: bool = Fal
     except (NotImplementedError, RuntimeError):  # pragma: no cover - Windows
         pass
     escape = EscapeWatch(task.cancel)
-    if watch_escape and escape.start() and isinstance(pilot.approver, TerminalApprover):
-        pilot.approver.keys = escape  # its question reads a line: the terminal is given back meanwhile
+    if watch_escape and escape.start() and isinstance(fleet.crew.approver, TerminalApprover):
+        fleet.crew.approver.keys = escape  # its question reads a line: the terminal is given back meanwhile
     try:
         return await task
     except asyncio.CancelledError:
         return None
     except ModelError as error:  # raised before the first round (resolving the model)
-        return RunResult(RunStatus.ERROR, error.message, pilot.count.rounds, pilot.count.tokens)
+        return RunResult(RunStatus.ERROR, error.message, fleet.budget.rounds, fleet.budget.tokens)
     finally:
         escape.stop()
         if handled:
@@ -141,10 +158,19 @@ def _color(out: TextIO) -> bool:
 
 
 class TerminalObserver(Observer):
+    """One researcher at a time (--parallel 1): the reply streams under a status line per round.
+    Several at once: a status line at the bottom shows every working researcher, and each
+    round ends with one line above it (their replies would interleave)."""
+
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.color = _color(out)
         self._line_open = False
+        self.parallel = False
+        self.started_at = 0.0
+        self.tokens = 0
+        self.round = 0
+        self._status = ""  # the status line now at the bottom (several at once)
 
     def _style(self, text: str, code: str) -> str:
         """`text` escaped (the model's reply and the research's titles may hold anything), then styled."""
@@ -152,27 +178,43 @@ class TerminalObserver(Observer):
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
     def started(self, research, settings, notes) -> None:
+        import time
+
+        self.parallel = settings.parallel > 1
+        self.started_at = time.monotonic()
         print(self._style(f"Autopilot on {research.root} · approval {settings.approval.label} · "
                           + "; ".join(notes), "2"), file=self.out, flush=True)
 
-    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float, researcher: str = MAIN) -> None:
+        self.round, self.tokens = max(self.round, round), tokens
+        if self.parallel:
+            return
         where = " › ".join(focus) if focus else "defining the problem"
+        who = "" if researcher == MAIN else f"{researcher} · "
         minutes, seconds = divmod(int(elapsed), 60)
-        status = f"── round {round} · {tokens:,} tokens · {where} · {minutes}:{seconds:02d} "
+        status = f"── round {round} · {who}{tokens:,} tokens · {where} · {minutes}:{seconds:02d} "
         print("\n" + self._style(status + "─" * max(0, 78 - len(status)), "1;36"), file=self.out, flush=True)
         self._line_open = False
 
-    def text(self, delta: str) -> None:
+    def text(self, delta: str, researcher: str = MAIN) -> None:
+        if self.parallel:
+            return
         self.out.write(printable(delta))
         self.out.flush()
         self._line_open = not delta.endswith("\n")
 
     def round_ended(self, report: RoundReport) -> None:
-        if self._line_open:
-            self.out.write("\n")
         record = report.record
         tokens = f"{record['prompt_tokens']:,} + {record['completion_tokens']:,} tokens" + (
             " (estimated)" if record["tokens_estimated"] else "") + _cached(record)
+        if self.parallel:
+            c = record["commands"]
+            line = (f"round {report.round} · {report.researcher}: {record['outcome']} · {c['ok']} ok, {c['failed']} "
+                    f"failed · {tokens} · {(record['latency_ms'] or 0) / 1000:.1f} s")
+            self._above(self._style(line, "2") + (("\n" + self._style(record["error"], "33")) if record.get("error") else ""))
+            return
+        if self._line_open:
+            self.out.write("\n")
         print(self._style(f"[{record['outcome']} · {tokens} · {(record['latency_ms'] or 0) / 1000:.1f} s]", "2"),
               file=self.out)
         if report.execution is not None and report.execution.reply:
@@ -182,30 +224,68 @@ class TerminalObserver(Observer):
             print(self._style(record["error"], "33"), file=self.out, flush=True)
 
     def notice(self, text: str) -> None:
+        if self.parallel:
+            self._above(self._style(text, "2"))
+            return
         print(self._style(text, "2"), file=self.out, flush=True)
+
+    def seats(self, seats: list[SeatStatus]) -> None:
+        if not self.parallel:
+            return
+        import shutil
+        import time
+
+        minutes, seconds = divmod(int(time.monotonic() - self.started_at), 60)
+        working = [seat for seat in seats if seat.state != "ended"]
+        parts = [f"{seat.name}: {_SEAT_WORDS.get(seat.state, seat.state)}" for seat in working]
+        head = f"── {sum(s.state == 'in-round' for s in working)} writing · {self.tokens:,} tokens · {minutes}:{seconds:02d} ── "
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        self._status = (head + " │ ".join(parts))[:width]
+        self._draw()
+
+    def close(self) -> None:
+        """End the status line (several at once), so that what follows starts on a line of its own."""
+        if self._status:
+            self.out.write("\n")
+            self.out.flush()
+            self._status = ""
+
+    def _above(self, text: str) -> None:
+        """Print a line above the status line, then draw the status line again."""
+        self.out.write("\r\x1b[K" + text + "\n")
+        self._draw()
+
+    def _draw(self) -> None:
+        self.out.write("\r\x1b[K" + self._style(self._status, "1;36"))
+        self.out.flush()
+
+
+_SEAT_WORDS = {"in-round": "writing", "ready": "ready", "waiting": "waiting for its delegations",
+               "stopped": "stopped", "ended": "ended"}
 
 
 class LineObserver(Observer):
-    """One line per round, for logs and scripts."""
+    """One line per round, naming the researcher, for logs and scripts."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.focus = ""
+        self.focus: dict[str, str] = {}
 
     def started(self, research, settings, notes) -> None:
         print(printable(f"autopilot: {research.root}; approval {settings.approval.label}; " + "; ".join(notes)),
               file=self.out, flush=True)
 
-    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None:
-        self.focus = " > ".join(focus) if focus else "(no problem yet)"
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float, researcher: str = MAIN) -> None:
+        self.focus[researcher] = " > ".join(focus) if focus else "(no problem yet)"
 
     def round_ended(self, report: RoundReport) -> None:
         r = report.record
         c = r["commands"]
         latency = (r["latency_ms"] or 0) / 1000
-        line = (f"round {r['round']}: {r['outcome']}; commands {c['ok']} ok, {c['failed']} failed, "
+        line = (f"round {r['round']} ({report.researcher}): {r['outcome']}; commands {c['ok']} ok, {c['failed']} failed, "
                 f"{c['skipped']} not run; {r['prompt_tokens']:,}+{r['completion_tokens']:,} tokens"
-                f"{' (estimated)' if r['tokens_estimated'] else ''}{_cached(r)}; {latency:.1f} s; focus {self.focus}")
+                f"{' (estimated)' if r['tokens_estimated'] else ''}{_cached(r)}; {latency:.1f} s; "
+                f"focus {self.focus.get(report.researcher, '')}")
         if r.get("error"):
             line += f"; {r['error']}"
         print(printable(line), file=self.out, flush=True)

@@ -27,6 +27,10 @@ parse, and only commands that can run now:
   criterion marked done (not again while the report is up to date); `focus_up` only with a
   report; `fail_task_and_focus_up` only with its reason, once closing for `FAIL_AFTER` rounds
   did not work out (a small model otherwise gives problems up at random).
+- the researcher's own subtree only (parallel research): no subproblem another researcher
+  holds (no `focus_down` into it, no criteria added to it, no `delegate` of it), `delegate`
+  only of open subproblems once the breakdown is made (as `focus_down`), and no leaving the problem (`focus_up`, `fail_task_and_focus_up`)
+  while delegations of it are running. The state is the researcher's own view.
 
 Free text may not start a line with `/`, `<` or `>`, so it can never be mistaken for a
 command. `SHUT_DOWN_DEEP_RESEARCHER` is not ruled out (GBNF cannot exclude a substring
@@ -47,6 +51,8 @@ none at their ends, so that "taken" (which ignores case and spacing) is exact.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
@@ -57,8 +63,8 @@ from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.evidence import MAX_FILE_BYTES
-from ..engine.state import Phase, Status
-from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, list_dir
+from ..engine.state import MAIN, Phase, Status
+from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, Guard
 
 # A problem that may be broken down is, before work on its parts and its report: into this many
 # parts (or max_breadth).
@@ -102,17 +108,20 @@ class GrammarInputs:
     # The autopilot closes what it opens: it focuses down only into subproblems not yet closed,
     # writes the report once every subproblem is closed (and only when there is none, or it is
     # out of date), focuses up only with a report, and fails a problem only with a reason.
-    closed_subproblems: tuple[str, ...] = ()  # done or failed
+    closed_subproblems: tuple[str, ...] = ()  # done or failed (not to enter or delegate)
     report: bool = False  # the current problem has a report that is up to date
     parts: int = 0  # subproblems it is broken into before work on them starts, and its report rests on
     closing: bool = False  # the rounds of this visit are spent: only the moves that close it
     give_up: bool = False  # closing for FAIL_AFTER rounds already: it may be failed (with its reason)
     files: tuple[str, ...] = ()  # files of the research folder attach_file may take (ATTACHABLE at most)
+    # Parallel research: the researcher's own subtree only.
+    held: tuple[str, ...] = ()  # subproblems another researcher holds (delegated): not to enter or change
+    waiting: bool = False  # delegations of the current problem are running: it cannot be left
 
     @classmethod
-    def of(cls, research, config=None, reply_chars: int | None = None) -> GrammarInputs:
-        """From a `Research` (engine.research) and its merged `Config`."""
-        state = research.state()
+    def of(cls, research, config=None, reply_chars: int | None = None, researcher: str = MAIN) -> GrammarInputs:
+        """From a `Research` (engine.research), its merged `Config` and whose message it is."""
+        state = research.state(researcher)
         return cls.of_view(research.tree, state, _search(config), reply_chars=reply_chars,
                            rules=research.rules(), rounds=research.rounds(state), fetch=_fetch(config),
                            files=attachable(research.root))
@@ -146,6 +155,8 @@ class GrammarInputs:
             parts=0 if closing or len(state.focus) >= rules.max_depth else min(BREAKDOWN_PARTS, rules.max_breadth),
             closing=closing,
             give_up=rounds >= rules.rounds_per_problem + FAIL_AFTER,
+            held=tuple(child.title for child in children if state.held_by_other(child.path) is not None),
+            waiting=state.waiting(),
             **more,
         )
 
@@ -159,14 +170,14 @@ def attachable(root: Path) -> tuple[str, ...]:
     neither the root problem's, the settings nor message documents (one folder, no walk;
     ATTACHABLE at most)."""
     found = []
-    for entry in list_dir(root):
+    for entry in Guard(root).list_dir(root):  # a research from someone else: never a link out
         if len(found) >= ATTACHABLE:
             break
         name = entry.name
         if name in _NOT_ATTACHABLE or name.endswith(MESSAGE_SUFFIX) or "\n" in name:
             continue
         try:
-            if entry.is_file(follow_symlinks=False) and entry.stat().st_size <= MAX_FILE_BYTES:
+            if entry.is_file() and not entry.is_symlink() and os.stat(entry.path).st_size <= MAX_FILE_BYTES:
                 found.append(name)
         except OSError:
             continue
@@ -190,13 +201,15 @@ class MessageGrammar:
     grammar when the command that line completed changed what may follow ("" when the
     message must end), else None."""
 
-    def __init__(self, research, config=None, *, max_reply_tokens: int | None = None, roots=()) -> None:
+    def __init__(self, research, config=None, *, max_reply_tokens: int | None = None, roots=(),
+                 researcher: str = MAIN) -> None:
         self.research = research
+        self.researcher = researcher
         self.search = _search(config)
         self.fetch = _fetch(config)
         self.roots = tuple(roots)
         self.max_chars = max_reply_tokens * CHARS_PER_TOKEN if max_reply_tokens else None
-        state = research.state()
+        state = research.state(researcher)
         self.rules = research.rules()
         self.rounds = research.rounds(state)  # at the message's start: the budget of this round
         self.files = attachable(research.root)
@@ -216,7 +229,8 @@ class MessageGrammar:
         if not found or not found[-1].closed or len(found) == self._commands:
             return None
         self._commands = len(found)
-        analysis = self.research.analyze(text, roots=self.roots)  # the dry run execution would do
+        # the dry run execution would do, from the researcher's state as it is now
+        analysis = self.research.analyze(text, self.research.state(self.researcher), roots=self.roots)
         after = analysis.after
         ended = analysis.focus_changed or analysis.shutdown or after.phase is not Phase.IN_FOCUS
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
@@ -258,6 +272,8 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or any(_admitted(old, name) and not _admitted(new, name) for name in commands.COMMANDS)  # budgets, method
         or new.report != old.report  # a report written: now the problem can be left
         or new.phase is not old.phase
+        or bool(set(new.held) - set(old.held))  # delegated: not again, not entered
+        or (new.waiting and not old.waiting)  # the problem cannot be left now
     )
 
 
@@ -273,6 +289,9 @@ def _admitted(inputs: GrammarInputs, name: str) -> bool:
     if name == "fail_task_and_focus_up":  # given up only when closing it otherwise did not work out
         return inputs.give_up
     return True
+def _leaves(spec: CommandSpec) -> bool:
+    """A focus change that leaves the current problem (up), not one into a subproblem."""
+    return spec.changes_focus and not any(a.type is ArgType.SUBPROBLEM for a in spec.arguments)
 
 
 def _budget_lines(chars: int) -> int:
@@ -299,6 +318,8 @@ class _Builder:
         steps, focus = [], []
         for spec in commands.valid_in(self.inputs.phase):
             if spec.changes_focus and not self.inputs.focus_change or not self._admitted(spec.name):
+                continue
+            if self.inputs.waiting and _leaves(spec):  # refused while delegations of the problem run
                 continue
             rule = self._command(spec)
             if rule is not None:
@@ -357,10 +378,11 @@ class _Builder:
     def _value(self, spec: CommandSpec, argument: commands.Argument) -> str | None:
         """The rule for one argument's value, or None when nothing valid can be written."""
         if argument.type is ArgType.SUBPROBLEM:
-            titles = self.inputs.subproblems
-            if spec.changes_focus:  # into a subproblem still to close, once the breakdown is made
-                enough = len(self.inputs.subproblems) >= self.inputs.parts
-                titles = self.inputs.open_subproblems if enough else ()
+            titles = tuple(t for t in self.inputs.subproblems if t not in self.inputs.held)
+            enough = len(self.inputs.subproblems) >= self.inputs.parts
+            if spec.changes_focus or argument.open_only:  # into (or delegating) a subproblem still to
+                # close, once the breakdown is made
+                titles = tuple(t for t in titles if t not in self.inputs.closed_subproblems) if enough else ()
             elif spec.name == "add_criteria_to_subproblem":
                 titles = tuple(t for t in titles if t not in self.inputs.full_subproblems)
             return "(" + " | ".join(_literal(t) for t in titles) + ")" if titles else None

@@ -1,34 +1,36 @@
-"""The autopilot's loop: a model drives the research, one message per round.
+"""One researcher's rounds, and the parts a front end plugs into the autopilot.
 
     render the prompt ─▶ ask the model (streamed) ─▶ the reply becomes the message in the
-    `.dr` document ─▶ analyze ─▶ approval ─▶ execute (one transaction, with the round's
-    journal record) ─▶ the system's reply is in the transcript ─▶ next round
+    researcher's `.dr` document ─▶ analyze ─▶ approval ─▶ execute (one transaction, with the
+    round's journal record) ─▶ the system's reply is in the transcript ─▶ next round
 
-It uses the engine only through `Research` and plain values. What differs between the
-command line and an editor is behind small interfaces, so the language server drives the
-same loop from its event loop:
+A `Pilot` is one researcher's seat in a run: its conversation (`Turns`), its message
+document, its slot on the server, its estimate of the endpoint's tokens per character and
+its rounds. The run that gives the pilots their rounds (the client, the probe, the budgets,
+the scheduler) is `autopilot/fleet.py::Fleet`; the pilots reach what the run shares through
+a `Crew`. It uses the engine only through `Research` and plain values. What differs between
+the command line and an editor is behind small interfaces, so the language server drives
+the same run from its event loop:
 
 - `Document`: where the reply goes (the `.dr` file here; an editor buffer there);
-- `Executor`: runs a message (`Research.execute`; the one call, in `_execute`);
+- `Executor`: runs a message (`Research.execute`; the one call, in `Pilot._execute`);
 - `Approver`: decides about a message whose commands are above the approval mode;
 - `Observer`: sees the run's progress and the reply as it streams.
 
-Stopping: a finished or shut-down research, `max_rounds`, the token budget, 3 rounds in a
-row in which no command ran, a model error, a message waiting for approval, or
-cancellation (cancel the task running `Autopilot.run`). Cancelling never half-applies
-anything: the request in flight is closed, a partial reply stays in the document as an
-unexecuted draft, and a commit that has begun is finished first. Disk is the memory, so
-`run` again continues from the state on disk.
+A researcher stops (`Stop`) on a model error (after the client's retries), a message waiting
+for approval, 3 rounds in a row in which no command ran, or its document edited by hand while
+its round was writing there: it alone stops, the others go on (`Fleet`). Cancelling never
+half-applies anything: the request in flight is closed, a partial reply stays in the
+document as an unexecuted draft, and a commit that has begun is finished first. Disk is the
+memory, so `run` again continues from the state on disk.
 """
 
 from __future__ import annotations
 
 import asyncio
-import secrets
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -37,8 +39,8 @@ from ..config import FIELDS, Config
 from ..engine.analysis import Outcome, Status
 from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
-from ..engine.research import Execution, Research, message_digest
-from ..engine.state import Phase, now
+from ..engine.research import Execution, NoSuchResearcher, Research, message_digest
+from ..engine.state import MAIN, Phase, now
 from ..engine.store import Guard, atomic_write
 from ..engine.text import NotText, message_text, refuse_not_text
 from .client import ModelClient, ModelError, Reply
@@ -60,11 +62,21 @@ class RunStatus(str, Enum):
 
 
 @dataclass
+class Stop:
+    """Why one researcher stopped in this run (the others go on)."""
+
+    researcher: str
+    status: RunStatus
+    message: str
+
+
+@dataclass
 class RunResult:
     status: RunStatus
     message: str
     rounds: int
     tokens: int
+    stopped: list[Stop] = field(default_factory=list)  # the researchers that stopped, and why
 
 
 @dataclass
@@ -80,6 +92,7 @@ class Settings:
     max_prompt_tokens: int | None = None
     max_reply_tokens: int | None = DEFAULT_REPLY_TOKENS
     seed: int | None = None
+    parallel: int = FIELDS["parallel"].default  # researchers with a round at once (so model requests in flight)
 
     @classmethod
     def from_config(cls, config: Config, *, approval: ApprovalMode | None = None, seed: int | None = None) -> Settings:
@@ -94,13 +107,14 @@ class Settings:
             max_prompt_tokens=config.max_prompt_tokens,
             max_reply_tokens=config.max_reply_tokens,
             seed=seed,
+            parallel=config.parallel,
         )
 
 
 class Decision(Enum):
     RUN = "run"  # run it (approval given)
     SKIP = "skip"  # do not run it; the model is told and writes another message
-    STOP = "stop"  # stop the run; the message waits in the document
+    STOP = "stop"  # stop the researcher; the message waits in the document
 
 
 @dataclass
@@ -108,8 +122,9 @@ class ApprovalRequest:
     text: str
     waiting: list[Outcome]  # the commands above the approval mode
     mode: ApprovalMode
-    pending: bool = False  # True: the document held this message when the run started
+    pending: bool = False  # True: the document held this message when the round began
     document: Path | None = None
+    researcher: str = MAIN  # whose message it is
 
 
 # -- the pluggable parts ----------------------------------------------------------------------
@@ -121,8 +136,13 @@ class Document(Protocol):
     path: Path  # the `.dr` document (execution consumes it)
 
     def read(self) -> str: ...
-    async def replace(self, text: str) -> None: ...  # the whole unexecuted message
+    async def replace(self, text: str) -> None: ...  # the whole unexecuted message (may raise DocumentChanged)
     async def stream(self, delta: str) -> None: ...  # a piece of the reply as it arrives
+
+
+class DocumentChanged(Exception):
+    """The document is not as the round left it: someone wrote in it meanwhile. Nothing of
+    theirs is overwritten."""
 
 
 class Executor(Protocol):
@@ -142,32 +162,64 @@ class RoundReport:
     reply: Reply | None  # the model's reply (None if the call failed)
     execution: Execution | None
     overhead_ms: float  # the loop's own time: everything but waiting for the model
+    researcher: str = MAIN
+
+
+@dataclass(frozen=True)
+class SeatStatus:
+    """What one researcher is doing in a run (for status lines and notifications)."""
+
+    name: str
+    state: str  # "in-round" | "ready" (waits for a free slot) | "waiting" (for its delegations) | "stopped" | "ended"
+    focus: tuple[str, ...] = ()  # titles from the root down to its focus
+    rounds: int = 0  # rounds it had in this run
+    slot: int | None = None  # its slot on the server, while it has a round
+    why: str | None = None  # why it stopped
 
 
 class Observer:
     """What a front end sees of a run; every method may be left as is."""
 
     def started(self, research: Research, settings: Settings, notes: list[str]) -> None: ...
-    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float) -> None: ...
-    def text(self, delta: str) -> None: ...
+    def round_started(self, round: int, focus: list[str], tokens: int, elapsed: float, researcher: str = MAIN) -> None: ...
+    def text(self, delta: str, researcher: str = MAIN) -> None: ...
     def round_ended(self, report: RoundReport) -> None: ...
     def notice(self, text: str) -> None: ...
+    def seats(self, seats: list[SeatStatus]) -> None: ...  # whenever a researcher's state changes
 
 
 class FileDocument:
-    """The `.dr` file on disk (the command line's document)."""
+    """The `.dr` file on disk (the command line's document). It never overwrites what it did
+    not write: `replace` raises DocumentChanged when the file is not as it last read or wrote
+    it (someone edited it during the round)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, scratch: Path | None = None) -> None:
         self.path = path
+        self.scratch = scratch  # where the draft's temporary goes (store.atomic_write): a folder recover sweeps
+        self.held: str | None = None  # what the file held when last read or written here
 
     def read(self) -> str:
         """The document's text ("" if there is none); NotText if it is not text."""
+        self.held = self._text()
+        return self.held
+
+    def _text(self) -> str:
         data = Guard(self.path.parent).read(self.path)  # a link out of the research is not read
         return "" if data is None else message_text(data, str(self.path))
 
     async def replace(self, text: str) -> None:
+        if not self.path.parent.is_dir():  # its problem was deleted meanwhile: nothing is made again
+            raise FileNotFoundError(2, "its folder no longer exists", str(self.path.parent))
+        if self.held is not None:
+            try:
+                now_held = self._text()
+            except NotText:
+                now_held = None
+            if now_held != self.held:
+                raise DocumentChanged(str(self.path))
         # Not fsynced: a draft; the transaction that runs it (and empties the file) is durable.
-        atomic_write(self.path, text, durable=False)
+        atomic_write(self.path, text, durable=False, scratch=self.scratch)
+        self.held = text
 
     async def stream(self, delta: str) -> None:
         return None
@@ -177,7 +229,8 @@ class EngineExecutor:
     """`sources.gather_and_execute`: what the message needs from outside (attach_url,
     attach_file, search) is gathered first, then `Research.execute` runs it in a worker
     thread. Cancelling waits for it: gathering stops and nothing runs, a commit that has
-    begun finishes, one that has not does not start (its `cancelled` check)."""
+    begun finishes, one that has not does not start (its `cancelled` check). The researcher
+    is the one whose document `consume` is."""
 
     def __init__(self, config: Config | None = None, progress: Callable[[int, int, str], None] | None = None) -> None:
         self.config = config
@@ -202,188 +255,223 @@ class EngineExecutor:
 
 
 class StopApprover:
-    """Without a person to ask: every message that needs approval stops the run."""
+    """Without a person to ask: every message that needs approval stops its researcher."""
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         return Decision.STOP
 
 
-# -- the loop ---------------------------------------------------------------------------------------
+# -- what a run shares ----------------------------------------------------------------------------
 
 
 @dataclass
-class _Counters:
+class Budget:
+    """The run's limits, counted over every researcher: rounds started, tokens used, and the
+    tokens that rounds in flight may still use (reserved), so that the token budget is never
+    passed even with several rounds at once."""
+
+    max_rounds: int | None = None
+    max_tokens: int | None = None
+    max_reply_tokens: int = DEFAULT_REPLY_TOKENS
     rounds: int = 0
     tokens: int = 0
-    idle: int = 0  # rounds in a row in which no command ran
+    reserved: int = 0  # prompt + longest reply of the rounds in flight, not yet counted
     started: float = field(default_factory=time.monotonic)
 
+    def reached(self) -> str | None:
+        """The sentence of a limit already reached, or None."""
+        if self.max_rounds is not None and self.rounds >= self.max_rounds:
+            return f"Stopped after {self.rounds} rounds (--max-rounds {self.max_rounds}); run again to continue."
+        if self.max_tokens is not None and self.tokens >= self.max_tokens:
+            return (f"Stopped: {self.tokens:,} tokens used, the budget of {self.max_tokens:,} (--max-tokens); "
+                    "run again to continue.")
+        return None
 
-class Autopilot:
-    def __init__(
-        self,
-        research: Research,
-        client: ModelClient,
-        settings: Settings,
-        *,
-        document: Document | None = None,
-        executor: Executor | None = None,
-        approver: Approver | None = None,
-        observer: Observer | None = None,
-        config: Config | None = None,
-    ) -> None:
-        from ..config import load
-        from ..engine.research import MESSAGE_FILE
+    def admit(self, prompt: int) -> tuple[int, str | None]:
+        """Start a round whose prompt is about `prompt` tokens: (its number, None), or (0, why
+        not). A round that could pass the token budget (its prompt and the longest reply, with
+        what the rounds in flight may still use) is not started."""
+        limit = self.reached()
+        if limit:
+            return 0, limit
+        need = prompt + self.max_reply_tokens
+        if self.max_tokens is not None and self.tokens + self.reserved + need > self.max_tokens:
+            return 0, (f"Stopped: {self.tokens:,} tokens used; the next round (about {prompt:,} prompt tokens and up "
+                       f"to {self.max_reply_tokens:,} for the reply) could pass the budget of {self.max_tokens:,} "
+                       "(--max-tokens); run again to continue.")
+        self.rounds += 1
+        self.reserved += need
+        return self.rounds, None
 
-        self.research = research
-        self.client = client
-        self.settings = settings
-        self.config = config if config is not None else load(research.root)[0]  # fetch roots, search
-        self.roots = tuple(self.config.fetch.allowed_roots)
-        self.observer = observer or Observer()
-        self.document = document or FileDocument(research.root / MESSAGE_FILE)
-        self.executor = executor or EngineExecutor(self.config, self._gathering)
-        self.approver = approver or StopApprover()
-        self.run_id = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3)
-        self.count = _Counters()
-        self.use_grammar = settings.grammar == "on"
-        self.prompt_tokens = settings.max_prompt_tokens
-        self.turns = Turns()  # the session as chat turns, kept so that the server's prompt cache serves them
+    def spend(self, reserved: int, used: int) -> None:
+        self.reserved -= reserved
+        self.tokens += used
+
+
+@dataclass
+class Crew:
+    """What every pilot of a run shares (the `Fleet` makes it)."""
+
+    research: Research
+    client: ModelClient
+    settings: Settings
+    config: Config
+    executor: Executor
+    approver: Approver
+    observer: Observer
+    budget: Budget
+    run_id: str
+    use_grammar: bool = False
+    prompt_tokens: int | None = None
+    approvals: asyncio.Lock = field(default_factory=asyncio.Lock)  # one question at a time
+
+    @property
+    def roots(self) -> tuple[Path, ...]:
+        return tuple(self.config.fetch.allowed_roots)
+
+
+# -- one researcher --------------------------------------------------------------------------------
+
+
+class Pilot:
+    """One researcher's seat in a run: its conversation, document, slot and rounds."""
+
+    def __init__(self, crew: Crew, name: str, document: Document) -> None:
+        self.crew = crew
+        self.name = name
+        self.document = document
+        self.turns = Turns(name)  # the session as chat turns, kept so that the server's prompt cache serves them
         self.tokens_per_char = 0.25  # the endpoint's prompt tokens per character, learnt from its usage
+        self.slot: int | None = None  # the server slot of its last round (llama-server's id_slot)
+        self.idle = 0  # rounds in a row in which no command ran
+        self.rounds = 0  # rounds it had in this run
+        self.focus: tuple[str, ...] = ()  # titles down to its focus, as of its last round
 
-    async def run(self) -> RunResult:
-        notes = await self._probe()
-        self.observer.started(self.research, self.settings, notes)
-        stopped = await self._pending_message()
-        if stopped is not None:
-            return stopped
-        while True:
-            state = self.research.state()
-            if state.phase is Phase.FINISHED:
-                return self._result(RunStatus.FINISHED, "The research is finished.")
-            if state.phase is Phase.SHUT_DOWN:
-                return self._result(RunStatus.SHUT_DOWN, "The research was shut down (SHUT_DOWN_DEEP_RESEARCHER).")
-            limit = self._limit_reached()
-            if limit:
-                return self._result(RunStatus.LIMIT, limit)
-            stopped = await self._round()
-            if stopped is not None:
+    @property
+    def research(self) -> Research:
+        return self.crew.research
+
+    async def turn(self, slot: int | None) -> Stop | None:
+        """One turn: a message waiting in the document is dealt with first (it runs only with
+        approval), else one round. None: the researcher goes on; a Stop: it stops."""
+        self.slot = slot
+        try:
+            if self.document.read().strip():  # its turn deals with that message (the run goes on after it)
+                stopped = await self._pending_message()
+                if stopped is None and self.document.read().strip():  # approved, yet it did not run
+                    stopped = self._stop(RunStatus.WAITING, (
+                        f"{self.document.path} still holds a message that did not run: read it, run it with "
+                        f"`deep-research execute {self.document.path}` (or empty the file), and start "
+                        "`deep-research run` again."))
                 return stopped
-            if self.count.idle >= NO_PROGRESS_ROUNDS:
-                return self._result(RunStatus.NO_PROGRESS, (
-                    f"Stopped: in {NO_PROGRESS_ROUNDS} rounds in a row no command of the model's messages ran. "
-                    "The model is not following the interface (read its messages in the session transcript); "
-                    + ("try a larger model." if self.use_grammar else
-                       "try another model, or a llama.cpp server with --grammar on.")
-                ))
+            stopped = await self._round(slot)
+        except NoSuchResearcher:  # it ended meanwhile (its problem deleted or renamed by hand)
+            return None
+        if stopped is None and self.idle >= NO_PROGRESS_ROUNDS:
+            return self._stop(RunStatus.NO_PROGRESS, (
+                f"Stopped: in {NO_PROGRESS_ROUNDS} rounds in a row no command of the model's messages ran. "
+                "The model is not following the interface (read its messages in the session transcript); "
+                + ("try a larger model." if self.crew.use_grammar else
+                   "try another model, or a llama.cpp server with --grammar on.")
+            ))
+        return stopped
 
-    # -- before the first round ----------------------------------------------------------------
+    # -- before a round ------------------------------------------------------------------------
 
-    async def _probe(self) -> list[str]:
-        """Find out about the endpoint: the model, llama.cpp (grammar), the context size."""
-        notes = []
-        await self.client.resolve_model()
-        if self.settings.grammar != "off" or self.prompt_tokens is None:
-            info = await self.client.server_info()
-            if self.settings.grammar == "auto":
-                self.use_grammar = info.llama_cpp
-            if self.prompt_tokens is None and info.context_tokens:
-                reply = self.settings.max_reply_tokens or DEFAULT_REPLY_TOKENS
-                # characters / 4 underestimates some tokenizers: keep a fifth in reserve
-                self.prompt_tokens = max(500, int((info.context_tokens - reply) * 0.8))
-                notes.append(f"the server's context is {info.context_tokens:,} tokens: prompts are fitted to "
-                             f"{self.prompt_tokens:,} (set --max-prompt-tokens to change it)")
-            if self.use_grammar and (info.slots or 1) > 1:
-                # a continued reply arrives while the closed stream's slot is still busy and lands
-                # on another, whose cache lacks the prompt (docs/autopilot.md)
-                notes.append(f"llama-server has {info.slots} slots: start it with -np 1, or a reply the grammar "
-                             "continues may read the whole prompt again")
-        notes.append("grammar-constrained replies: " + ("on" if self.use_grammar else "off"))
-        return notes
-
-    async def _pending_message(self) -> RunResult | None:
+    async def _pending_message(self) -> Stop | None:
         """A message already in the document is never dropped silently: it runs only with
-        approval (a person decides), or the run stops and says how to deal with it."""
+        approval (a person decides), or the researcher stops and says how to deal with it."""
         try:
             text = self.document.read()
             refuse_not_text(text, str(self.document.path))
-        except NotText as error:  # nothing of it runs; the run cannot go on over it
-            return self._result(RunStatus.ERROR, str(error) + " Empty it or write a message there, then run again.")
+        except NotText as error:  # nothing of it runs; the researcher cannot go on over it
+            return self._stop(RunStatus.ERROR, str(error) + " Empty it or write a message there, then run again.")
         if not text.strip():
             return None
-        if message_digest(text) == self.research.state().last_message:
-            self.observer.notice(f"{self.document.path.name} still held the last executed message; emptied it.")
+        state = self.research.state(self.name)
+        if message_digest(text) == state.last_message:
+            self.crew.observer.notice(f"{self._where()} still held the last executed message; emptied it.")
             await self.document.replace("")
             return None
-        analysis = self.research.analyze(text, roots=self.roots)
-        request = ApprovalRequest(text, analysis.needing_approval(self.settings.approval), self.settings.approval,
-                                  pending=True, document=self.document.path)
-        decision = await self.approver.decide(request)
+        crew = self.crew
+        analysis = self.research.analyze(text, state, roots=crew.roots)
+        request = ApprovalRequest(text, analysis.needing_approval(crew.settings.approval), crew.settings.approval,
+                                  pending=True, document=self.document.path, researcher=self.name)
+        async with crew.approvals:
+            decision = await crew.approver.decide(request)
         if decision is Decision.STOP:
-            return self._result(RunStatus.WAITING, (
+            return self._stop(RunStatus.WAITING, (
                 f"{self.document.path} holds a message that has not been executed (a reply waiting for approval, "
-                "or the partial reply of an interrupted round). Read it, then run it with "
+                "the partial reply of an interrupted round, or text written there by hand). Read it, then run it with "
                 f"`deep-research execute {self.document.path}` (or empty the file), and start `deep-research run` again."
             ))
         if decision is Decision.SKIP:
-            await self._decline(text, None, "it was in the document when the run started")
+            await self._decline(text, None, "it was waiting in the document and the user declined it")
             return None
         execution = await self._execute(text, ApprovalMode.DELETE, [])
         if execution.executed:
-            self.observer.notice(f"Ran the message that was waiting in {self.document.path.name}.")
+            crew.observer.notice(f"Ran the message that was waiting in {self._where()}.")
         return None
 
     # -- one round ------------------------------------------------------------------------------
 
-    async def _round(self) -> RunResult | None:
+    async def _round(self, slot: int | None) -> Stop | None:
+        crew, research = self.crew, self.research
         tick = time.monotonic()
-        messages = self.turns.messages(self.research, self.prompt_tokens)
-        limit = self._budget_left(messages)
+        state = research.state(self.name)
+        messages = self.turns.messages(research, crew.prompt_tokens)
+        prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
+        number, limit = crew.budget.admit(prompt)
         if limit:
-            return self._result(RunStatus.LIMIT, limit)
-        self.count.rounds += 1
-        number = self.count.rounds
-        state = self.research.state()
+            return self._stop(RunStatus.LIMIT, limit)
+        reserved = prompt + crew.budget.max_reply_tokens
+        self.rounds += 1
         record = self._record(number, state)
         grammar: MessageGrammar | str | None = None
-        if self.use_grammar:
-            grammar = MessageGrammar(self.research, self.config, max_reply_tokens=self.settings.max_reply_tokens,
-                                     roots=self.roots)
-            if not self.client.llama_cpp:  # continuing a prefilled reply is llama.cpp's: the first grammar only
+        if crew.use_grammar:
+            grammar = MessageGrammar(research, crew.config, max_reply_tokens=crew.settings.max_reply_tokens,
+                                     roots=crew.roots, researcher=self.name)
+            if not crew.client.llama_cpp:  # continuing a prefilled reply is llama.cpp's: the first grammar only
                 grammar = grammar.first()
-        focus = self._focus_titles(state)
-        self.observer.round_started(number, focus, self.count.tokens, time.monotonic() - self.count.started)
+        self.focus = tuple(self._focus_titles(state))
+        crew.observer.round_started(number, list(self.focus), crew.budget.tokens, time.monotonic() - crew.budget.started,
+                                    researcher=self.name)
         pieces: list[str] = []
 
         async def on_text(delta: str) -> None:
             pieces.append(delta)
-            self.observer.text(delta)
+            crew.observer.text(delta, researcher=self.name)
             await self.document.stream(delta)
+
+        def on_wait(seconds: float, why: str) -> None:
+            crew.observer.notice(f"{self.name}: {why}; retrying in {seconds:.1f} s.")
 
         before_model = time.monotonic()
         try:
-            reply = await self.client.complete(
-                messages, on_text=on_text, grammar=grammar,
-                max_reply_tokens=self.settings.max_reply_tokens, seed=self.settings.seed,
+            reply = await crew.client.complete(
+                messages, on_text=on_text, grammar=grammar, max_reply_tokens=crew.settings.max_reply_tokens,
+                seed=crew.settings.seed, slot=slot, on_wait=on_wait,
             )
         except asyncio.CancelledError:
+            crew.budget.spend(reserved, 0)
             await self._keep_draft(pieces)
             self._finish(record, "cancelled", error="cancelled by the user")
-            self.research.record([record])
+            self._log([record])
             raise
         except ModelError as error:
+            crew.budget.spend(reserved, 0)
             kept = await self._keep_draft(pieces)
             self._finish(record, "error", error=error.message)
-            self.research.record([record])
-            self.observer.round_ended(RoundReport(number, record, None, None, 0.0))
+            self._log([record])
+            crew.observer.round_ended(RoundReport(number, record, None, None, 0.0, self.name))
             where = f" It is kept in {self.document.path}." if kept else ""
-            return self._result(RunStatus.ERROR, error.message + "." + where)
+            return self._stop(RunStatus.ERROR, error.message + "." + where)
         model_time = time.monotonic() - before_model
-        self.count.tokens += reply.prompt_tokens + reply.completion_tokens
+        crew.budget.spend(reserved, reply.prompt_tokens + reply.completion_tokens)
         if not reply.tokens_estimated and reply.prompt_tokens:
             self.tokens_per_char = reply.prompt_tokens / max(1, sum(len(m["content"]) for m in messages))
         record.update(
-            model=self.client.model, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+            model=crew.client.model, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
             tokens_estimated=reply.tokens_estimated, latency_ms=reply.latency_ms,
             first_token_ms=reply.first_token_ms, finish_reason=reply.finish_reason, cached_tokens=reply.cached_tokens,
         )
@@ -399,23 +487,32 @@ class Autopilot:
             self._report(number, record, reply, None, tick, model_time)
             return None
         if not text.strip():
-            self.count.idle += 1
+            self.idle += 1
             self._finish(record, "empty", error="the model's reply was empty")
-            self.research.record([record])
+            self._log([record])
             self._report(number, record, reply, None, tick, model_time)
             return None
-        await self.document.replace(text)
-        analysis = self.research.analyze(text, roots=self.roots)
-        mode = self.settings.approval
+        try:
+            await self.document.replace(text)
+        except (DocumentChanged, OSError) as error:
+            return self._not_written(number, record, reply, tick, model_time, error)
+        try:
+            state = research.state(self.name)
+        except NoSuchResearcher:
+            return self._gone(number, record, reply, tick, model_time)
+        analysis = research.analyze(text, state, roots=crew.roots)
+        mode = crew.settings.approval
         waiting = analysis.needing_approval(mode)
         if waiting:
-            decision = await self.approver.decide(ApprovalRequest(text, waiting, mode, document=self.document.path))
+            async with crew.approvals:
+                decision = await crew.approver.decide(ApprovalRequest(
+                    text, waiting, mode, document=self.document.path, researcher=self.name))
             if decision is Decision.STOP:
                 self._finish(record, "waiting-approval", analysis.outcomes)
-                self.research.record([record])
+                self._log([record])
                 self._report(number, record, reply, None, tick, model_time)
                 names = ", ".join(sorted({f"`{o.label}`" for o in waiting}))
-                return self._result(RunStatus.WAITING, (
+                return self._stop(RunStatus.WAITING, (
                     f"The model's message needs approval ({names} above the approval mode "
                     f"`{mode.label}`). It waits in {self.document.path}: read it, then run it with "
                     f"`deep-research execute {self.document.path}` and start `deep-research run` again "
@@ -424,7 +521,7 @@ class Autopilot:
             if decision is Decision.SKIP:
                 self._finish(record, "waiting-approval", analysis.outcomes, skipped_all=True)
                 await self._decline(text, record, "the user did not approve it")
-                self.count.idle += 1
+                self.idle += 1
                 self._report(number, record, reply, None, tick, model_time)
                 return None
             mode = ApprovalMode.DELETE
@@ -434,34 +531,71 @@ class Autopilot:
         try:
             execution = await self._execute(text, mode, [record])
         except asyncio.CancelledError:
-            if self.research.state().messages == state.messages:  # the commit did not happen
+            if research.state().messages == state.messages:  # the commit did not happen
                 self._finish(record, "cancelled", error="cancelled by the user")
-                self.research.record([{**record, "message": None}])
+                self._log([{**record, "message": None}])
             raise
+        except NoSuchResearcher:
+            return self._gone(number, {**record, "message": None}, reply, tick, model_time)
         if not execution.executed:  # the research changed under us (another writer)
             self._finish(record, "error", error=f"the message did not run ({execution.reason})")
-            self.research.record([{**record, "message": None}])
+            self._log([{**record, "message": None}])
             self._report(number, record, reply, execution, tick, model_time)
-            return self._result(RunStatus.ERROR, (
+            return self._stop(RunStatus.ERROR, (
                 f"The model's message did not run ({execution.reason}); it is in {self.document.path}."
             ))
-        record["message"] = self.research.state().messages
+        record["message"] = research.state().messages
         ran = len(execution.analysis.ran) if execution.analysis else 0
-        self.count.idle = 0 if ran or (execution.analysis and execution.analysis.shutdown) else self.count.idle + 1
+        self.idle = 0 if ran or (execution.analysis and execution.analysis.shutdown) else self.idle + 1
         self._report(number, record, reply, execution, tick, model_time)
         return None
 
     async def _execute(self, text: str, mode: ApprovalMode, journal: list[dict[str, Any]]) -> Execution:
-        """The one place a message runs (evidence gathering, when it comes, goes here too)."""
-        return await self.executor.execute(self.research, text, mode=mode, consume=self.document.path, journal=journal)
+        """The one place a message runs (evidence gathering goes there too)."""
+        return await self.crew.executor.execute(self.research, text, mode=mode, consume=self.document.path,
+                                                journal=journal)
 
-    def _gathering(self, done: int, total: int, what: str) -> None:
-        self.observer.notice(f"[{done}/{total}] {what}")
+    def _not_written(self, number: int, record: dict[str, Any], reply: Reply, tick: float, model_time: float,
+                     error: Exception) -> Stop:
+        """The reply could not go into the document: a person wrote there during the round (their
+        text is kept), the researcher's problem was deleted, or the file system refused. Nothing
+        runs; this researcher stops."""
+        if not self._works():
+            return self._gone(number, record, reply, tick, model_time)
+        if isinstance(error, DocumentChanged):
+            why = (f"{self.document.path} was edited while the model was writing this researcher's message, so the "
+                   "reply was not written there and nothing ran; the text there is kept. Execute it or empty the "
+                   "file, then run again")
+        else:
+            why = f"the reply could not be written to {self.document.path} ({error.strerror or error}); nothing ran"
+        self._finish(record, "error", error=why)
+        self._log([record])
+        self._report(number, record, reply, None, tick, model_time)
+        return self._stop(RunStatus.ERROR, why[0].upper() + why[1:] + ".")
+
+    def _works(self) -> bool:
+        try:
+            self.research.state(self.name)
+        except NoSuchResearcher:
+            return False
+        return True
+
+    def _gone(self, number: int, record: dict[str, Any], reply: Reply, tick: float, model_time: float) -> Stop:
+        """The researcher ended under the round: its problem's folder was deleted or renamed by hand."""
+        why = (f"the researcher \"{self.name}\" no longer works on this research (its problem was deleted or "
+               "renamed by hand meanwhile), so its reply was not executed")
+        self._finish(record, "error", error=why)
+        self.crew.research.record([record])  # in the journal only: its session is gone with it
+        self._report(number, record, reply, None, tick, model_time)
+        return self._stop(RunStatus.ERROR, why[0].upper() + why[1:] + ".")
 
     async def _keep_draft(self, pieces: list[str]) -> bool:
         partial = "".join(pieces)
         if partial.strip():
-            await self.document.replace(partial)
+            try:
+                await self.document.replace(partial)
+            except (DocumentChanged, OSError):  # someone wrote there meanwhile: theirs stays
+                return False
             return True
         return False
 
@@ -472,17 +606,30 @@ class Autopilot:
             f"## Execution Status Report\n\nNothing in your last message was executed: {why}. "
             "Write another message; leave out the commands the user did not approve."
         )
-        self.research.record([record] if record else [], [Entry("assistant", text.rstrip(), now()), Entry("system", note, now())])
+        self._log([record] if record else [], [Entry("assistant", text.rstrip(), now()), Entry("system", note, now())])
         await self.document.replace("")
 
     # -- bookkeeping ----------------------------------------------------------------------------
 
+    def _log(self, journal: list[dict[str, Any]], transcript: list[Entry] = ()) -> None:
+        """Journal records (and transcript entries) of a round in which no message ran."""
+        try:
+            self.research.record(journal, transcript, researcher=self.name)
+        except NoSuchResearcher:  # it ended under the round (its problem deleted by hand)
+            self.research.record(journal)
+
+    def _stop(self, status: RunStatus, message: str) -> Stop:
+        return Stop(self.name, status, message)
+
+    def _where(self) -> str:
+        return self.document.path.name if self.name == MAIN else str(self.document.path)
+
     def _record(self, number: int, state) -> dict[str, Any]:
         return {
-            "record": "round", "run": self.run_id, "round": number, "message": None, "session": state.session,
-            "problem": list(state.focus), "model": self.client.model, "prompt_tokens": 0, "completion_tokens": 0,
-            "tokens_estimated": False, "cached_tokens": None, "latency_ms": None, "first_token_ms": None,
-            "finish_reason": None,
+            "record": "round", "run": self.crew.run_id, "round": number, "researcher": self.name, "message": None,
+            "session": state.session, "problem": list(state.focus), "model": self.crew.client.model,
+            "prompt_tokens": 0, "completion_tokens": 0, "tokens_estimated": False, "cached_tokens": None,
+            "latency_ms": None, "first_token_ms": None, "finish_reason": None,
             "outcome": None, "commands": {"ok": 0, "failed": 0, "skipped": 0}, "error": None,
             "started": now(), "ended": None,
         }
@@ -501,31 +648,7 @@ class Autopilot:
     def _report(self, number: int, record: dict[str, Any], reply: Reply | None, execution: Execution | None,
                 tick: float, model_time: float) -> None:
         overhead = (time.monotonic() - tick - model_time) * 1000
-        self.observer.round_ended(RoundReport(number, record, reply, execution, overhead))
-
-    def _limit_reached(self) -> str | None:
-        s = self.settings
-        if s.max_rounds is not None and self.count.rounds >= s.max_rounds:
-            return f"Stopped after {self.count.rounds} rounds (--max-rounds {s.max_rounds}); run again to continue."
-        if s.max_tokens is not None and self.count.tokens >= s.max_tokens:
-            return (f"Stopped: {self.count.tokens:,} tokens used, the budget of {s.max_tokens:,} (--max-tokens); "
-                    "run again to continue.")
-        return None
-
-    def _budget_left(self, messages: list[dict[str, str]]) -> str | None:
-        """The token budget is never passed: a round that could pass it (its prompt, estimated
-        from the characters at the rate the endpoint reported, and the longest reply) is not
-        started."""
-        s = self.settings
-        if s.max_tokens is None:
-            return None
-        prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
-        reply = s.max_reply_tokens or DEFAULT_REPLY_TOKENS
-        if self.count.tokens + prompt + reply <= s.max_tokens:
-            return None
-        return (f"Stopped: {self.count.tokens:,} tokens used; the next round (about {prompt:,} prompt tokens and up "
-                f"to {reply:,} for the reply) could pass the budget of {s.max_tokens:,} (--max-tokens); "
-                "run again to continue.")
+        self.crew.observer.round_ended(RoundReport(number, record, reply, execution, overhead, self.name))
 
     def _focus_titles(self, state) -> list[str]:
         if state.phase is Phase.NO_PROBLEM:
@@ -535,7 +658,3 @@ class Autopilot:
             problem = self.research.tree.problem(state.focus[:depth])
             titles.append(problem.title if problem else state.focus[depth - 1])
         return titles
-
-    def _result(self, status: RunStatus, message: str) -> RunResult:
-        return RunResult(status, message, self.count.rounds, self.count.tokens)
-

@@ -30,14 +30,17 @@ from __future__ import annotations
 
 from ..engine.budgets import rounds_note
 from ..engine.prompt import Conversation, Turn
-from ..engine.state import Phase
+from ..engine.state import MAIN, Phase
 
 REFIT = 0.7  # a conversation cut or fitted afresh takes at most this share of max_prompt_tokens: room to grow
 CACHED = 0.65  # after a cut, the opening (a cached prefix) is at least this share of what is sent
 
 
 class Turns:
-    def __init__(self) -> None:
+    """One researcher's conversation (each researcher of a parallel run has its own)."""
+
+    def __init__(self, researcher: str = MAIN) -> None:
+        self.researcher = researcher
         self.key: tuple | None = None  # (session, phase) the kept conversation belongs to
         self.opening = ""  # as sent (with a note of the turns a cut left out at its end, if any)
         self.first = ""  # the opening as first sent: the prefix a cut keeps
@@ -49,9 +52,9 @@ class Turns:
 
     def messages(self, research, max_tokens: int | None = None) -> list[dict[str, str]]:
         """The chat `messages` for the next round of `research` (an engine.research.Research)."""
-        state = research.state()
+        state = research.state(self.researcher)
         key = (state.session, state.phase)
-        whole: Conversation = research.conversation()  # as on disk, not fitted
+        whole: Conversation = research.conversation(researcher=self.researcher)  # as on disk, not fitted
         budget = None if max_tokens is None else max_tokens * 4  # characters
         note = self._note(research, state)
         if key == self.key and list(whole.turns[: self.left_out + len(self.bare)])[self.left_out:] == self.bare:
@@ -59,7 +62,7 @@ class Turns:
             sent = self.sent + added
             if added and added[-1].role == "user":
                 shown = self.opening + "".join(t.content for t in sent)
-                extra = "\n\n".join(part for part in (research.update(shown), note) if part)
+                extra = "\n\n".join(part for part in (research.update(shown, researcher=self.researcher), note) if part)
                 if extra:
                     sent[-1] = Turn("user", sent[-1].content + "\n\n" + extra)
             candidate = Conversation(self.opening, tuple(sent))
@@ -102,7 +105,7 @@ class Turns:
         the budget so that the next rounds extend it for a while."""
         self.fresh_starts += 1
         fits = budget is None or whole.characters() <= budget - 200 - len(note)
-        fitted = whole if fits else research.conversation(int(max_tokens * REFIT))
+        fitted = whole if fits else research.conversation(int(max_tokens * REFIT), researcher=self.researcher)
         turns = list(fitted.turns)
         opening = fitted.opening
         if note and turns:

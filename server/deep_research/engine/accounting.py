@@ -11,6 +11,10 @@ or mistyped field is skipped, never an error. The journal's records:
   `prompt_tokens`, `completion_tokens`, `tokens_estimated`, `ended`;
 - `"record": "undo"`: message `message` was taken back.
 
+Each record may name its `researcher` (parallel research; none means the main researcher):
+time in focus is then counted per researcher, from its own previous event, and
+`by_researcher()` gives each researcher's figures (`deep-research tree --stats`).
+
 Figures are the effort spent, so an undone message still counts (it ran, its tokens were
 paid), and is also counted as undone. Time in focus is the time from the previous event
 in the journal to each message, given to the problem in focus while it was written, with
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from .state import ProblemPath
+from .state import MAIN, ProblemPath
 from .store import JOURNAL, Guard, bookkeeping, journal_records
 
 IDLE = 30 * 60.0  # seconds: a longer gap between two events counts as this much
@@ -120,8 +124,9 @@ class Ledger:
         self._rolled: dict[ProblemPath, Figures] | None = None
         self._message_problem: dict[int, ProblemPath] = {}
         self._current: int | None = None  # the message whose records are being read
-        self._clock: float | None = None  # time of the latest event read
-        self._focus: ProblemPath = ()
+        self._clock: dict[str, float] = {}  # time of each researcher's latest event read
+        self._focus: dict[str, ProblemPath] = {}  # each researcher's focus, as its records said
+        self._researchers: dict[str, Figures] = {}  # each researcher's figures
         self._touched: dict[ProblemPath, Figures] | None = None  # own figures before this refresh
         self.events = 0  # records read (for tests and benchmarks)
 
@@ -185,6 +190,7 @@ class Ledger:
             number = record.get("message")
             if isinstance(number, int) and number in self._message_problem:
                 self._figures(self._message_problem[number]).undone += 1
+                self._researcher(record).undone += 1
             self._tick(record, None)
         else:
             self._tick(record, None)  # a kind this version does not know: only its time
@@ -194,44 +200,61 @@ class Ledger:
         if record.get("command") == "reopen" or type(number) is not int:
             self._tick(record, None)
             return
+        name = _researcher_name(record)
         problem = _path(record.get("problem"))
         if problem is None:
-            problem = self._message_problem.get(number, self._focus)
-        figures = self._figures(problem)
+            problem = self._message_problem.get(number, self._focus.get(name, ()))
+        both = (self._figures(problem), self._researcher(record))
         if number != self._current:
             self._current = number
             if number not in self._message_problem:
-                figures.messages += 1
+                for figures in both:
+                    figures.messages += 1
                 self._message_problem[number] = problem
         status = record.get("status")
-        if status == "skipped":
-            figures.skipped += 1
-        elif status in ("ok", "failed"):
-            figures.commands += 1
-            figures.failed += status == "failed"
-        self._focus = problem
+        for figures in both:
+            if status == "skipped":
+                figures.skipped += 1
+            elif status in ("ok", "failed"):
+                figures.commands += 1
+                figures.failed += status == "failed"
+        self._focus[name] = problem
         self._tick(record, problem)
 
     def _round(self, record: dict) -> None:
         problem = _path(record.get("problem"))
         if problem is None:
-            problem = self._focus
-        figures = self._figures(problem)
-        figures.rounds += 1
-        figures.prompt_tokens += _count(record.get("prompt_tokens"))
-        figures.completion_tokens += _count(record.get("completion_tokens"))
-        figures.estimated = figures.estimated or record.get("tokens_estimated") is True
+            problem = self._focus.get(_researcher_name(record), ())
+        for figures in (self._figures(problem), self._researcher(record)):
+            figures.rounds += 1
+            figures.prompt_tokens += _count(record.get("prompt_tokens"))
+            figures.completion_tokens += _count(record.get("completion_tokens"))
+            figures.estimated = figures.estimated or record.get("tokens_estimated") is True
         self._tick(record, problem)
 
     def _tick(self, record: dict, problem: ProblemPath | None) -> None:
-        """Advance the clock to the record's end, giving the time since to `problem`."""
+        """Advance the record's researcher's clock to the record's end, giving the time since
+        its previous event to `problem` (researchers working at once each count their own time)."""
         at = _time(record.get("ended")) or _time(record.get("started"))
         if at is None:
             return
-        if self._clock is not None and problem is not None and at > self._clock:
-            self._figures(problem).seconds += min(at - self._clock, IDLE)
-        if self._clock is None or at > self._clock:
-            self._clock = at
+        name = _researcher_name(record)
+        clock = self._clock.get(name)
+        if clock is None and name != MAIN:
+            clock = self._clock.get(MAIN)  # a delegated researcher starts when main delegates it
+        if clock is not None and problem is not None and at > clock:
+            spent = min(at - clock, IDLE)
+            self._figures(problem).seconds += spent
+            self._researcher(record).seconds += spent
+        if clock is None or at > clock:
+            self._clock[name] = at
+
+    def _researcher(self, record: dict) -> Figures:
+        name = _researcher_name(record)
+        found = self._researchers.get(name)
+        if found is None:
+            found = self._researchers[name] = Figures()
+        return found
 
     def _figures(self, problem: ProblemPath) -> Figures:
         """The problem's own figures, to be changed (the first change is remembered)."""
@@ -262,6 +285,13 @@ class Ledger:
         with self._lock:
             self._refresh()
             return self._own.get(tuple(path), Figures()).copy()
+
+    def by_researcher(self) -> dict[str, Figures]:
+        """Each researcher's figures (main's first, then in the order they first appear),
+        ended researchers included."""
+        with self._lock:
+            self._refresh()
+            return {name: figures.copy() for name, figures in self._researchers.items()}
 
     def total(self, path: ProblemPath) -> Figures:
         """The problem's figures with all its subproblems'."""
@@ -345,6 +375,11 @@ def _plural(count: int, word: str) -> str:
 
 
 # -- tolerant field readers ------------------------------------------------------------------------
+
+
+def _researcher_name(record: dict) -> str:
+    name = record.get("researcher")
+    return name if isinstance(name, str) and name else MAIN
 
 
 def _path(value: object) -> ProblemPath | None:

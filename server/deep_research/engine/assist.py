@@ -24,7 +24,7 @@ from .names import expand_home, find_title
 from .model import Attachment, Problem
 from . import citations
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
-from .state import Phase, ProblemPath
+from .state import Phase, ProblemPath, Status
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from .text import Pos, Span
 
@@ -46,8 +46,12 @@ class Snapshot:
         citable: tuple[tuple[Attachment, Path], ...] = (),
         root: Path | None = None, roots: tuple[Path, ...] = (), search_provider: str | None = None,
         figures: Callable[[ProblemPath], Figures | None] | None = None,
+        held: frozenset[str] = frozenset(),
     ) -> None:
         self.phase = phase
+        # Titles of the focus's subproblems another researcher holds (delegated): nobody else may
+        # focus into them, change them or delegate them again, so completion does not offer them.
+        self.held = held
         self._problems: Problems | None = None if load else (focus, tuple(children), folder_of or {}, citable)
         self._load = load
         self.root = root  # the research folder: attach_file's paths start there
@@ -135,11 +139,12 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
     block = _block_around(parsed, pos.line)
     if block is not None:
         return _complete_in_block(block, pos, prefix, line, snap)
-    argument = _line_argument(prefix)
+    spec = _line_command(prefix)
+    argument = spec.line_argument if spec is not None else None
     if argument is not None:
         if argument.cites and _open_citation(prefix) is not None:
             return _citable(snap, prefix, line, pos)
-        return _complete_argument(argument, prefix, line, pos, snap)
+        return _complete_argument(spec, argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
         return _within_budget(_commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False),
@@ -156,22 +161,21 @@ def _within_budget(items: tuple[Candidate, ...], snap: Snapshot) -> Sequence[Can
     return [c for c in items if c.label not in refused] if refused else items
 
 
-def _line_argument(prefix: str):
-    """The argument of the one-line command whose argument the cursor is in, if any."""
+def _line_command(prefix: str) -> CommandSpec | None:
+    """The one-line command whose argument the cursor is in, if any."""
     if not prefix.startswith(LINE_PREFIX) or " " not in prefix:
         return None
-    spec = commands.get(prefix[len(LINE_PREFIX):].split(" ", 1)[0])
-    return spec.line_argument if spec is not None else None
+    return commands.get(prefix[len(LINE_PREFIX):].split(" ", 1)[0])
 
 
-def _complete_argument(argument, prefix: str, line: str, pos: Pos, snap: Snapshot) -> list[Candidate]:
+def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos: Pos, snap: Snapshot) -> list[Candidate]:
     """Completion inside a one-line argument, by its type (the command table says which)."""
     start = prefix.index(" ")
     while start < len(prefix) and prefix[start] == " ":
         start += 1
     replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
     if argument.type is ArgType.SUBPROBLEM:
-        return _subproblems(snap, replace)
+        return _subproblems(snap, replace, spec)
     if argument.type is ArgType.CRITERION:
         return _criteria(snap, replace)
     if argument.type is ArgType.PATH:
@@ -294,7 +298,7 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
             full = snap.refused.full_subproblems if spec.name == "add_criteria_to_subproblem" else frozenset()
-            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), full)
+            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), spec, full)
     return []
 
 
@@ -333,8 +337,13 @@ def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate
     return items
 
 
-def _subproblems(snap: Snapshot, replace: Span, full: frozenset[str] = frozenset()) -> list[Candidate]:
-    """The subproblems' titles (but those in `full`: their criteria are at the budget)."""
+def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozenset[str] = frozenset()
+                 ) -> list[Candidate]:
+    """The subproblems the command may name: none held by another researcher, none in `full`
+    (their criteria are at the budget), and only open ones where the argument says so (`delegate`)."""
+    open_only = any(a.open_only for a in spec.arguments if a.type is ArgType.SUBPROBLEM)
+    wanted = [child for child in snap.children if child.title not in snap.held and child.title not in full
+              and (not open_only or child.status is Status.OPEN)]
     return [
         Candidate(
             label=child.title, kind=ItemKind.SUBPROBLEM,
@@ -342,7 +351,7 @@ def _subproblems(snap: Snapshot, replace: Span, full: frozenset[str] = frozenset
             documentation=_problem_markdown(child), replace=replace, text=child.title,
             sort_text=f"{index:04d}",
         )
-        for index, child in enumerate(snap.children) if child.title not in full
+        for index, child in enumerate(wanted)
     ]
 
 

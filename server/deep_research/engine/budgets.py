@@ -27,7 +27,7 @@ from pathlib import Path
 from . import commands
 from .model import Problem
 from .rules import Rules
-from .state import ProblemPath
+from .state import MAIN, ProblemPath
 
 CHUNK = 64 * 1024  # bytes read at a time, from the journal's end backwards
 
@@ -144,13 +144,16 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 # -- the autopilot's rounds, from the journal ---------------------------------------------------------
 
 
-def rounds_in_session(journal: Path, session: int, problem: ProblemPath) -> int:
-    """The autopilot's rounds at `problem` in `session`: the journal's round records, read from
-    its end back to the first record of an earlier session (sessions only grow), so the cost
-    is the session's records, not the journal's. A round whose request failed is not counted."""
+def rounds_in_session(journal: Path, session: int, problem: ProblemPath, researcher: str = MAIN) -> int:
+    """The autopilot's rounds of `researcher` at `problem` in `session`: the journal's round
+    records, read from its end back to the researcher's first record of an earlier session (a
+    researcher's sessions only grow; others' records interleave), so the cost is about the
+    session's records, not the journal's. A round whose request failed is not counted."""
     count = 0
     wanted = list(problem)
     for record in _backwards(journal):
+        if record.get("researcher", MAIN) != researcher:
+            continue
         number = record.get("session")
         if isinstance(number, int) and number < session:
             break

@@ -87,6 +87,7 @@ class Argument:
     placeholder: str
     optional: bool = False  # may be left out (the command runs without it)
     cites: bool = False  # may cite attachments as [[Name]] (engine/citations.py): checked, completed
+    open_only: bool = False  # a SUBPROBLEM that must be open (done and failed ones are not offered)
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,19 @@ def _build() -> dict[str, CommandSpec]:
             "Cite an attachment of this problem or of a parent as `[[Attachment name]]`. Writing it "
             "again replaces it (that counts as an update, not a create).",
             op.write_report, closing=True,
+        ),
+        CommandSpec(
+            "delegate", Form.LINE, Kind.CREATE, in_focus, False,
+            (Argument("title", ArgType.SUBPROBLEM, "the exact title of an open subproblem of the current problem",
+                      "Subproblem Title", open_only=True),),
+            "Give a subproblem to a researcher of its own, who works on it at the same time as you.",
+            "Hands an open subproblem of the current problem to a new researcher, who researches it at the "
+            "same time as you, in sessions of its own, and ends by focusing up from it: its report then comes "
+            "under Child Reports like any subproblem's. It pays for subproblems that do not depend on each "
+            "other. Until it ends, nobody else may focus into that subproblem or change it, and you cannot "
+            "focus up from the current problem. Several subproblems may be delegated in one message; it is "
+            "not a focus change, so a message may delegate some subproblems and focus down into another.",
+            op.delegate,
         ),
         CommandSpec(
             "focus_down", Form.LINE, Kind.READ, in_focus, True,

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Generic, TypeVar
 from .analysis import Analysis, Outcome, Run, collect
 from .draft import Draft
 from .parser import ParsedMessage
-from .state import State
+from .state import MAIN, State
 from .store import FileCache, Reads
 from .text import Diagnostic
 
@@ -56,10 +56,13 @@ class _Done:
 
 
 class DocumentAnalysis:
-    """The analysis of one document of one research, kept between edits."""
+    """The analysis of one document of one research, kept between edits: the message of
+    `researcher` (whose state it runs on)."""
 
-    def __init__(self, research: Research, every: int = EVERY, roots: tuple[Path, ...] = ()) -> None:
+    def __init__(self, research: Research, every: int = EVERY, roots: tuple[Path, ...] = (),
+                 researcher: str = MAIN) -> None:
         self.research = research
+        self.researcher = researcher
         self.every = every
         self.roots = roots  # folders attach_file may read besides the research
         self._done: _Done | None = None
@@ -88,7 +91,7 @@ class DocumentAnalysis:
         research = self.research
         self.resumed_at = None
         with research.cache.recording() as reads:
-            state = research.state()
+            state = research.state(self.researcher)
             draft = Draft(research.tree, state, pending=research.pending_attachments, roots=self.roots,
                           rules=research.rules(), rounds=research.rounds(state))
             run = Run(parsed, draft)

@@ -18,7 +18,7 @@ from .draft import CRITERIA_ASPECT, DEFINITION_ASPECT, REPORT_ASPECT, Draft
 from .model import Criterion
 from .names import look_alike, suggest_title
 from .rules import DEFAULT_REPORT_MAX_WORDS, Rules
-from .state import ROOT, Phase, Status
+from .state import NAME_SEPARATOR, ROOT, Phase, Seat, Status, now
 from .text import Edit, Fix, Span
 
 
@@ -67,7 +67,7 @@ def quote(text: str, limit: int = 80) -> str:
 
 
 def _new_session(draft: Draft, **changes: object) -> None:
-    draft.state = draft.state.evolve(session=draft.state.session + 1, **changes)
+    draft.state = draft.state.new_session(**changes)
 
 
 # -- define and refine ---------------------------------------------------------------------
@@ -147,6 +147,7 @@ def mark_criteria_as_done(draft: Draft, args: Args) -> Result:
 
 def add_criteria_to_subproblem(draft: Draft, args: Args) -> Result:
     child = _subproblem(draft, args["title"])
+    _not_held(draft, child, args["title"], "add criteria to it")
     return _add_criterion(draft, child.path, args["criteria"].value, args["criteria"].span)
 
 
@@ -239,6 +240,61 @@ def _subproblem(draft: Draft, arg: Arg):
     )
 
 
+def _not_held(draft: Draft, child, arg: Arg, what: str) -> None:
+    """Refuse to enter or change a subproblem another researcher holds (a delegation)."""
+    holder = draft.state.held_by_other(child.path)
+    if holder is not None:
+        raise CommandError(
+            f"{quote(child.title)} is delegated: the researcher {quote(holder.name)} is working on it, so you "
+            f"cannot {what} until that researcher ends. Its report will come under Child Reports; meanwhile work "
+            "on the other subproblems.",
+            arg.span,
+        )
+
+
+def _listing(seats: list[Seat]) -> str:
+    titles = [quote(seat.name.rsplit(NAME_SEPARATOR, 1)[-1], 60) for seat in seats]
+    return ", ".join(titles[:-1]) + " and " + titles[-1] if len(titles) > 1 else titles[0]
+
+
+def researcher_name(draft: Draft, path: tuple[str, ...]) -> str:
+    """A delegated researcher's name: the titles below the root down to `path`."""
+    titles = []
+    for depth in range(1, len(path) + 1):
+        problem = draft.problem(path[:depth])
+        titles.append(problem.title if problem is not None else path[depth - 1])
+    return NAME_SEPARATOR.join(titles)
+
+
+# -- delegation ----------------------------------------------------------------------------------
+
+
+def delegate(draft: Draft, args: Args) -> Result:
+    arg = args["title"]
+    child = _subproblem(draft, arg)
+    holder = draft.state.held_by_other(child.path)
+    if holder is not None:
+        raise CommandError(
+            f"{quote(child.title)} is already delegated: the researcher {quote(holder.name)} is working on it. "
+            "Each subproblem has one researcher; delegate another one, or wait for its report.",
+            arg.span,
+        )
+    if child.status is not Status.OPEN:
+        raise CommandError(
+            f"{quote(child.title)} is {child.status.value}: only open subproblems are delegated. "
+            + ("Its report is under Child Reports. " if child.report else "")
+            + "To work on it again, focus down into it yourself with `///focus_down`.",
+            arg.span,
+        )
+    name = researcher_name(draft, child.path)
+    state = draft.state
+    draft.state = state.with_seat(Seat(name, child.path, child.path, state.highest_session() + 1, started=now()))
+    return Result(
+        f"Delegated {quote(child.title)} to a researcher of its own, {quote(name)}: it works on it at the same "
+        "time as you, in a session of its own, and its report will come under Child Reports when it ends."
+    )
+
+
 # -- the report ----------------------------------------------------------------------------------
 
 
@@ -255,6 +311,14 @@ def write_report(draft: Draft, args: Args) -> Result:
             "`///mark_criteria_as_done` before the report, so it covers everything the problem asks.",
             arg.span,
         ))
+    running = draft.state.delegations(problem.path)
+    if running:
+        one = len(running) == 1
+        warnings.append(Warning_(
+            f"{_listing(running)} {'is' if one else 'are'} still being researched by {'its' if one else 'their'} "
+            f"researcher{'' if one else 's'}: this report cannot use {'its' if one else 'their'} findings yet. "
+            "Write it again once they are under Child Reports.",
+            arg.span, "delegations-running"))
     replaced = problem.report is not None
     problem.report = arg.value
     problem.report_basis = staleness.basis_of(draft, problem)
@@ -332,6 +396,7 @@ def _line_span(arg: Arg, line: int | None) -> Span | None:
 
 def focus_down(draft: Draft, args: Args) -> Result:
     child = _subproblem(draft, args["title"])
+    _not_held(draft, child, args["title"], "focus into it")
     note = ""
     if child.status is not Status.OPEN:
         note = f" It was {child.status.value}; it is open again."
@@ -365,6 +430,16 @@ def failure_report(reason: str, previous: str | None) -> str:
 
 def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
     problem = draft.focus
+    running = draft.state.delegations(problem.path)
+    if running:
+        one = len(running) == 1
+        raise CommandError(
+            f"{_listing(running)} {'is' if one else 'are'} still being researched by {'its' if one else 'their'} "
+            f"own researcher{'' if one else 's'}, so {quote(problem.title)} cannot be left yet: its report would "
+            f"miss {'that one' if one else 'theirs'}. Work meanwhile on what does not depend on "
+            f"{'it' if one else 'them'}, or end your message here: your next turn comes when "
+            f"{'it has' if one else 'they have'} ended, with {'its report' if one else 'their reports'} under "
+            "Child Reports.")
     warnings = []
     if status is Status.FAILED:
         if reason:
@@ -394,6 +469,14 @@ def _leave(draft: Draft, status: Status, reason: str | None = None) -> Result:
         return Result(f"Marked the root problem {quote(problem.title)} {verb}; the research is finished.", warnings)
     parent = draft.problem(problem.path[:-1])
     assert parent is not None
+    if problem.path == draft.state.root:  # a delegated researcher's root: its work ends here
+        draft.state = draft.state.evolve(phase=Phase.FINISHED)
+        delegator = draft.state.holder(parent.path).name
+        return Result(
+            f"Marked {quote(problem.title)} {verb}; your part of the research is finished: its report goes to "
+            f"{quote(parent.title)}, which the researcher {quote(delegator)} works on.",
+            warnings,
+        )
     _new_session(draft, focus=parent.path)
     return Result(
         f"Marked {quote(problem.title)} {verb}; focus moved up to {quote(parent.title)} in a new session.",

@@ -220,7 +220,7 @@ def render_update(view: TreeView, state: State, shown: str, rules: Rules = Rules
     sections = [
         ("Problem Definition", focus.definition or "_(empty)_"),
         ("Criteria of Definition of Done", _criteria_section(focus, rules)),
-        ("Breakdown Structure", _breakdown_section(view, focus, rules)),
+        ("Breakdown Structure", _breakdown_section(view, focus, rules, None, state)),
         ("Current Report", focus.report or "No report yet for the current problem."),
     ]
     for name, text in sections:
@@ -313,12 +313,12 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
         _context(book),
         _instruction(book),
         RULE + f"\n# Current Problem: {focus.title}",
-        "## Problem Hierarchy\n\n" + _hierarchy(chain),
+        "## Problem Hierarchy\n\n" + _hierarchy(chain, state),
         "## Problem Definition\n\n" + (focus.definition or "_(empty)_"),
         "## Criteria of Definition of Done\n\n" + _criteria_section(focus, book.rules),
-        "## Breakdown Structure\n\n" + _breakdown_section(view, focus, book.rules, fit.definition_chars),
+        "## Breakdown Structure\n\n" + _breakdown_section(view, focus, book.rules, fit.definition_chars, state),
         "## Completed Reports\n\n" + _reports(view, focus, fit.report_chars, book.rules.report_max_words),
-        "## Parent chain\n\n" + _parent_chain(view, chain[:-1], fit.definition_chars),
+        "## Parent chain\n\n" + _parent_chain(view, chain[:-1], fit.definition_chars, state),
         "## Goal\n\n" + _goal(state, focus),
     ])
 
@@ -359,6 +359,12 @@ so that you can see the errors.
 focus changes, the visible attachments change too. Save what a later step needs as an attachment.
 - Break a problem down only as far as needed: a few well-separated subproblems are better than many \
 small ones, and every subproblem costs a full session.
+- Delegate subproblems that do not depend on each other: `///delegate <subproblem title>` gives an \
+open subproblem of the current problem to a researcher of its own, who researches it at the same time \
+as you and ends with its report, which then comes under Child Reports. Several researchers working at \
+once finish sooner; delegating saves nothing when one subproblem needs another's answer. While a \
+delegated subproblem is being researched, nobody else may focus into it or change it, and you cannot \
+focus up from the current problem: work on the rest meanwhile, or end your message and wait.
 - Before writing a report, resolve every criterion and mark it done with \
 `///mark_criteria_as_done`. The report is what the parent problem will rely on.
 - A report is at most {report_max_words:,} words (about three pages): a longer one is refused, so \
@@ -459,7 +465,7 @@ def _instruction(book: Bookkeeping) -> str:
     return RULE + "\n# Instruction\n\nThe user's instruction for this research. It always applies.\n\n" + text
 
 
-def _hierarchy(chain: list[Problem]) -> str:
+def _hierarchy(chain: list[Problem], state: State) -> str:
     lines = []
     for depth, problem in enumerate(chain):
         indent = " " + "    " * depth + "└── "
@@ -467,6 +473,10 @@ def _hierarchy(chain: list[Problem]) -> str:
             label = "CURRENT (Root)" if depth == 0 else "CURRENT"
         else:
             label = "Root" if depth == 0 else f"Level {depth}"
+        if not state.is_main and problem.path == state.root:
+            label += ", YOUR ROOT"
+        elif depth < len(state.root):
+            label += ", above your root: context only"
         lines.append(f"{indent}{label}: {problem.title} {problem.counts}")
     return "\n".join(lines)
 
@@ -482,19 +492,25 @@ def _criteria_section(focus: Problem, rules: Rules) -> str:
     return _criteria(focus) + "\n\n" + budgets.criteria_line(focus, rules)
 
 
-def _breakdown_section(view: TreeView, focus: Problem, rules: Rules, limit: int | None = None) -> str:
-    """The current problem's breakdown, and what the breadth and depth budgets leave."""
+def _breakdown_section(view: TreeView, focus: Problem, rules: Rules, limit: int | None = None,
+                       state: State | None = None) -> str:
+    """The current problem's breakdown (which subproblems other researchers hold), and what the
+    breadth and depth budgets leave."""
     children = view.children(focus.path)
-    return _breakdown(children, "###", limit) + "\n\n" + budgets.breakdown_line(focus, len(children), rules)
+    return _breakdown(children, "###", limit, state) + "\n\n" + budgets.breakdown_line(focus, len(children), rules)
 
 
-def _breakdown(children: list[Problem], level: str, limit: int | None = None) -> str:
+def _breakdown(children: list[Problem], level: str, limit: int | None = None, state: State | None = None) -> str:
     if not children:
         return "No subproblems yet."
     parts = []
     for child in children:
         definition = _shortened(child.definition, limit, "definition") if child.definition else "_(no definition)_"
-        parts.append(f"{level} {child.title} {child.counts} ({status_label(child.status)})\n" + definition)
+        label = status_label(child.status)
+        holder = state.held_by_other(child.path) if state is not None else None
+        if holder is not None and holder.root == child.path:
+            label += f", delegated: being researched by the researcher \"{holder.name}\""
+        parts.append(f"{level} {child.title} {child.counts} ({label})\n" + definition)
     return "\n\n".join(parts)
 
 
@@ -543,33 +559,54 @@ def _first_words(text: str, count: int) -> str:
     return text
 
 
-def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None = None) -> str:
+def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None = None,
+                  state: State | None = None) -> str:
     if not parents:
         return "The current problem is the root problem: it has no parents."
     parts = []
+    if state is not None and not state.is_main:
+        parts.append("The problems above your root problem are context: other researchers work on them, and you "
+                     "cannot change them.")
     for depth, problem in enumerate(parents):
         name = "Root Problem" if depth == 0 else "Problem"
         parts.append(
             f"### L{depth} {name}: {problem.title} {problem.counts}\n{problem.definition or '_(empty)_'}\n\n"
             f"#### L{depth} Criteria of Definition of Done\n{_criteria(problem)}\n\n"
-            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####', limit)}"
+            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####', limit, state)}"
         )
     return "\n\n".join(parts)
 
 
 def _goal(state: State, focus: Problem) -> str:
+    if state.ended:
+        return (f"Your part of the research is finished: \"{focus.title}\" is {status_label(focus.status)} and its report "
+                "went to its parent. No command can run any more in this researcher's document.")
     if state.phase is Phase.FINISHED:
         outcome = "failed" if focus.status is Status.FAILED else "completed"
         return f"The research is finished: the root problem was {outcome}. No command can run any more."
     if state.phase is Phase.SHUT_DOWN:
         return "The research was shut down with SHUT_DOWN_DEEP_RESEARCHER. No command can run any more."
+    running = state.delegations(focus.path)
+    if running:
+        names = ", ".join(f'"{seat.name.rsplit(" / ", 1)[-1]}"' for seat in running)
+        return (
+            f"Still being researched by their own researchers: {names}. Their reports will come under Child "
+            "Reports when they end; until then you cannot focus up from the current problem. Meanwhile move "
+            "forward what does not depend on them (criteria, attachments, other subproblems: delegate them or "
+            "focus down into one), or end your message without a command and wait for them. Write your next "
+            "message now."
+        )
+    ending = ""
+    if not state.is_main and focus.path == state.root:
+        ending = (" This is your root problem: focusing up from it (or failing it) ends your work, and its report "
+                  "goes to the researcher who delegated it.")
     return (
         "Move the current problem forward. Decide what is missing to meet its criteria, then act: "
         "refine the criteria, save findings as attachments, add subproblems and focus down into one "
-        "when a part needs its own investigation, or use the child reports to answer. When every "
-        "criterion is met and marked done, write the report and focus up. If the problem cannot be "
-        "solved, use `///fail_task_and_focus_up` followed by the reason on the same line, so the parent "
-        "learns what was tried and what blocks it. Write your next message now."
+        "when a part needs its own investigation (or delegate the independent ones), or use the child reports "
+        "to answer. When every criterion is met and marked done, write the report and focus up. If the problem "
+        "cannot be solved, use `///fail_task_and_focus_up` followed by the reason on the same line, so the parent "
+        "learns what was tried and what blocks it." + ending + " Write your next message now."
     )
 
 

@@ -89,6 +89,9 @@ def _closing(analysis: Analysis, focus_title: str | None) -> str:
     after = analysis.after
     if after.phase is Phase.SHUT_DOWN:
         return "The research was shut down as you asked (SHUT_DOWN_DEEP_RESEARCHER). Nothing more will run."
+    if after.ended:
+        return ("Your part of the research is finished: your report goes to the researcher who delegated this "
+                "problem. This researcher's document runs nothing more. Thank you.")
     if after.phase is Phase.FINISHED:
         return "The research is finished. Thank you."
     if analysis.focus_changed:
@@ -99,6 +102,14 @@ def _closing(analysis: Analysis, focus_title: str | None) -> str:
             "(sections `///title` and `///content`, closed by `>>>`)."
         )
     title = f' "{focus_title}"' if focus_title else ""
+    running = after.delegations(after.focus)
+    if running:
+        return (
+            "## Continue\n\n"
+            f"Delegated subproblems of the current problem{title} are still being researched by their own "
+            "researchers. Work on what does not depend on them, or end your next message without a command and "
+            "wait: their reports will come under Child Reports when they end."
+        )
     return (
         "## Continue\n\n"
         f"Continue the investigation of the current problem{title}. Read the reports above, fix any "

@@ -32,16 +32,16 @@ from .parser import ParsedMessage, parse
 from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
 from .reply import render_reply
 from .rules import Rules, read_rules
-from .state import ROOT, Phase, State, now
+from .state import MAIN, ROOT, Phase, ProblemPath, Seat, State, now
 from .state import Status as RootStatus
 from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
 from .store import (
     ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
     SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path,
-    recover, session_file,
+    recover, researcher_folder, session_file,
 )
 from .text import clean_text, refuse_not_text
-from .tree import Tree, attachment_files, ordered_attachments, read_attachments
+from .tree import Tree, attachment_files, ordered_attachments, problem_name, read_attachments
 
 
 class NotAResearch(Exception):
@@ -50,6 +50,24 @@ class NotAResearch(Exception):
 
 class NotAMessageDocument(ValueError):
     """Only `.dr` documents are executed or consumed; this path is something else."""
+
+
+class NoSuchResearcher(LookupError):
+    """No researcher of that name (or for that document) is working: the text says which exist."""
+
+
+@dataclass(frozen=True)
+class Researcher:
+    """One researcher that has not ended, as `deep-research researchers` lists it (SPEC §12)."""
+
+    name: str  # MAIN, or the titles below the root down to its root problem, joined by " / "
+    document: Path  # its message document
+    focus: str  # the titles below the root down to its current problem, joined the same way
+    state: str  # "working", or "waiting" for its own delegations to end
+    seat: Seat
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "document": str(self.document), "focus": self.focus, "state": self.state}
 
 
 class Location(Enum):
@@ -118,6 +136,7 @@ class Execution:
     prompt: str = ""
     changed: list[Path] = field(default_factory=list)
     consumed: bool = False  # the message document was emptied (see Research.execute)
+    researcher: str = MAIN  # whose message it was
 
 
 class Research:
@@ -143,6 +162,18 @@ class Research:
             with locked(found):
                 recover(found, research.cache)
         return research
+
+    @classmethod
+    def of_document(cls, document: Path, cache: FileCache | None = None) -> tuple[Research, str]:
+        """The research a message document belongs to, and the researcher whose document it is:
+        main's in the research's folder, a delegated researcher's in its problem's folder.
+        Raises NotAResearch or NoSuchResearcher with a sentence."""
+        folder = Path(os.path.realpath(document)).parent
+        where, found = locate(folder)
+        if where is Location.INSIDE:
+            research = cls.open(found, cache)
+            return research, research.researcher_of(document)
+        return cls.open(folder, cache), MAIN
 
     @classmethod
     def create(
@@ -237,7 +268,7 @@ class Research:
         reopened = reopen and before.phase in (Phase.FINISHED, Phase.SHUT_DOWN)
         if reopened:
             draft.set_status(ROOT, RootStatus.OPEN)
-            state = before.evolve(phase=Phase.IN_FOCUS, focus=ROOT, session=before.session + 1)
+            state = before.new_session(phase=Phase.IN_FOCUS, focus=ROOT)
             note = Entry("system", (
                 f"The user reopened the research (it had {'finished' if before.phase is Phase.FINISHED else 'been shut down'}). "
                 "A new session starts at the root problem: read the instruction and the context again, they may have changed."
@@ -250,8 +281,8 @@ class Research:
             tx.append(book / JOURNAL, json.dumps(record, ensure_ascii=False) + "\n")
         for path, content in draft.files().items():
             tx.write(path, content)
-        tx.write(book / PROMPT, render_prompt(draft, state, Bookkeeping(given, context_now, pending_now, transcript,
-                                                                        self.rules())))
+        self._write_prompts(tx, draft, state, {MAIN: transcript},
+                            Bookkeeping(given, context_now, pending_now, transcript, self.rules()))
         if not new and (instruction.strip() or context or attachments or reopened):
             undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
         tx.commit(self.cache)
@@ -272,22 +303,106 @@ class Research:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def state(self) -> State:
-        """The persisted state, reconciled with the tree as it is on disk now."""
+    def state(self, researcher: str = MAIN) -> State:
+        """The persisted state as `researcher` sees it, reconciled with the tree as it is on disk
+        now. Raises NoSuchResearcher if no researcher of that name is working."""
         stored = self.cache.read(bookkeeping(self.root) / STATE, State.from_json)
-        state = stored or State(phase=Phase.IN_FOCUS if self.tree.exists(ROOT) else Phase.NO_PROBLEM)
-        return self._reconcile(state)
+        state = self._reconcile(stored or State(phase=Phase.IN_FOCUS if self.tree.exists(ROOT) else Phase.NO_PROBLEM))
+        if researcher == MAIN:
+            return state
+        view = state.view(self.researcher_named(researcher, state))
+        assert view is not None
+        return view
 
     def _reconcile(self, state: State) -> State:
         has_root = self.tree.exists(ROOT)
         if state.phase is Phase.NO_PROBLEM and has_root:
-            return state.evolve(phase=Phase.IN_FOCUS, focus=ROOT)
+            return state.evolve(phase=Phase.IN_FOCUS, focus=ROOT, others=())
         if state.phase is not Phase.NO_PROBLEM and not has_root:
-            return state.evolve(phase=Phase.NO_PROBLEM, focus=ROOT)
-        focus = state.focus
-        while focus and not self.tree.exists(focus):  # renamed or deleted by hand
+            return state.evolve(phase=Phase.NO_PROBLEM, focus=ROOT, others=())
+        focus = self._existing(state.focus, ROOT)
+        seats = []
+        for seat in state.others:  # a delegated problem deleted or renamed by hand ends its researcher
+            if self.tree.exists(seat.root):
+                seats.append(replace(seat, focus=self._existing(seat.focus, seat.root)))
+        if focus == state.focus and seats == list(state.others):
+            return state
+        return state.evolve(focus=focus, others=tuple(seats))
+
+    def _existing(self, focus: ProblemPath, root: ProblemPath) -> ProblemPath:
+        """`focus`, or the nearest problem above it (not above `root`) that still exists."""
+        while len(focus) > len(root) and not self.tree.exists(focus):  # renamed or deleted by hand
             focus = focus[:-1]
-        return state if focus == state.focus else state.evolve(focus=focus)
+        return focus
+
+    # -- researchers ------------------------------------------------------------------------
+
+    def researchers(self) -> list[Researcher]:
+        """Every researcher that has not ended, main first (SPEC §12)."""
+        state = self.state()
+        if state.phase is Phase.NO_PROBLEM:
+            return [Researcher(MAIN, self.document(MAIN), "", "working", state.seat)]
+        out = []
+        for seat in state.seats():
+            waiting = any(other.root[:-1] == seat.focus for other in state.delegated() if other.name != seat.name)
+            out.append(Researcher(seat.name, self.document(seat.name, state), self.titles(seat.focus),
+                                  "waiting" if waiting else "working", seat))
+        return out
+
+    def researcher_named(self, name: str, state: State | None = None) -> str:
+        """The name of the working researcher `name` designates: exactly, or with titles that
+        differ only in case, spacing or normalisation. Raises NoSuchResearcher, listing them."""
+        state = state or self.state()
+        seats = state.seats() if state.phase is not Phase.NO_PROBLEM else [state.seat]
+        if any(seat.name == name for seat in seats):
+            return name
+        wanted = _name_key(name)
+        for seat in seats:
+            if _name_key(seat.name) == wanted:
+                return seat.name
+        listing = ", ".join(f'"{seat.name}"' for seat in seats)
+        raise NoSuchResearcher(f"No researcher called \"{name}\" is working on this research; the researchers are: {listing}.")
+
+    def document(self, researcher: str = MAIN, state: State | None = None) -> Path:
+        """A researcher's message document: main's is the research's `message.dr`; a delegated
+        one's is `message.dr` in its problem's folder (the folder that holds a researcher's
+        document is its root problem's folder, as for the research itself)."""
+        if researcher == MAIN:
+            return self.root / MESSAGE_FILE
+        seat = (state or self.state()).find(researcher)
+        if seat is None:
+            raise NoSuchResearcher(f"No researcher called \"{researcher}\" is working on this research.")
+        return self.tree.folder(seat.root) / MESSAGE_FILE
+
+    def researcher_of(self, document: Path) -> str:
+        """The researcher whose message document `document` is: main for a `.dr` document in
+        the research's folder, the delegated researcher of a problem for one in that problem's
+        folder. Raises NoSuchResearcher (saying why) for any other place."""
+        folder = Path(os.path.realpath(document)).parent
+        if folder == self.root:
+            return MAIN
+        state = self.state()
+        for seat in state.delegated():
+            if Path(os.path.realpath(self.tree.folder(seat.root))) == folder:
+                return seat.name
+        raise NoSuchResearcher(
+            f"No researcher works from {document}: a message document belongs in the research's own folder "
+            f"({self.root / MESSAGE_FILE}) or in the folder of a delegated problem whose researcher is still working "
+            "(`deep-research researchers` lists them). A delegated researcher's document stays after it ends, "
+            "but runs nothing.")
+
+    def titles(self, path: ProblemPath) -> str:
+        """The titles below the root down to `path`, joined by " / " (a researcher's name, a focus)."""
+        return problem_name(self.tree, path)
+
+    def prompt_file(self, researcher: str = MAIN, state: State | None = None) -> Path:
+        """Where a researcher's prompt is written (main's is `.deep-research/prompt.md`)."""
+        if researcher == MAIN:
+            return bookkeeping(self.root) / PROMPT
+        seat = (state or self.state()).find(researcher)
+        if seat is None:
+            raise NoSuchResearcher(f"No researcher called \"{researcher}\" is working on this research.")
+        return researcher_folder(self.root, seat.root) / PROMPT
 
     def focus(self) -> Problem | None:
         state = self.state()
@@ -306,9 +421,9 @@ class Research:
         st = self.cache.stat(journal)
         if st is None:
             return 0
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, state.session, state.focus)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, state.researcher, state.session, state.focus)
         if self._rounds is None or self._rounds[0] != key:
-            self._rounds = (key, budgets.rounds_in_session(journal, state.session, state.focus))
+            self._rounds = (key, budgets.rounds_in_session(journal, state.session, state.focus, state.researcher))
         return self._rounds[1]
 
     def refusals(self, state: State | None = None) -> budgets.Refusals:
@@ -333,29 +448,31 @@ class Research:
         entries = self.cache.read(session_file(self.root, number), _parse_transcript)
         return list(entries or [])
 
-    def bookkeeping(self, transcript: list[Entry] | None = None) -> Bookkeeping:
+    def bookkeeping(self, transcript: list[Entry] | None = None, researcher: str = MAIN) -> Bookkeeping:
         return Bookkeeping(
             self.instruction(), self.context(), self.pending_attachments(),
-            self.transcript() if transcript is None else transcript, self.rules(),
+            self.transcript(self.state(researcher).session) if transcript is None else transcript, self.rules(),
         )
 
-    def prompt(self, max_tokens: int | None = None) -> str:
-        """What the assistant sees now; with `max_tokens`, shortened to fit (SPEC §10)."""
-        return render_prompt(self.tree, self.state(), self.bookkeeping(), max_tokens)
+    def prompt(self, max_tokens: int | None = None, researcher: str = MAIN) -> str:
+        """What the assistant (researcher `researcher`) sees now; with `max_tokens`, shortened
+        to fit (SPEC §10)."""
+        return render_prompt(self.tree, self.state(researcher), self.bookkeeping(researcher=researcher), max_tokens)
 
-    def conversation(self, max_tokens: int | None = None) -> Conversation:
+    def conversation(self, max_tokens: int | None = None, researcher: str = MAIN) -> Conversation:
         """The prompt as chat turns for a model endpoint (engine.prompt.render_conversation)."""
-        return render_conversation(self.tree, self.state(), self.bookkeeping(), max_tokens)
+        return render_conversation(self.tree, self.state(researcher), self.bookkeeping(researcher=researcher),
+                                   max_tokens)
 
-    def update(self, shown: str) -> str:
+    def update(self, shown: str, researcher: str = MAIN) -> str:
         """The current problem's parts that changed since a conversation showed `shown`
         (engine.prompt.render_update)."""
-        return render_update(self.tree, self.state(), shown, self.rules())
+        return render_update(self.tree, self.state(researcher), shown, self.rules())
 
-    def write_prompt(self) -> Path:
-        target = bookkeeping(self.root) / PROMPT
+    def write_prompt(self, researcher: str = MAIN) -> Path:
+        target = self.prompt_file(researcher)
         tx = Transaction(self.root, durable=self.durable)
-        tx.write(target, self.prompt())
+        tx.write(target, self.prompt(researcher=researcher))
         with locked(self.root):
             tx.commit(self.cache)
         return target
@@ -388,13 +505,18 @@ class Research:
         cancelled: Callable[[], bool] | None = None,
         evidence: Evidence | None = None,
         journal: Iterable[Mapping[str, object]] = (),
+        researcher: str | None = None,
     ) -> Execution:
         """Run a message: every change it makes lands in one all-or-nothing transaction.
 
+        `researcher` is whose message it is: by default the researcher whose document
+        `consume` is (`researcher_of`), else main. Raises NoSuchResearcher if it is not working.
         `mode` says which command kinds may run; if any command needs more, nothing runs.
         `consume` is the message document (a `.dr` file), emptied in the same transaction
         if it still holds the executed text then (someone may have changed it meanwhile:
-        then it is left as it is; `Execution.consumed` says which).
+        then it is left as it is; `Execution.consumed` says which). A message that this
+        researcher has just run and that its document no longer holds is not run again
+        (two processes executing one document at once: it runs once; reason "already-run").
         `cancelled` is asked once more just before the commit; after it, nothing stops.
         `evidence` holds what was gathered from outside for this message, before the call
         (`sources.gather.gather_and_execute` does both); a command whose need has no result
@@ -411,29 +533,34 @@ class Research:
             return Execution(False, "empty")
         with locked(self.root):
             recover(self.root, self.cache)
-            before = self.state()
+            name = researcher if researcher is not None else self.researcher_of(consume) if consume is not None else MAIN
+            before = self.state(name)
+            if consume is not None and _already_run(text, before, self.guard.read_text(consume)):
+                return Execution(False, "already-run", researcher=before.researcher)
             analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence())
             if analysis.needing_approval(mode):
-                return Execution(False, "needs-approval", analysis)
+                return Execution(False, "needs-approval", analysis, researcher=before.researcher)
             if cancelled is not None and cancelled():
-                return Execution(False, "cancelled", analysis)
+                return Execution(False, "cancelled", analysis, researcher=before.researcher)
             return self._commit(text, analysis, before, consume, journal)
 
-    def record(self, journal: Iterable[Mapping[str, object]], transcript: Iterable[Entry] = ()) -> None:
-        """Append journal records (and entries to the current session's transcript) when no
-        message runs, e.g. an autopilot round whose reply was empty or cut off. One
-        transaction, under the lock; the prompt is rewritten if the transcript grew."""
+    def record(self, journal: Iterable[Mapping[str, object]], transcript: Iterable[Entry] = (),
+               researcher: str = MAIN) -> None:
+        """Append journal records (and entries to a researcher's current session transcript)
+        when no message runs, e.g. an autopilot round whose reply was empty or cut off. One
+        transaction, under the lock; that researcher's prompt is rewritten if the transcript grew."""
         entries = list(transcript)
         with locked(self.root):
             recover(self.root, self.cache)
-            state = self.state()
+            state = self.state(researcher)
             tx = Transaction(self.root, durable=self.durable)
             book = bookkeeping(self.root)
             tx.append(book / JOURNAL, "".join(_dumps(r) for r in journal))
             if entries:
                 tx.append(session_file(self.root, state.session), "".join(e.to_json() for e in entries))
                 transcript_now = self.transcript(state.session) + entries
-                tx.write(book / PROMPT, render_prompt(self.tree, state, self.bookkeeping(transcript_now)))
+                tx.write(self.prompt_file(researcher, state),
+                         render_prompt(self.tree, state, self.bookkeeping(transcript_now, researcher)))
             tx.commit(self.cache)
 
     def _commit(
@@ -456,22 +583,61 @@ class Research:
         tx.write(book / STATE, after.to_json())
         turn = [Entry("assistant", text.rstrip(), now()), Entry("system", reply, now())]
         tx.append(session_file(self.root, before.session), "".join(e.to_json() for e in turn))
-        if after.session != before.session:
+        transcripts: dict[str, list[Entry]] = {}
+        if after.ended:
+            transcript = self.transcript(before.session) + turn
+        elif after.session != before.session:
             transcript = [Entry("system", _session_note(analysis, before, after), now())]
             tx.append(session_file(self.root, after.session), transcript[0].to_json())
         else:
             transcript = self.transcript(before.session) + turn
+        transcripts[after.researcher] = transcript
+        known = {seat.name for seat in before.seats()}
+        for seat in after.delegated():
+            if seat.name in known:
+                continue
+            # A delegation: the new researcher's document, its first session and its prompt.
+            document = self.tree.folder(seat.root) / MESSAGE_FILE
+            if not document.exists():
+                tx.write(document, "")
+            opening = Entry("system", _delegation_note(draft, after, seat), now())
+            tx.append(session_file(self.root, seat.session), opening.to_json())
+            transcripts[seat.name] = [opening]
         extra = [_dumps({**record, "message": record.get("message", after.messages)}) for record in journal]
         tx.append(book / JOURNAL, "".join(_journal_records(analysis, before, after) + extra))
-        prompt = render_prompt(draft, after, self.bookkeeping(transcript))
-        tx.write(book / PROMPT, prompt)
+        prompt = self._write_prompts(tx, draft, after, transcripts)
+        if after.ended:
+            tx.delete(researcher_folder(self.root, before.root) / PROMPT)
         if consume is not None:
             tx.clear_if_unchanged(consume, text)
         undoing.remember(tx, text=text, before=before, after=after, document=consume)  # last: it reads tx
         changed = tx.commit(self.cache)
         consumed = consume is not None and Path(os.path.realpath(consume)) in changed
-        return Execution(True, None, analysis, reply, prompt, changed, consumed)
+        return Execution(True, None, analysis, reply, prompt, changed, consumed, after.researcher)
 
+    def _write_prompts(self, tx: Transaction, draft: Draft, after: State, transcripts: dict[str, list[Entry]],
+                       book: Bookkeeping | None = None) -> str:
+        """Write every working researcher's prompt as it is after the message into `tx` (a
+        message may change what the others see: a report they wait for, a parent they show);
+        the transaction leaves a prompt that did not change alone. `transcripts` are the
+        sessions the message changed, by researcher; `book` what the user gave, if it changes
+        in the same transaction. Returns the writer's own prompt."""
+        book = book or self.bookkeeping(transcript=[])
+        views = [after] if after.ended else []
+        views += [after.view(seat.name) for seat in after.seats()]
+        own = ""
+        for view in views:
+            if view is None:
+                continue
+            transcript = transcripts.get(view.researcher)
+            if transcript is None:
+                transcript = self.transcript(view.session)
+            text = render_prompt(draft, view, replace(book, transcript=transcript))
+            if view.researcher == after.researcher:
+                own = text
+            if not view.ended:
+                tx.write(self.prompt_file(view.researcher, after), text)
+        return own
 
     def undo(self, *, document: object = undoing.RECORDED) -> undoing.Undone:
         """Take back the last executed message (see engine/undo.py); raises undo.UndoRefused
@@ -486,9 +652,38 @@ def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachm
             for item in items or ()]
 
 
+def _name_key(name: str) -> str:
+    """A researcher's name (or a problem's, as titles joined by " / ") as names compare."""
+    return "/".join(name_key(" ".join(part.split())) for part in name.split("/"))
+
+
 def message_digest(text: str) -> str:
     """Identifies a message's text, ignoring trailing whitespace and line-break style."""
     return content_digest(clean_text(text))
+
+
+def _already_run(text: str, before: State, held: str | None) -> bool:
+    """The researcher's last message was this text and its document (`held`, what it holds now)
+    no longer holds it: another process (or editor) ran it meanwhile, so it must not run again."""
+    if before.last_message != message_digest(text):
+        return False
+    return held is None or message_digest(held) != before.last_message
+
+
+def _delegation_note(draft: Draft, after: State, seat: Seat) -> str:
+    """The first entry of a delegated researcher's first session."""
+    problem = draft.problem(seat.root)
+    parent = draft.problem(seat.root[:-1])
+    title = f'"{problem.title}"' if problem else "this problem"
+    above = f'"{parent.title}"' if parent else "its parent"
+    return (
+        f"The researcher \"{after.researcher}\" delegated {title} to you: you are its researcher, and you work at "
+        "the same time as other researchers on other parts of the research. Your root problem is "
+        f"{title}: the problems above it are shown as context, and you cannot change them or focus up beyond it. "
+        f"When it is solved, write its report and focus up (`///focus_up`): that ends your work, and your report "
+        f"goes to {above}. If it cannot be solved, use `///fail_task_and_focus_up` with the reason. "
+        "This is the first session."
+    )
 
 
 def _parse_transcript(text: str) -> list[Entry]:
@@ -528,10 +723,11 @@ def _title(problem: Problem | None) -> str:
 
 
 def _journal_records(analysis: Analysis, before: State, after: State) -> list[str]:
-    records = []
+    records: list[dict] = []
     for index, outcome in enumerate(analysis.outcomes, 1):
         records.append({
             "message": after.messages,
+            "researcher": before.researcher,
             "session": before.session,
             "index": index,
             "line": outcome.line,
@@ -548,7 +744,8 @@ def _journal_records(analysis: Analysis, before: State, after: State) -> list[st
         })
     if analysis.shutdown:
         records.append({
-            "message": after.messages, "session": before.session, "command": "SHUT_DOWN_DEEP_RESEARCHER",
+            "message": after.messages, "researcher": before.researcher, "session": before.session,
+            "command": "SHUT_DOWN_DEEP_RESEARCHER",
             "kind": "update", "started": now(), "ended": now(), "status": "ok",
             "result": "The research was shut down.", "error": None,
         })

@@ -54,6 +54,7 @@ INSTRUCTION = "instruction.md"
 CONTEXT = "context"
 PENDING_ATTACHMENTS = "pending-attachments"
 SESSIONS = "sessions"
+RESEARCHERS = "researchers"  # a delegated researcher's own bookkeeping (its prompt), one folder each
 CONFIG_FILE = "deep-research.toml"
 MESSAGE_FILE = "message.dr"  # the message document `new` makes
 MESSAGE_SUFFIX = ".dr"  # the research's own settings (deep_research.config; engine.rules)
@@ -89,6 +90,12 @@ def bookkeeping(root: Path) -> Path:
 
 def session_file(root: Path, session: int) -> Path:
     return bookkeeping(root) / SESSIONS / f"{session:04d}.jsonl"
+
+
+def researcher_folder(root: Path, problem: tuple[str, ...]) -> Path:
+    """The bookkeeping of the researcher delegated the problem at `problem` (folder names below
+    the root): named by a digest, since the path may be deeper than a file name may be long."""
+    return bookkeeping(root) / RESEARCHERS / content_digest("/".join(problem))[:16]
 
 
 def journal_records(lines: Iterable[bytes]) -> Iterator[dict]:
@@ -748,13 +755,16 @@ def make_folders(folder: Path, *, durable: bool) -> None:
             fsync_folder(new.parent)
 
 
-def atomic_write(path: Path, text: str | bytes, *, durable: bool) -> None:
+def atomic_write(path: Path, text: str | bytes, *, durable: bool, scratch: Path | None = None) -> None:
     """Replace `path` with `text` in one step: readers see the old or the new file; with
-    `durable`, the new file is on disk (data and name) when this returns."""
+    `durable`, the new file is on disk (data and name) when this returns. `scratch` is the
+    folder of the temporary file when not `path`'s own (on the same file system): the
+    bookkeeping folder, which `recover` always sweeps, for a draft written outside any
+    transaction in a folder it does not (a delegated researcher's message document)."""
     make_folders(path.parent, durable=durable)
     data = text.encode("utf-8") if isinstance(text, str) else text
     for attempt in (1, 2):
-        tmp = path.parent / f"{TMP_MARK}{secrets.token_hex(6)}"
+        tmp = (scratch or path.parent) / f"{TMP_MARK}{secrets.token_hex(6)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(fd, "wb") as handle:

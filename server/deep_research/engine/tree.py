@@ -26,7 +26,7 @@ from . import formats
 from .model import Attachment, Criterion, Problem
 from .names import name_key
 from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, Entry, FileCache, Guard
-from .state import ROOT, ProblemPath
+from .state import NAME_SEPARATOR, ROOT, ProblemPath
 
 _FOLDERS_KEPT = 1024  # remembered problem folders; forgotten all at once past this
 
@@ -161,7 +161,6 @@ def ordered_attachments(files: list[tuple[Attachment, Path]]) -> list[tuple[Atta
 
 # A problem is named for people by the titles on its path below the root, joined by " / "
 # (`Cache sizes / L1`; the root is ""): `deep-research report DIR PROBLEM`, a researcher's name.
-NAME_SEPARATOR = " / "
 _SLASH = re.compile(r"\s*/\s*")
 
 

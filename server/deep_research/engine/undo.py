@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .state import State, now
+from .state import MAIN, State, now
 from .store import (
     BOOKKEEPING, JOURNAL, STATE, TMP_MARK, Guard, Transaction, bookkeeping, fsync_folder, is_message_document,
     locked, make_folders, read_bytes, read_text, recover,
@@ -62,6 +62,7 @@ class Undone:
     document: Path | None = None  # where the text was put back, if it was
     state: State | None = None  # the state now (as before the message)
     left: int = 0  # messages that can still be undone
+    researcher: str = MAIN  # whose message it was
 
 
 def records_folder(root: Path) -> Path:
@@ -112,6 +113,12 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
         files[rel] = {**(kept or _encode(old)), "after": _digest(new_bytes)}
         if old is None:
             created.update(_new_folders(root, rel))
+    for rel in tx.deletes:  # e.g. the prompt of a researcher that ended
+        if rel in skip or rel.startswith(own + os.sep) or rel in files:
+            continue
+        old = read_bytes(root / rel)
+        if old is not None:
+            files[rel] = {**_encode(old), "after": None}
     if linked and tx.durable:
         fsync_folder(records_folder(root))  # the links' names, before the record relies on them
     logs = {}
@@ -123,6 +130,7 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
     record = {
         "format": FORMAT,
         "message": after.messages,
+        "researcher": before.researcher,
         "at": now(),
         "text": text,
         "document": _rel(root, document) if document is not None else None,
@@ -204,7 +212,9 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
 
     `document` is the `.dr` document to put the message back into if it is empty (or
     missing): by default the one it was consumed from; None puts it nowhere (an editor
-    puts it into its buffer itself).
+    puts it into its buffer itself); or a callable given the researcher who wrote the
+    message and that researcher's own message document, answering one of those (an editor
+    that has some documents open and others not: several researchers write at once).
     """
     root: Path = research.root
     with locked(root):
@@ -259,6 +269,9 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
             else:
                 tx.truncate(target, size)
         text = record.get("text") if isinstance(record.get("text"), str) else ""
+        writer = record.get("researcher") if isinstance(record.get("researcher"), str) else MAIN
+        if callable(document):
+            document = document(writer, _own_document(research, writer, before))
         put_back = _put_back_target(root, record, document)
         if put_back is not None and text.strip():
             tx.write(put_back, text if text.endswith("\n") else text + "\n")
@@ -268,10 +281,11 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
         tx.append(book / JOURNAL, json.dumps({
             "record": "undo",
             "message": number,
-            "session": state.session,
-            "problem": list(state.focus),
-            "undone_session": expected.session,
-            "undone_problem": list(expected.focus),
+            "researcher": writer,
+            "session": (state.view(writer) or state).session,
+            "problem": list((state.view(writer) or state).focus),
+            "undone_session": (expected.view(writer) or state.view(writer) or expected).session,
+            "undone_problem": list((expected.view(writer) or state.view(writer) or expected).focus),
             "files": sorted(restored_tree),
             "document": _rel(root, put_back) if put_back is not None else record.get("document"),
             "put_back": put_back is not None,
@@ -281,11 +295,13 @@ def revert(research, *, document: object = RECORDED) -> Undone:  # research: res
             "ended": now(),
         }, ensure_ascii=False) + "\n")
         tx.commit(research.cache)
-    # The prompt before the message came back. It is what a fresh render gives, unless the
+    # The prompts before the message came back. Each is what a fresh render gives, unless the
     # user edited by hand, since, a file the message did not write: then render it again.
-    if (research.guard.read_text(research.prompt_path) or "") != research.prompt():
-        research.write_prompt()
-    return Undone(number, text, sorted(restored_tree), put_back, research.state(), len(numbers) - 1)
+    for researcher in research.researchers():
+        prompt = research.prompt_file(researcher.name)
+        if (research.guard.read_text(prompt) or "") != research.prompt(researcher=researcher.name):
+            research.write_prompt(researcher.name)
+    return Undone(number, text, sorted(restored_tree), put_back, research.state(), len(numbers) - 1, writer)
 
 
 def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: list[str], guard: Guard) -> None:
@@ -295,7 +311,10 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
         if _in_bookkeeping(rel) or not isinstance(entry, dict):
             continue
         data = guard.read(root / rel)
-        if data is None or _digest(data) != entry.get("after"):
+        if entry.get("after") is None and "after" in entry:  # the message deleted it
+            if data is not None:
+                changed.append((rel, "made again"))
+        elif data is None or _digest(data) != entry.get("after"):
             changed.append((rel, "deleted" if data is None else "changed"))
     to_delete = {rel for rel, entry in files.items() if isinstance(entry, dict) and _created(entry)}
     created = set(folders)
@@ -314,6 +333,15 @@ def _check_untouched(root: Path, number: int, files: dict[str, dict], folders: l
         raise UndoRefused(
             f"{root / rel} was {how} by hand after message {number}{more}; undo would lose that edit, so "
             "nothing was changed. Put it back as the message left it, or keep the edit and do not undo.")
+
+
+def _own_document(research, writer: str, before: State) -> Path | None:
+    """The message document of `writer` as it was before the message (None if the record names
+    a researcher that state does not know: a damaged record)."""
+    try:
+        return research.document(writer, before)
+    except LookupError:  # research.NoSuchResearcher
+        return None
 
 
 def _put_back_target(root: Path, record: dict, document: object) -> Path | None:
@@ -338,8 +366,9 @@ def _put_back_target(root: Path, record: dict, document: object) -> Path | None:
 
 
 def _position(state: State) -> tuple:
-    """What must be as the message left it for its undo to be the right one."""
-    return (state.phase, state.focus, state.session, state.last_message)
+    """What must be as the message left it for its undo to be the right one: every
+    researcher's place (a message of any researcher changes it)."""
+    return state.position()
 
 
 def _state(raw: object) -> State | None:

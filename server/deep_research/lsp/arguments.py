@@ -15,7 +15,7 @@ from ..engine.text import message_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.research import Research
-    from .server import DeepResearchServer
+    from .server import DeepResearchServer, Place
 
 
 def fs_path(uri: str) -> Path:
@@ -52,8 +52,27 @@ def disk_text(uri: str) -> str:
 
 def research_of(ls: DeepResearchServer, uri: str) -> Research:
     """The research of the message document `uri`, or an error saying why it has none."""
+    research = place_of(ls, uri).research
+    assert research is not None
+    return research
+
+
+def viewed(ls: DeepResearchServer, uri: str) -> tuple[Research, str]:
+    """The research whose views (tree, researchers) a document shows, and whose focus: its own
+    researcher's, or main's for a document in the tree whose researcher has ended."""
+    message_document(ls, uri)
+    place = ls.place(uri)
+    if place.research is not None:
+        return place.research, place.researcher
+    if place.around is not None:
+        return place.around, "main"
+    raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
+
+
+def place_of(ls: DeepResearchServer, uri: str) -> Place:
+    """The research and researcher of the message document `uri`, or an error saying why it has none."""
     message_document(ls, uri)
     place = ls.place(uri)
     if place.research is None:
         raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
-    return place.research
+    return place

@@ -28,7 +28,7 @@ from pygls.workspace import TextDocument
 
 from .. import __version__
 from ..engine.parser import ParsedMessage, parse, reparse
-from ..engine.state import Phase
+from ..engine.state import MAIN, Phase
 from ..engine.store import STATE, FileCache, bookkeeping
 from ..engine.text import split_lines
 from .config import Settings
@@ -53,12 +53,18 @@ log = logging.getLogger("deep_research.lsp")
 
 @dataclass
 class Place:
-    """Where a document sits: its research, or why it has none."""
+    """Where a document sits: its research and the researcher whose message document it is
+    (main's in the research's folder, a delegated researcher's in its problem's folder), or
+    why it has none."""
 
     research: "Research | None"
     root: Path | None
     problem: str | None  # shown as a diagnostic when the document cannot run here
     can_become_research: bool = False  # "Make this folder a research" applies
+    researcher: str = MAIN
+    # A document in a research's tree that no researcher works from (its researcher ended):
+    # nothing runs from it, but the research's views (tree, researchers) still show.
+    around: "Research | None" = None
 
     @property
     def phase(self) -> Phase:
@@ -125,9 +131,10 @@ class DeepResearchServer(LanguageServer):
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
         self._places: dict[str, tuple[Place, str, tuple]] = {}  # a document's research, its state file, the workspace
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
-        self._snapshots: dict[Path, Memo[tuple]] = {}  # the focus and its subproblems, by research root
+        self._snapshots: dict[tuple[Path, str], Memo[tuple]] = {}  # the focus and its subproblems, by research root and researcher
         # Text each document held when it was executed: that text never runs again,
-        # until the document has held something else (then it is a new message).
+        # until the document has held something else (then it is a new message). A
+        # document is one researcher's, so this guard is kept per researcher too.
         self.executed: dict[str, str] = {}
         # Open documents, by the URI exactly as the client sent it (pygls keys them unquoted).
         self.open_uris: set[str] = set()
@@ -252,10 +259,11 @@ class DeepResearchServer(LanguageServer):
     def place(self, uri: str) -> Place:
         """Where the document sits. A document in a research stays there while the research's
         state file does and the workspace folders are the same (one stat per request instead
-        of a walk up the folders)."""
+        of a walk up the folders); a delegated researcher's, while that researcher works (the
+        state is read through the file cache: a stat)."""
         workspace = (tuple(sorted(self.workspace.folders)), self.workspace.root_uri)
         kept = self._places.get(uri)
-        if kept is not None and kept[2] == workspace and os.path.isfile(kept[1]):
+        if kept is not None and kept[2] == workspace and os.path.isfile(kept[1]) and _still_working(kept[0]):
             return kept[0]
         place = self._locate(uri)
         if place.research is not None:
@@ -265,7 +273,7 @@ class DeepResearchServer(LanguageServer):
         return place
 
     def _locate(self, uri: str) -> Place:
-        from ..engine.research import Location, NotAResearch, locate, refuse_as_research
+        from ..engine.research import MESSAGE_FILE, Location, NoSuchResearcher, NotAResearch, locate, refuse_as_research
 
         path = to_fs_path(uri) if uri.startswith("file:") else None
         if path is None:
@@ -284,12 +292,19 @@ class DeepResearchServer(LanguageServer):
                 f"its .dr document: make this folder one with the command “Deep Research: New Research” "
                 f"(or `deep-research new {folder}`), or move this document into a research folder."),
                 can_become_research=refuse_as_research(folder) is None)
-        if where is Location.INSIDE:
-            return Place(None, root, (
-                f"This document is inside the problem tree of the research in {root}. Messages run from a "
-                f".dr document in the research's own folder: {root}."))
         try:
-            return Place(self.research(root), root, None)
+            research = self.research(root)
+            if where is Location.RESEARCH:
+                return Place(research, root, None)
+            # Inside the tree: the message document of a delegated researcher, or nobody's.
+            return Place(research, root, None, researcher=research.researcher_of(Path(path)))
+        except NoSuchResearcher:
+            return Place(None, root, around=self._researches.get(root.resolve()), problem=(
+                f"No researcher works from this document: it is inside the problem tree of the research in "
+                f"{root}. Messages run from a .dr document in the research's own folder ({root}), or from one "
+                f"(its {MESSAGE_FILE}) in the folder of a delegated problem while its researcher works (the command "
+                f"“Deep Research: Researchers” lists them). A delegated researcher's document stays after it "
+                f"ends, but runs nothing."))
         except (NotAResearch, OSError) as error:
             return Place(None, root, f"The research in {root} cannot be opened: {error}")
 
@@ -339,13 +354,15 @@ class DeepResearchServer(LanguageServer):
         config = self.config(research.root)
         sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
                        search_provider=config.search.provider)
-        state = research.state()
+        state = research.state(place.researcher)
         if state.phase is Phase.NO_PROBLEM:
             return Snapshot(state.phase, **sources)
-        memo = self._snapshots.get(research.root)
+        key = (research.root, place.researcher)
+        memo = self._snapshots.get(key)
         if memo is None or memo.cache is not research.cache:
-            memo = self._snapshots[research.root] = Memo(research.cache, lambda: _problems(research))
-        return Snapshot(state.phase, load=memo.get, figures=self.ledger(research.root).total_if_ready, **sources)
+            memo = self._snapshots[key] = Memo(research.cache, lambda: _problems(research, place.researcher))
+        return Snapshot(state.phase, load=memo.get, figures=self.ledger(research.root).total_if_ready,
+                        held=_held(research, state), **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         """The document's analysis: kept between requests, resumed after an edit."""
@@ -355,16 +372,31 @@ class DeepResearchServer(LanguageServer):
             return None
         roots = tuple(self.config(place.research.root).fetch.allowed_roots)
         kept = self._analyses.get(doc.uri)
-        if kept is None or kept.research is not place.research or kept.roots != roots:
-            kept = self._analyses[doc.uri] = DocumentAnalysis(place.research, roots=roots)
+        if (kept is None or kept.research is not place.research or kept.roots != roots
+                or kept.researcher != place.researcher):
+            kept = self._analyses[doc.uri] = DocumentAnalysis(place.research, roots=roots, researcher=place.researcher)
         return kept.analyze(doc.parsed)
 
 
-def _problems(research: "Research") -> tuple:
+def _still_working(place: Place) -> bool:
+    """A delegated researcher's document stays its place while that researcher works."""
+    if place.research is None or place.researcher == MAIN:
+        return True
+    return place.research.state().find(place.researcher) is not None
+
+
+def _held(research: "Research", state) -> frozenset[str]:
+    """Titles of the subproblems of `state`'s focus that other researchers hold (completion
+    leaves them out): a cached read of each delegated subproblem, none when there are none."""
+    found = (research.tree.problem(seat.root, report=False) for seat in state.delegations(state.focus))
+    return frozenset(problem.title for problem in found if problem is not None)
+
+
+def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     """The focus, its subproblems and their folders, the attachments a citation may name
     (the focus's and its parents', nearest first, with their files), and what the research's
     budgets refuse there, for completion and hover."""
-    state = research.state()
+    state = research.state(researcher)
     tree = research.tree
     focus = tree.problem(state.focus)
     children = tuple(tree.children(state.focus))

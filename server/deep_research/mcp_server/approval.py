@@ -17,7 +17,7 @@ from typing import Any
 from ..config import CONFIG_FILE, Config
 from ..engine.analysis import Outcome
 from ..engine.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
-from ..engine.research import MESSAGE_FILE
+from ..engine.research import MAIN, MESSAGE_FILE
 
 log = logging.getLogger("deep_research.mcp")
 
@@ -58,13 +58,14 @@ def can_ask(session: Any) -> bool:
 
 
 async def ask(session: Any, request_id: Any, research: str, text: str, waiting: list[Outcome],
-              mode: ApprovalMode) -> Answer:
-    """Ask the user whether the message may run."""
+              mode: ApprovalMode, researcher: str = MAIN) -> Answer:
+    """Ask the user whether the message may run (a message of `researcher`)."""
     if not can_ask(session):
         return Answer.CANNOT_ASK
     shown = text if len(text) <= SHOWN_MESSAGE else text[:SHOWN_MESSAGE] + f"\n… ({len(text) - SHOWN_MESSAGE:,} more characters)"
+    whose = "" if researcher == MAIN else f" as its researcher “{researcher}”"
     question = (
-        f"An agent wants to execute a message in the research “{research}”. These commands are above its "
+        f"An agent wants to execute a message in the research “{research}”{whose}. These commands are above its "
         f"approval mode `{mode.label}`:\n{_listed(waiting)}\n\nThe whole message:\n\n{shown}"
     )
     try:
@@ -85,7 +86,10 @@ def declined_reply(waiting: list[Outcome], mode: ApprovalMode) -> str:
     )
 
 
-def needs_approval_reply(root: Path, waiting: list[Outcome], mode: ApprovalMode) -> str:
+def needs_approval_reply(root: Path, waiting: list[Outcome], mode: ApprovalMode, document: Path | None = None) -> str:
+    """How the user approves a message the client cannot ask about; `document` is the message
+    document of the researcher who wrote it (default: main's)."""
+    document = document or root / MESSAGE_FILE
     kinds = sorted({o.spec.kind for o in waiting if o.spec is not None})
     wanted = kinds[-1].label if kinds else "update"
     return (
@@ -94,8 +98,8 @@ def needs_approval_reply(root: Path, waiting: list[Outcome], mode: ApprovalMode)
         f"(it does not support MCP elicitation). These commands are above the research's approval mode "
         f"`{mode.label}`:\n{_listed(waiting)}\n\n"
         "How the user can approve it, either:\n"
-        f"- run the message themselves: put it into {root / MESSAGE_FILE} and run "
-        f"`deep-research execute {root / MESSAGE_FILE}` (or execute it in the editor); or\n"
+        f"- run the message themselves: put it into {document} and run "
+        f"`deep-research execute {document}` (or execute it in the editor); or\n"
         f"- let agents run such commands: set `approval_mode = \"{wanted}\"` in {root / CONFIG_FILE}.\n\n"
         "Tell the user this. If they ran the message, read the prompt (get_prompt) before writing the next one; "
         "if they changed the approval mode, send the message again."

@@ -22,6 +22,7 @@ from urllib.parse import quote, unquote
 import mcp_types as types
 
 from ..config import load
+from ..engine.outline import is_folder_name
 from ..engine.research import Research
 from ..engine.state import Phase, ProblemPath
 from ..engine.store import CRITERIA, DEFINITION, REPORT
@@ -92,10 +93,6 @@ def parse(uri: str) -> Address:
         if all(is_folder_name(n) for n in names):
             return Address(research, parts[-1], names)
     raise ResourceMissing(f"{uri[:200]!r} is not a resource of this server; see the resource templates.")
-
-
-def is_folder_name(name: object) -> bool:
-    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
 
 
 def read(workspace: Workspace, address: Address) -> str:

@@ -26,8 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..config import load
-from ..engine.research import Location, NotAResearch, Research, locate, refuse_as_research
-from ..engine.state import Phase
+from ..engine.research import MAIN, Location, NoSuchResearcher, NotAResearch, Research, locate, refuse_as_research
 from ..engine.text import NotText
 from ..engine.undo import UndoRefused
 from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
@@ -46,7 +45,11 @@ write a message of commands, send it with execute_message, read the reply, and c
 Define the problem and its criteria of done, break it into subproblems, focus down into each, collect evidence \
 (attachments), write a report and focus up, until focus_up at the root finishes the research. \
 Start with new_research, or continue an existing research folder with get_prompt. \
-Researches are folders inside this server's root; name them relative to it."""
+Researches are folders inside this server's root; name them relative to it. \
+A message may delegate independent subproblems (///delegate TITLE): each gets a researcher of its own, \
+listed by list_researchers. If you can start sub-agents, give each delegated researcher to one, which calls \
+get_prompt and execute_message with its `researcher` name until it focuses up from its problem; \
+calls for different researchers may run at the same time."""
 
 
 class DeepResearchMCP:
@@ -86,7 +89,7 @@ class DeepResearchMCP:
             text, structured = await getattr(self, f"_tool_{spec.name}")(ctx, arguments)
         except (BadArguments, Refusal, ToolFailure, UndoRefused, NotText) as failure:
             return _error(str(failure))
-        except NotAResearch as error:
+        except (NotAResearch, NoSuchResearcher) as error:
             return _error(str(error))
         except OSError as error:  # the file system refused: every change is one transaction
             where = f": {error.filename}" if getattr(error, "filename", None) else ""
@@ -106,7 +109,7 @@ class DeepResearchMCP:
             raise Refusal(refusal + ".")
         if folder.exists() and not folder.is_dir():
             raise Refusal(f"{args['research']!r} exists and is not a folder.")
-        async with self.workspace.lock(folder):
+        async with self.workspace.lock(folder, None):
             where, found = locate(folder)  # checked before anything is made: a refused folder is never created
             if where is Location.RESEARCH:
                 raise Refusal(f"{args['research']!r} already holds a research: continue it with get_prompt and "
@@ -130,8 +133,15 @@ class DeepResearchMCP:
 
     async def _tool_get_prompt(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
         research = self.workspace.open(args["research"])
-        async with self.workspace.lock(research.root):
-            return await asyncio.to_thread(prompt_printout, research), None
+        researcher = await asyncio.to_thread(research.researcher_named, args.get("researcher", MAIN))
+        async with self.workspace.lock(research.root, researcher):
+            return await asyncio.to_thread(prompt_printout, research, None, researcher), None
+
+    async def _tool_list_researchers(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        research = self.workspace.open(args["research"])
+        found = await asyncio.to_thread(research.researchers)
+        answer = {"research": self.workspace.name(research.root), "researchers": [item.to_json() for item in found]}
+        return json.dumps(answer, ensure_ascii=False, indent=1), answer
 
     async def _tool_execute_message(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         from ..engine.analysis import Status
@@ -140,68 +150,73 @@ class DeepResearchMCP:
 
         research = self.workspace.open(args["research"])
         text: str = args["message"]
-        async with self.workspace.lock(research.root):
+        researcher = await asyncio.to_thread(research.researcher_named, args.get("researcher", MAIN))
+        # Messages of different researchers overlap (gathering sources, asking for approval);
+        # the engine's lock makes their transactions one at a time, each on the state before it.
+        async with self.workspace.lock(research.root, researcher):
             config, problems = load(research.root)
             for problem in problems:
                 log.warning("%s", problem)
             mode = approval.mode_of(config)
-            result = await gather_and_execute(research, text, config, mode=mode)
+            result = await gather_and_execute(research, text, config, mode=mode, researcher=researcher)
             if result.reason == "needs-approval" and result.analysis is not None:
                 waiting = result.analysis.needing_approval(mode)
                 name = self.workspace.name(research.root)
-                answer = await approval.ask(ctx.session, ctx.request_id, name, text, waiting, mode)
+                answer = await approval.ask(ctx.session, ctx.request_id, name, text, waiting, mode, researcher)
                 if answer is approval.Answer.CANNOT_ASK:
                     self.not_executed[research.root] = "Your last message was not executed: it waits for approval."
-                    return approval.needs_approval_reply(research.root, waiting, mode), _summary(None, "needs-approval")
+                    document = await asyncio.to_thread(research.document, researcher)
+                    return (approval.needs_approval_reply(research.root, waiting, mode, document),
+                            _summary(None, "needs-approval", researcher))
                 if answer is approval.Answer.SKIP:
                     self.not_executed[research.root] = "Your last message was not executed: the user declined it."
-                    return approval.declined_reply(waiting, mode), _summary(None, "declined")
-                result = await gather_and_execute(research, text, config, mode=ApprovalMode.DELETE)
+                    return approval.declined_reply(waiting, mode), _summary(None, "declined", researcher)
+                result = await gather_and_execute(research, text, config, mode=ApprovalMode.DELETE,
+                                                  researcher=researcher)
             if not result.executed:
                 raise ToolFailure({
                     "empty": "The message is empty: write commands (see get_prompt).",
                     "cancelled": "The message was cancelled before it ran; nothing was changed.",
                 }.get(result.reason or "", f"The message did not run ({result.reason}); nothing was changed."))
             self.not_executed.pop(research.root, None)
-            reply = execution_printout(result, research, next_prompt=_next_prompt(self.workspace.name(research.root)))
+            reply = execution_printout(result, research,
+                                       next_prompt=_next_prompt(self.workspace.name(research.root), researcher))
         await self._changed(ctx)
         analysis = result.analysis
-        summary = _summary(analysis, "executed")
+        summary = _summary(analysis, "executed", researcher)
         if analysis is not None:
             summary.update(ok=analysis.count(Status.OK), failed=analysis.count(Status.FAILED),
                            skipped=analysis.count(Status.SKIPPED))
         return reply, summary
 
     async def _tool_research_tree(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        from ..engine.outline import page, view
+        from ..engine.outline import is_folder_name, page, page_json, view, view_json
 
         research = self.workspace.open(args["research"])
         name = self.workspace.name(research.root)
+
+        def definition(node: Any) -> dict[str, str]:
+            return {"definition": resources.problem_uri(name, node.path, "definition")}
+
         path = args.get("path")
         if path is None:
             if "offset" in args:
                 raise BadArguments("`offset` pages a problem's children: give the problem's `path` too.")
             shown = await asyncio.to_thread(view, research)
-            state = shown.state
-            answer: dict[str, Any] = {
-                "research": name, "phase": state.phase.value,
-                "focusPath": list(state.focus) if shown.tree is not None and state.phase is Phase.IN_FOCUS else None,
-                "pageSize": 200, "tree": _node_json(name, shown.tree) if shown.tree is not None else None,
-            }
+            answer: dict[str, Any] = {"research": name, **view_json(shown, definition)}
         else:
-            if not all(resources.is_folder_name(n) for n in path):
+            if not all(is_folder_name(n) for n in path):
                 raise BadArguments("`path` holds a problem's folder names from the root, as research_tree gives them "
                                    "(no empty names, no / or \\, none starting with a dot).")
             found = await asyncio.to_thread(page, research, tuple(path), args.get("offset", 0))
             if found is None:
                 raise ToolFailure(f"There is no problem at {path!r} in the research {name!r}.")
-            answer = {"research": name, "path": list(found.path), "offset": found.offset, "total": found.total,
-                      "children": [_node_json(name, c) for c in found.children]}
+            answer = {"research": name, **page_json(found, definition)}
         return json.dumps(answer, ensure_ascii=False, indent=1), answer
 
     async def _tool_undo_message(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
         research = self.workspace.open(args["research"])
-        async with self.workspace.lock(research.root):
+        async with self.workspace.lock(research.root, None):
             undone = await asyncio.to_thread(research.undo, document=None)
             name = self.workspace.name(research.root)
             text = undo_printout(
@@ -215,7 +230,7 @@ class DeepResearchMCP:
 
         research = self.workspace.open(args["research"])
         target = research.root / "dossier.html"
-        async with self.workspace.lock(research.root):
+        async with self.workspace.lock(research.root, None):
             if target.is_symlink() or (target.exists() and not target.is_file()):
                 raise ToolFailure(f"{target} is not a file this server may replace; nothing was written.")
             started = time.perf_counter()
@@ -295,26 +310,16 @@ def _error(sentence: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=sentence)], is_error=True)
 
 
-def _next_prompt(name: str) -> str:
+def _next_prompt(name: str, researcher: str = MAIN) -> str:
     """Where an agent finds the next prompt: a tool, not a file (it may not read the disk)."""
-    return f"Call get_prompt (research {name!r}) for the prompt of your next message."
+    whose = f", researcher {researcher!r}" if researcher != MAIN else ""
+    return f"Call get_prompt (research {name!r}{whose}) for the prompt of your next message."
 
 
-def _summary(analysis: Any, outcome: str) -> dict[str, Any]:
-    return {"outcome": outcome, "ok": 0, "failed": 0, "skipped": 0,
+def _summary(analysis: Any, outcome: str, researcher: str) -> dict[str, Any]:
+    return {"outcome": outcome, "researcher": researcher, "ok": 0, "failed": 0, "skipped": 0,
             "phase": analysis.after.phase.value if analysis is not None else None,
             "focusChanged": bool(analysis is not None and analysis.focus_changed)}
-
-
-def _node_json(research: str, node: Any) -> dict[str, Any]:
-    return {
-        "title": node.title, "status": node.status.value, "criteriaMet": node.criteria_met,
-        "criteriaTotal": node.criteria_total, "focused": node.focused, "path": list(node.path),
-        "definition": resources.problem_uri(research, node.path, "definition"),
-        "hasChildren": node.has_children,
-        "children": None if node.children is None else [_node_json(research, c) for c in node.children],
-        **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
-    }
 
 
 def run(root: Path) -> int:

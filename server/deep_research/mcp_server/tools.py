@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.commands import COMMANDS, Form
+from ..engine.outline import PAGE
 from ..engine.text import control_sentence
 
 MAX_TEXT_BYTES = 1_000_000  # a message (or any other text argument) larger than this is refused
@@ -48,6 +49,25 @@ RESEARCH = {
         "absolute path inside it. Anything outside the root is refused."
     ),
 }
+
+RESEARCHER = {
+    "type": "string",
+    "minLength": 1,
+    "description": (
+        "Whose turn it is: a researcher's name as list_researchers gives it (\"main\", or the titles from below "
+        "the root down to the delegated problem joined by \" / \", e.g. \"Cache sizes / L1\"). Default: main."
+    ),
+}
+
+PARALLEL = (
+    "Parallel research: a message may delegate open subproblems (///delegate TITLE); each then gets a researcher of "
+    "its own that works on it at the same time as the others, with its own prompt and messages, until it focuses up "
+    "from its problem. If you can start sub-agents, give each delegated researcher to one: a sub-agent per "
+    "researcher, each calling get_prompt and execute_message with its `researcher` name (list_researchers names "
+    "them), while you go on as main; calls for different researchers may run at once. Otherwise work through "
+    "them yourself, one researcher's turn at a time. A problem whose delegations are still running cannot be "
+    "focused up from: its prompt says which it waits for."
+)
 
 
 def _command_reference() -> str:
@@ -122,10 +142,11 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         "valid now, shows the user's instruction and context, the problem in focus (its definition, criteria of done, "
         "subproblems, attachments, reports) with its parents, and this session's earlier messages with the system's "
         "replies. Read it before each message: it changes after every executed message. The same text as "
-        "`deep-research prompt`.",
+        "`deep-research prompt`. With `researcher`: that delegated researcher's prompt (each researcher sees its own "
+        "problem).\n\n" + PARALLEL,
         {
             "type": "object",
-            "properties": {"research": RESEARCH},
+            "properties": {"research": RESEARCH, "researcher": RESEARCHER},
             "required": ["research"],
             "additionalProperties": False,
         },
@@ -138,13 +159,15 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         "a request to continue. A failed command is reported in the reply, not as a tool error; it changed "
         "nothing, so send it again corrected. The message runs all or nothing on disk. Commands above the research's "
         "approval mode run only if the user approves them. After a focus change, call get_prompt: a new session "
-        "starts and the prompt shows the new problem.\n\n" + MESSAGE_LANGUAGE,
+        "starts and the prompt shows the new problem. With `researcher`: the message of that delegated researcher "
+        "(see list_researchers); messages of different researchers may be sent at once.\n\n" + MESSAGE_LANGUAGE,
         {
             "type": "object",
             "properties": {
                 "research": RESEARCH,
                 "message": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_BYTES,
                             "description": "The message: free text with commands (at most 1 MB)."},
+                "researcher": RESEARCHER,
             },
             "required": ["research", "message"],
             "additionalProperties": False,
@@ -152,12 +175,28 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         open_world=True,
     ),
     ToolSpec(
+        "list_researchers", "List the researchers",
+        "Every researcher working on the research, main first, as JSON: `name` (what get_prompt and "
+        "execute_message take as `researcher`), `document` (its message document on disk), `focus` (the titles "
+        "from below the root down to its current problem, joined by \" / \"; empty at the root) and `state` "
+        "(`working`, or `waiting` for its own delegations to end: it cannot focus up until they do). Call it after "
+        "a message that delegates, and whenever you need to know who is still at work.\n\n" + PARALLEL,
+        {
+            "type": "object",
+            "properties": {"research": RESEARCH},
+            "required": ["research"],
+            "additionalProperties": False,
+        },
+        read_only=True, idempotent=True,
+    ),
+    ToolSpec(
         "research_tree", "Read the problem tree",
         "The problem tree as JSON, a page at a time, whatever its size. Without `path`: the root with the path to "
         "the problem in focus expanded and every other problem collapsed (`children` null, `hasChildren` says if it "
         "has some). With `path` (a problem's `path` from an earlier answer: its folder names from the root, [] for "
-        "the root): that problem's children, 200 at a time from `offset`. Each problem has its title, status "
-        "(open, done, failed), criteria met and total, and the URI of its definition resource.",
+        f"the root): that problem's children, {PAGE} at a time from `offset`. Each problem has its title, status "
+        "(open, done, failed), criteria met and total, and the URI of its definition resource; a delegated problem "
+        "also its `researcher` (name, state) while that researcher works.",
         {
             "type": "object",
             "properties": {
@@ -165,7 +204,7 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
                 "path": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_PATH_DEPTH,
                          "description": "A problem's path as given in an earlier answer ([] for the root)."},
                 "offset": {"type": "integer", "minimum": 0,
-                           "description": "With `path`: the first child to list (0, 200, 400 …)."},
+                           "description": f"With `path`: the first child to list (0, {PAGE}, {2 * PAGE} …)."},
             },
             "required": ["research"],
             "additionalProperties": False,
@@ -174,11 +213,12 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
     ),
     ToolSpec(
         "undo_message", "Undo the last message",
-        "Take back the last executed message: the tree, the focus, the session and the prompt return to what they "
-        "were before it, all or nothing, and the reply shows the message's text. Refused (nothing changes) if a file "
-        "it wrote was edited since. Call it again to take back the one before. A message that was not executed "
-        "(it waited for approval, or the user declined it) is not taken back: nothing of it was written; the reply "
-        "says which message was. Then call get_prompt.",
+        "Take back the research's last executed message, whichever researcher sent it (the reply names the "
+        "researcher if it was not main): the tree, every researcher's focus, the session and the prompts return to "
+        "what they were before it, all or nothing, and the reply shows the message's text. Refused (nothing changes) "
+        "if a file it wrote was edited since. Call it again to take back the one before. A message that was not "
+        "executed (it waited for approval, or the user declined it) is not taken back: nothing of it was written; "
+        "the reply says which message was. Then call get_prompt.",
         {
             "type": "object",
             "properties": {"research": RESEARCH},

@@ -1,10 +1,12 @@
 """The server's root folder (ROOT) and the researches in it.
 
 Every research an agent names must be inside ROOT once symlinks and `..` are resolved
-(`os.path.realpath`); anything else is refused before the disk is touched. Calls on one
-research are serialised here (one `asyncio.Lock` per research) on top of the engine's
-inter-process lock (`store.locked`), which keeps the editor, the command line and this
-server from writing at once.
+(`os.path.realpath`); anything else is refused before the disk is touched. Calls for one
+researcher of a research are serialised here (one `asyncio.Lock` per research and
+researcher; one more for what concerns the whole research: new, undo, export) on top of the
+engine's inter-process lock (`store.locked`), which keeps the editor, the command line and
+this server from writing at once. Calls for different researchers overlap (sub-agents
+work at once): each message's transaction still runs alone, on the state before it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
         self._open: OrderedDict[Path, Research] = OrderedDict()
-        self._locks: dict[Path, asyncio.Lock] = {}
+        self._locks: dict[tuple[Path, str | None], asyncio.Lock] = {}
         self.recent: OrderedDict[Path, None] = OrderedDict()  # researches used, most recent last
 
     def folder(self, research: str) -> Path:
@@ -86,14 +88,16 @@ class Workspace:
         while len(self.recent) > KNOWN:
             self.recent.popitem(last=False)
 
-    def lock(self, root: Path) -> asyncio.Lock:
-        """The lock that serialises this server's calls on the research at `root`."""
-        lock = self._locks.get(root)
+    def lock(self, root: Path, researcher: str | None) -> asyncio.Lock:
+        """The lock that serialises this server's calls for `researcher` of the research at
+        `root` (None: calls on the research as a whole)."""
+        key = (root, researcher)
+        lock = self._locks.get(key)
         if lock is None:
             if len(self._locks) > 4 * KEPT:  # forget idle locks of researches long unused
-                for key in [k for k, v in self._locks.items() if not v.locked()]:
-                    del self._locks[key]
-            lock = self._locks[root] = asyncio.Lock()
+                for old in [k for k, v in self._locks.items() if not v.locked()]:
+                    del self._locks[old]
+            lock = self._locks[key] = asyncio.Lock()
         return lock
 
     def name(self, root: Path) -> str:

@@ -179,12 +179,14 @@ async def gather_and_execute(
     limits: Limits | None = None,
     policy: AddressPolicy | None = None,
     environ: Mapping[str, str] | None = None,
+    researcher: str | None = None,
     **execute_options: Any,
 ) -> Execution:
     """Run a message that may need the outside world: dry run, gather, execute (see the module
-    docstring). `config` defaults to the research's deep-research.toml."""
+    docstring). `config` defaults to the research's deep-research.toml. `researcher` is whose
+    message it is (default: the one whose document `consume` is, else main)."""
     from ..engine.commands import ApprovalMode
-    from ..engine.research import Execution, NotAMessageDocument, is_message_document
+    from ..engine.research import MAIN, Execution, NotAMessageDocument, is_message_document
     from ..engine.text import refuse_not_text
 
     if consume is not None and not is_message_document(consume):  # refused before anything is fetched
@@ -196,17 +198,21 @@ async def gather_and_execute(
     roots = tuple(config.fetch.allowed_roots)
     if not text.strip():
         return Execution(False, "empty")
-    analysis = await asyncio.to_thread(research.analyze, text, roots=roots)
+    if researcher is None:
+        researcher = research.researcher_of(consume) if consume is not None else MAIN
+    state = research.state(researcher)
+    analysis = await asyncio.to_thread(research.analyze, text, state, roots=roots)
     if analysis.needing_approval(mode):
-        return Execution(False, "needs-approval", analysis)
+        return Execution(False, "needs-approval", analysis, researcher=researcher)
     evidence: Evidence | None = Evidence(roots=roots)
     if analysis.needs:
         evidence = await gather(analysis.needs, root=research.root, config=config, progress=progress,
                                 cancelled=cancelled, limits=limits, policy=policy, environ=environ)
     if evidence is None or (cancelled is not None and cancelled()):
-        return Execution(False, "cancelled", analysis)
+        return Execution(False, "cancelled", analysis, researcher=researcher)
     return await asyncio.to_thread(
-        research.execute, text, mode=mode, consume=consume, cancelled=cancelled, evidence=evidence, **execute_options,
+        research.execute, text, mode=mode, consume=consume, cancelled=cancelled, evidence=evidence,
+        researcher=researcher, **execute_options,
     )
 
 

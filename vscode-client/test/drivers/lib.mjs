@@ -237,15 +237,20 @@ export function testPython() {
   return process.env.DR_TEST_PYTHON || 'python3';
 }
 
-/** `python -m deep_research new DIR`, from the repo's sources with the bundled libraries. */
-export function newResearch(dir) {
+/** `python -m deep_research ARGS…`, from the repo's sources with the bundled libraries; its output. */
+export function researchCli(...args) {
   const env = {
     ...process.env,
     PYTHONPATH: [path.join(REPO, 'server'), path.join(REPO, 'vscode-client', 'bundled', 'libs'), process.env.PYTHONPATH]
       .filter(Boolean)
       .join(path.delimiter),
   };
-  execFileSync(testPython(), ['-m', 'deep_research', 'new', dir], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  return execFileSync(testPython(), ['-m', 'deep_research', ...args], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+/** `python -m deep_research new DIR`. */
+export function newResearch(dir) {
+  researchCli('new', dir);
   return path.join(dir, 'message.dr');
 }
 

@@ -1,12 +1,15 @@
 -- Deep Research for Neovim 0.11: start a research (:DeepResearchNew, :DeepResearchContinue),
 -- execute a message on write, show the prompt, run the autopilot (:DeepResearchRun /
--- :DeepResearchStop, M.statusline() for 'statusline').
+-- :DeepResearchStop, M.statusline() for 'statusline'), list the researchers of a research
+-- that delegates and open one's message document (:DeepResearchResearchers).
 --
 -- Everything here goes through the language server's public protocol
 -- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
 -- the workspace commands `deepResearch.execute`, `deepResearch.showPrompt`,
--- `deepResearch.showReport`, `deepResearch.undo`, `deepResearch.export`,
--- `deepResearch.newResearch` and `deepResearch.continueResearch`.
+-- `deepResearch.showReport`, `deepResearch.undo`, `deepResearch.export`, `deepResearch.newResearch`,
+-- `deepResearch.continueResearch`, `deepResearch.run` / `stop` and `deepResearch.researchers`.
+-- A delegated researcher's message document (`message.dr` in its problem's folder) is a
+-- buffer like main's: everything here works on it, as that researcher.
 -- The server clears the executed message with workspace/applyEdit and opens the
 -- prompt with window/showDocument; Neovim handles both itself.
 --
@@ -500,6 +503,18 @@ function M.on_autopilot(_, params)
   M.autopilot[params.uri] = params
   M.last_autopilot = params.uri
   pcall(vim.cmd.redrawstatus)
+  -- Each researcher whose message starts waiting for approval is said once, with its document.
+  local known = {}
+  for _, item in ipairs(before and before.waiting or {}) do
+    known[item.uri] = true
+  end
+  for _, item in ipairs(type(params.waiting) == 'table' and params.waiting or {}) do
+    if not known[item.uri] then
+      notify(('autopilot: the message of %s waits for approval in %s: open it, read it, then :DeepResearchExecute')
+        :format(item.researcher == 'main' and 'the main researcher' or ('"' .. item.researcher .. '"'),
+          vim.fn.fnamemodify(vim.uri_to_fname(item.uri), ':~:.')), vim.log.levels.WARN)
+    end
+  end
   if before and before.state == params.state then
     return
   end
@@ -542,22 +557,30 @@ function M.statusline()
   end
   local tokens = state.tokens or 0
   local shown = tokens >= 1000 and string.format('%.1fk', tokens / 1000) or tostring(tokens)
+  local researchers = (state.researchers or 0) > 1 and string.format(' · %d researchers', state.researchers) or ''
   if state.state == 'running' then
-    return string.format('DR autopilot: round %d · %s tokens', state.round or 0, shown)
+    return string.format('DR autopilot: round %d%s · %s tokens', state.round or 0, researchers, shown)
   elseif state.state == 'waiting-approval' then
     return 'DR autopilot: waiting for approval'
   end
   return 'DR autopilot: ' .. state.state
 end
 
---- :DeepResearchRun: the model writes the next messages into this buffer.
+--- :DeepResearchRun [N]: the model writes the next messages into this buffer, and every
+--- delegated researcher's into its own document (N of them at once; default: the
+--- `parallel` setting, else the research's deep-research.toml).
 --- @param bufnr integer
-function M.run(bufnr)
+--- @param parallel integer?
+function M.run(bufnr, parallel)
   local client = attached_client(bufnr)
   if not client then
     return
   end
-  local command = { title = 'Deep Research: run', command = 'deepResearch.run', arguments = { vim.uri_from_bufnr(bufnr) } }
+  local arguments = { vim.uri_from_bufnr(bufnr) }
+  if parallel then
+    arguments[2] = { parallel = parallel }
+  end
+  local command = { title = 'Deep Research: run', command = 'deepResearch.run', arguments = arguments }
   client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
     if err then
       notify('the autopilot did not start: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
@@ -579,6 +602,43 @@ function M.stop(bufnr)
     if err then
       notify('could not stop the autopilot: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
     end
+  end)
+end
+
+--- :DeepResearchResearchers: the researchers of this buffer's research (main first, then
+--- those given a delegated problem), chosen with vim.ui.select; the chosen one's message
+--- document opens. `on_done(researcher)` (tests) gets the choice, or nil.
+--- @param bufnr integer
+--- @param on_done fun(researcher: table?)?
+function M.researchers(bufnr, on_done)
+  on_done = on_done or function() end
+  local client = attached_client(bufnr)
+  if not client then
+    return on_done(nil)
+  end
+  local command = {
+    title = 'Deep Research: researchers', command = 'deepResearch.researchers', arguments = { vim.uri_from_bufnr(bufnr) },
+  }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err or type(result) ~= 'table' then
+      notify('could not list the researchers: ' .. (err and (err.message or vim.inspect(err)) or 'no answer'),
+        vim.log.levels.ERROR)
+      return on_done(nil)
+    end
+    vim.ui.select(result, {
+      prompt = 'Deep Research: open a researcher\'s message document',
+      kind = 'deep_research.researcher',
+      format_item = function(item)
+        local where = item.focus ~= '' and ('at ' .. item.focus) or 'at the root'
+        local state = item.state == 'waiting' and 'waits for its delegations' or 'working'
+        return ('%s  (%s, %s)'):format(item.name, state, where)
+      end,
+    }, function(choice)
+      if choice then
+        vim.cmd.edit(vim.fn.fnameescape(choice.document))
+      end
+      on_done(choice)
+    end)
   end)
 end
 
@@ -690,9 +750,15 @@ function M.attach_buffer(bufnr)
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
     M.export(bufnr)
   end, { desc = 'Deep Research: write the research as one HTML file and open it' })
-  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function()
-    M.run(bufnr)
-  end, { desc = 'Deep Research: let the model write and run the next messages (the autopilot)' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function(args)
+    M.run(bufnr, args.count > 0 and args.count or tonumber(args.args))
+  end, {
+    nargs = '?', count = 0,
+    desc = 'Deep Research: let the model write and run the next messages (the autopilot; [N] researchers at once)',
+  })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchResearchers', function()
+    M.researchers(bufnr)
+  end, { desc = 'Deep Research: list the researchers and open one\'s message document' })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchStop', function()
     M.stop(bufnr)
   end, { desc = 'Deep Research: stop the autopilot' })
@@ -709,6 +775,7 @@ function M.detach_buffer(bufnr)
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExport')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchRun')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchStop')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchResearchers')
 end
 
 return M

@@ -36,9 +36,9 @@ def register(server: DeepResearchServer) -> None:
         doc = ls.document(uri)
         if doc is not None and uri in ls.executed and doc.text != ls.executed[uri]:
             del ls.executed[uri]  # the document changed: what it holds now is a new message
-        run = ls.autopilots.get(uri)
-        if run is not None and doc is not None:
-            run.document_changed(doc.text)  # the model's own edit, or the user taking over
+        if doc is not None:
+            for run in list(ls.autopilots.values()):  # the model's own edit, or the user taking over
+                run.document_changed(uri, doc.text)
         publish(ls, uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -193,6 +193,6 @@ def _remember_executed(ls: DeepResearchServer, uri: str) -> None:
     doc = ls.document(uri)
     if doc is None or not doc.text.strip():
         return
-    place = ls.place(uri)
-    if place.research is not None and place.research.state().last_message == message_digest(doc.text):
+    place = ls.place(uri)  # the last message of the researcher whose document it is
+    if place.research is not None and place.research.state(place.researcher).last_message == message_digest(doc.text):
         ls.executed[uri] = doc.text

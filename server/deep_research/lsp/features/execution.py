@@ -16,9 +16,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
-from ...engine.state import Phase
 from ...engine.text import NotText, refuse_not_text
-from ..arguments import disk_text, fs_path, message_document, research_of
+from ..arguments import disk_text, fs_path, message_document, place_of, viewed
 from ..progress import Progress
 from ..server import DeepResearchServer, Place
 from ..show import show_prompt
@@ -57,22 +56,29 @@ def register(server: DeepResearchServer) -> None:
 
     @server.command("deepResearch.showPrompt")
     async def show_prompt_command(ls: DeepResearchServer, uri: str) -> dict[str, Any]:
-        research = research_of(ls, uri)
-        path = research.prompt_path
+        place = place_of(ls, uri)  # the prompt of the researcher whose document it is
+        research, researcher = place.research, place.researcher
+        assert research is not None
+        path = research.prompt_file(researcher)
         if not path.is_file():
-            await asyncio.to_thread(research.write_prompt)
+            await asyncio.to_thread(research.write_prompt, researcher)
         shown = await show_prompt(ls, path, research.guard.read_text(path) or "", take_focus=True)
         return {"uri": from_fs_path(str(path)), "shown": shown}
 
     @server.command("deepResearch.tree")
     async def tree(ls: DeepResearchServer, uri: str, *more: Any) -> dict[str, Any]:
-        research = research_of(ls, uri)
+        research, researcher = viewed(ls, uri)  # `focused` marks the focus of the document's researcher
         # In a worker thread: a problem with very many subproblems takes a while to sort,
         # and completion and diagnostics must not wait for it.
         if not more:
-            return await asyncio.to_thread(_view, ls, research)
+            return await asyncio.to_thread(_view, ls, research, researcher)
         path, offset = _page_arguments(more)
-        return await asyncio.to_thread(_page, research, path, offset)
+        return await asyncio.to_thread(_page, research, path, offset, researcher)
+
+    @server.command("deepResearch.researchers")
+    async def researchers(ls: DeepResearchServer, uri: str) -> list[dict[str, Any]]:
+        research, _ = viewed(ls, uri)
+        return await asyncio.to_thread(researchers_json, research)
 
 
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
@@ -114,9 +120,10 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
             if result.reason == "needs-approval" and result.analysis is not None:
                 _tell_needs_approval(ls, result, mode)
             return _result(False, result.reason)
-        paused = ls.autopilots.get(uri)
-        if paused is not None and approve_all:
-            paused.approved()  # "approve and execute" on a message the autopilot left waiting: go on
+        if approve_all:  # "approve and execute" on a message the autopilot left waiting: its researcher goes on
+            for run in list(ls.autopilots.values()):
+                if place.research is not None and run.research.root == place.research.root:
+                    run.approved(result.researcher)
         return _result(True, None, result, place, shown)
     finally:
         progress.end()
@@ -126,11 +133,13 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
 async def execute_message(
     ls: DeepResearchServer, uri: str, place: Place, text: str, *, mode: ApprovalMode,
     cancelled: Callable[[], bool] | None = None, progress: Progress | None = None, journal: list[dict] = (),
+    show: bool = True,
 ) -> tuple[Execution, bool]:
     """Run `text` as the message of `uri`, as a save does: gather its sources, execute it in
     one transaction (with `journal`'s extra records), clear it from the editor, refresh the
-    diagnostics, notify `deepResearch/didExecute` and show the prompt. The autopilot's
-    rounds come through here too. Returns the execution and whether the prompt was shown."""
+    diagnostics, notify `deepResearch/didExecute` and show the prompt (unless `show` is
+    False). The autopilot's rounds come through here too. Returns the execution and whether
+    the prompt was shown."""
     from ...sources.gather import gather_and_execute
 
     assert place.research is not None
@@ -141,6 +150,7 @@ async def execute_message(
         place.research, text, ls.config(place.research.root), mode=mode,
         consume=None if doc is not None else fs_path(uri), cancelled=cancelled,
         progress=progress.sources if progress is not None else None, journal=list(journal),
+        researcher=place.researcher,
     )
     if not result.executed:
         return result, False
@@ -155,9 +165,20 @@ async def execute_message(
         "focusChanged": bool(result.analysis and result.analysis.focus_changed),
     })
     shown = False
-    if ls.settings.show_prompt:
-        shown = await show_prompt(ls, place.research.prompt_path, result.prompt, take_focus=False)
+    if show and ls.settings.show_prompt and not _ended(result):  # an ended researcher has no prompt any more
+        shown = await show_prompt(ls, place.research.prompt_file(result.researcher), result.prompt, take_focus=False)
     return result, shown
+
+
+def _ended(result: Execution) -> bool:
+    """The message ended its (delegated) researcher: focus_up from its root."""
+    return result.analysis is not None and result.analysis.after.ended
+
+
+def researchers_json(research: Research) -> list[dict[str, Any]]:
+    """`deepResearch.researchers`: SPEC §12's list (name, document as a path, focus, state),
+    each with its document's URI too (`uri`), for a client to open."""
+    return [{**item.to_json(), "uri": from_fs_path(str(item.document))} for item in research.researchers()]
 
 
 def relax_collector() -> None:
@@ -191,8 +212,10 @@ def _result(
         out.update(ok=analysis.count(Status.OK), failed=analysis.count(Status.FAILED),
                    skipped=analysis.count(Status.SKIPPED), focusChanged=analysis.focus_changed,
                    phase=analysis.after.phase.value)
-    if place is not None and place.research is not None:
-        out["promptUri"] = from_fs_path(str(place.research.prompt_path))
+    if place is not None and place.research is not None and result is not None:
+        out["researcher"] = result.researcher
+        if not _ended(result):
+            out["promptUri"] = from_fs_path(str(place.research.prompt_file(result.researcher)))
     return out
 
 
@@ -244,41 +267,39 @@ def _end_of(text: str):
     return Pos(len(lines) - 1, len(lines[-1]))
 
 
-def _view(ls: DeepResearchServer, research: Research) -> dict[str, Any]:
-    from ...engine.outline import PAGE, view
+def _view(ls: DeepResearchServer, research: Research, researcher: str) -> dict[str, Any]:
+    from ...engine.outline import view, view_json
 
-    shown = view(research)
-    state, focus = shown.state, shown.focus
+    shown = view(research, researcher)
+    focus = shown.focus
     return {
         "root": from_fs_path(str(research.root)),
-        "phase": state.phase.value,
         "approvalMode": ls.settings.approval_mode.label,
         "focus": None if focus is None else {
             "title": focus.title, "criteriaMet": focus.criteria_met, "criteriaTotal": len(focus.criteria),
         },
-        "focusPath": list(state.focus) if shown.tree is not None and state.phase is Phase.IN_FOCUS else None,
-        "pageSize": PAGE,
-        "tree": _node_json(shown.tree) if shown.tree else None,
+        **view_json(shown, _definition_uri),
     }
 
 
-def _page(research: Research, path: tuple[str, ...], offset: int) -> dict[str, Any]:
-    from ...engine.outline import page
+def _page(research: Research, path: tuple[str, ...], offset: int, researcher: str) -> dict[str, Any]:
+    from ...engine.outline import page, page_json
 
-    found = page(research, path, offset)
+    found = page(research, path, offset, researcher=researcher)
     if found is None:
         raise JsonRpcInvalidParams(f"there is no problem at {list(path)!r} in the research {research.root}")
-    return {"path": list(found.path), "offset": found.offset, "total": found.total,
-            "children": [_node_json(c) for c in found.children]}
+    return page_json(found, _definition_uri)
 
 
 def _page_arguments(more: tuple[Any, ...]) -> tuple[tuple[str, ...], int]:
     """A problem's path (its folder names from the root, [] for the root) and an offset;
     both come from a client, so both are checked before they touch the disk."""
+    from ...engine.outline import is_folder_name
+
     if len(more) > 2:
         raise JsonRpcInvalidParams("deepResearch.tree takes a document URI, a problem's path and an offset")
     path = more[0]
-    if not isinstance(path, list) or not all(_is_folder_name(name) for name in path):
+    if not isinstance(path, list) or not all(is_folder_name(name) for name in path):
         raise JsonRpcInvalidParams(f"a problem's path is a list of its folder names from the root, got {path!r}")
     offset = more[1] if len(more) > 1 else 0
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -286,21 +307,5 @@ def _page_arguments(more: tuple[Any, ...]) -> tuple[tuple[str, ...], int]:
     return tuple(path), offset
 
 
-def _is_folder_name(name: object) -> bool:
-    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")
-
-
-def _node_json(node: Node) -> dict[str, Any]:
-    return {
-        "title": node.title,
-        "status": node.status.value,
-        "criteriaMet": node.criteria_met,
-        "criteriaTotal": node.criteria_total,
-        "focused": node.focused,
-        "definitionUri": from_fs_path(str(node.definition_file)),
-        "path": list(node.path),
-        "hasChildren": node.has_children,
-        "stale": node.stale,
-        "children": None if node.children is None else [_node_json(c) for c in node.children],
-        **({} if node.children is None else {"childrenOffset": node.offset, "childrenTotal": node.total}),
-    }
+def _definition_uri(node: Node) -> dict[str, Any]:
+    return {"definitionUri": from_fs_path(str(node.definition_file))}

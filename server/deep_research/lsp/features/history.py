@@ -4,19 +4,24 @@ The engine does the undo (one transaction, refused over a hand edit); here the m
 goes back into the editor's buffer (if it is empty) with a workspace edit rather than on
 disk under the editor's feet, the "already executed" guard of the document is dropped so
 the same text may run again, and the client refreshes and shows the prompt as it was.
+
+The undone message is the research's last, whoever wrote it: it goes back into its
+researcher's document (the one undo was asked from, if that researcher's), open or not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
-from ..arguments import message_document
+from ..arguments import fs_path, message_document
 from ..server import DeepResearchServer
 from ..show import show_prompt
 from .diagnostics import refresh_diagnostics
@@ -36,10 +41,10 @@ def register(server: DeepResearchServer) -> None:
         if research is None:
             raise JsonRpcInvalidParams(place.problem or f"{uri} is not in a research")
         async with ls.document_lock(uri):
-            doc = ls.document(uri)
+            # An open document gets the message back in its buffer (below); a closed one on disk.
+            back = _Destination(ls, uri, path, place.researcher)
             try:
-                # An open document gets the message back in its buffer (below); a closed one on disk.
-                undone = await asyncio.to_thread(research.undo, document=None if doc is not None else path)
+                undone = await asyncio.to_thread(research.undo, document=back.choose)
             except UndoRefused as refusal:
                 nothing = isinstance(refusal, NothingToUndo)
                 ls.window_show_message(types.ShowMessageParams(
@@ -57,23 +62,47 @@ def register(server: DeepResearchServer) -> None:
                 if ls.place(other).root == place.root:
                     ls.executed.pop(other, None)
             put_back = undone.document is not None
-            if doc is not None and undone.text.strip():
-                put_back = await _put_back(ls, uri, undone.text)
+            if back.buffer is not None and undone.text.strip():
+                put_back = await _put_back(ls, back.buffer, undone.text)
         state = undone.state
         refresh_diagnostics(ls)
         ls.protocol.notify(DID_EXECUTE, {
             "uri": uri, "phase": state.phase.value if state else None, "focusChanged": True, "undone": undone.message,
         })
+        prompt = research.prompt_file(undone.researcher)  # the writer works again, as before its message
         shown = False
         if ls.settings.show_prompt:
-            shown = await show_prompt(ls, research.prompt_path, research.guard.read_text(research.prompt_path) or "",
+            shown = await show_prompt(ls, prompt, research.guard.read_text(prompt) or "",
                                       take_focus=False)
         return {
             "undone": True, "reason": None, "message": undone.message, "text": undone.text,
             "files": len(undone.files), "putBack": put_back, "left": undone.left,
-            "phase": state.phase.value if state else None,
-            "promptUri": from_fs_path(str(research.prompt_path)), "promptShown": shown,
+            "phase": state.phase.value if state else None, "researcher": undone.researcher,
+            "promptUri": from_fs_path(str(prompt)), "promptShown": shown,
         }
+
+
+class _Destination:
+    """Where the undone message goes back: its writer's document (the one undo was asked from
+    when it is the writer's), into the editor's buffer when it is open there (`buffer`, after
+    the undo), else on disk in the undo's own transaction (`choose` answers the engine)."""
+
+    def __init__(self, ls: DeepResearchServer, uri: str, path: Path, researcher: str) -> None:
+        self.uri, self.path, self.researcher = uri, path, researcher
+        # Read here, on the server's loop; `choose` runs in the undo's worker thread.
+        self.open = {_real(fs_path(u)): u for u in ls.open_uris if u.startswith("file:") and ls.document(u) is not None}
+        self.buffer: str | None = None
+
+    def choose(self, writer: str, own: Path | None) -> Path | None:
+        target = self.path if writer == self.researcher else own
+        if target is None:
+            return None
+        self.buffer = self.open.get(_real(target))
+        return None if self.buffer is not None else target
+
+
+def _real(path: Path) -> str:
+    return os.path.realpath(path)
 
 
 async def _put_back(ls: DeepResearchServer, uri: str, text: str) -> bool:
