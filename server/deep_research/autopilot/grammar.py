@@ -47,6 +47,8 @@ none at their ends, so that "taken" (which ignores case and spacing) is exact.
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
@@ -58,7 +60,7 @@ from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.evidence import MAX_FILE_BYTES
 from ..engine.state import Phase, Status
-from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, list_dir
+from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, Guard
 
 # A problem that may be broken down is, before work on its parts and its report: into this many
 # parts (or max_breadth).
@@ -159,14 +161,14 @@ def attachable(root: Path) -> tuple[str, ...]:
     neither the root problem's, the settings nor message documents (one folder, no walk;
     ATTACHABLE at most)."""
     found = []
-    for entry in list_dir(root):
+    for entry in Guard(root).list_dir(root):  # a research from someone else: never a link out
         if len(found) >= ATTACHABLE:
             break
         name = entry.name
         if name in _NOT_ATTACHABLE or name.endswith(MESSAGE_SUFFIX) or "\n" in name:
             continue
         try:
-            if entry.is_file(follow_symlinks=False) and entry.stat().st_size <= MAX_FILE_BYTES:
+            if entry.is_file() and not entry.is_symlink() and os.stat(entry.path).st_size <= MAX_FILE_BYTES:
                 found.append(name)
         except OSError:
             continue
