@@ -19,6 +19,7 @@ from lsprotocol import types
 from pytest_lsp import client_capabilities
 
 from deep_research.engine.research import Research
+from tests.roomy import roomy
 
 from tests.lsp.conftest import ENV, SERVER, make_client
 from tests.mcp.mcp_client import call, connect
@@ -51,6 +52,7 @@ def message(name: str, number: int) -> str:
 
 def research(folder: Path) -> Path:
     made = Research.create(folder, "Measure the caches.")
+    roomy(folder)  # eight subproblems, and many criteria each
     assert made.execute(DEFINE).executed
     plan = "".join(f"<<< add_subproblem\n///title\n{p}\n///content\nWhat {p} must answer.\n>>>\n" for p in PARTS)
     assert made.execute(plan + "".join(f"///delegate {p}\n" for p in PARTS)).executed

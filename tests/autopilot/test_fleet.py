@@ -14,6 +14,7 @@ import pytest
 
 from deep_research.autopilot.client import ModelClient
 from deep_research.autopilot.fleet import Fleet
+from tests.roomy import roomy
 from deep_research.autopilot.loop import Decision, Observer, RunResult, RunStatus, SeatStatus, Settings
 from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
@@ -94,7 +95,9 @@ async def run(research: Research, model: ScriptedModel, **settings) -> RunResult
 
 
 def planned(research: Research) -> Research:
-    """The research with its problem defined and broken down (main's next move: delegate)."""
+    """The research with its problem defined and broken down (main's next move: delegate), its
+    budgets out of the way (some tests delegate more subproblems than `max_breadth` allows)."""
+    roomy(research.root)
     assert research.execute(DEFINE).executed and research.execute(BREAK_DOWN).executed
     return research
 
@@ -292,12 +295,12 @@ async def test_the_grammar_of_each_researcher_admits_only_its_own_subtree(resear
     assert result.status is RunStatus.LIMIT
     main = [body for body in llama.requests if by_problem(body) == ROOT]
     first, after = main[0]["grammar"], main[1]["grammar"]
-    assert '"Cache sizes"' in first and "cmd-focus-up" in first
+    assert '"Cache sizes"' in first
     assert after != first and '"Cache sizes"' not in after, "the delegated subproblem: no focus_down, no delegate"
     assert "cmd-focus-up" not in after and "cmd-fail-task-and-focus-up" not in after, "main waits for its delegation"
     assert '"Loop order"' in after
     delegated = [body for body in llama.requests if by_problem(body) == CACHE][0]["grammar"]
-    assert "cmd-define-problem" not in delegated and "cmd-focus-up" in delegated, "it ends by focusing up"
+    assert "cmd-define-problem" not in delegated and '"Loop order"' not in delegated, "its siblings are not its own"
     assert {body["id_slot"] for body in llama.requests} <= {0, 1}
 
 

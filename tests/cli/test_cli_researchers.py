@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from dr_cli_support import BOOK, DEFINE, REPORT, cli_env
+from tests.roomy import roomy
 
 PARTS = [f"Part {n}" for n in range(7)]
 
 
 def delegated(run, folder: Path, parts: list[str]) -> Path:
     run("new", folder)
+    roomy(folder)  # up to seven subproblems, and many criteria each
     (folder / "message.dr").write_text(DEFINE, encoding="utf-8")
     run("execute", folder / "message.dr")
     message = "".join(f"<<< add_subproblem\n///title\n{p}\n///content\nWhat {p} must answer.\n>>>\n" for p in parts)
