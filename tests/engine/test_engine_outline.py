@@ -151,7 +151,10 @@ def test_a_problem_is_named_by_its_titles_below_the_root_and_found_by_that_name(
 
     from dr_engine_support import define, subproblem
 
+    from tests.roomy import roomy
+
     research = Research.create(tmp_path / "r")
+    roomy(research.root)  # four subproblems
     ok(research, define())
     ok(research, subproblem("Cache sizes") + subproblem("TCP/IP") + subproblem("A / B") + subproblem("A")
        + line("focus_down", "Cache sizes"))
