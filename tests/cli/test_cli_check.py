@@ -137,7 +137,7 @@ def test_fix_makes_the_safe_fixes_prints_them_and_removes_nothing_a_person_wrote
     assert "[[Papr]]" in (folder / "Report 3 Pager.md").read_text(encoding="utf-8")  # a guess: left to a person
     left = findings("\n".join(line for line in result.stdout.splitlines() if ": fixed: " not in line))
     assert not [f for f in left if "numbered" in f[2] or "unknown status" in f[2] or f[0].endswith("Breakdown Structure.md")]
-    assert [f for f in left if "[[Papr]]" in f[2]] and [f for f in left if "looks like a criterion" in f[2]]
+    assert [f for f in left if "[[Papr]]" in f[2]] and [f for f in left if "this line is not a criterion" in f[2]]
     assert f"fixed {len(fixed)} finding(s); {len(left)} finding(s) left (they need a person)" in result.stderr
     # Fixed is fixed: a second run fixes nothing more, and plain check agrees with what is left.
     again = run("check", "r", "--fix", code=1)

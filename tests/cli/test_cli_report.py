@@ -45,13 +45,16 @@ def test_before_a_problem_is_defined_and_for_an_unknown_problem(run, tmp_path: P
 
 
 def test_on_a_terminal_control_characters_of_a_report_are_shown_not_obeyed(run, research: Path) -> None:
-    """A report is a model's text: an escape sequence in it must not drive the reader's terminal.
+    """A report may come from anyone (a research from someone else; a message may not hold escapes,
+    issue 25, but a file can): an escape sequence in it must not drive the reader's terminal.
     (Piped, it is printed as it is: `report DIR > answer.md` keeps the text.)"""
     import pexpect
 
     hostile = "Conclusion: 32.\x1b]0;owned\x07\x1b[2J"
-    (research / "message.dr").write_text(REPORT.replace("Conclusion: 32.", hostile), encoding="utf-8")
+    (research / "message.dr").write_text(REPORT, encoding="utf-8")
     run("execute", research / "message.dr")
+    report = research / "Report 3 Pager.md"
+    report.write_text(report.read_text(encoding="utf-8").replace("Conclusion: 32.", hostile), encoding="utf-8")
     assert hostile in run("report", research).stdout
     child = pexpect.spawn(sys.executable, ["-m", "deep_research", "report", str(research)],
                           env={**cli_env(), "TERM": "xterm"}, encoding="utf-8", timeout=60)

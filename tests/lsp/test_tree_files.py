@@ -101,7 +101,8 @@ async def test_the_editors_quick_fix_is_what_check_fix_makes_and_keeps_a_persons
                                                           "Note: ask Ada.\n- [ ] 4. Cites three sources")
     criteria.write_text(edited, encoding="utf-8")
     uri = open_markdown(client, criteria)
-    [found] = await diagnostics(client, uri)
+    note, found = sorted(await diagnostics(client, uri), key=lambda d: "numbered" in d.message)
+    assert "this line is not a criterion" in note.message  # the person's note: reported, and kept below
     assert "numbered 4, but it is criterion 1" in found.message
     actions = await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri), range=found.range,

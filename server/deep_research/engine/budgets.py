@@ -28,6 +28,7 @@ from . import commands
 from .model import Problem
 from .rules import Rules
 from .state import MAIN, ProblemPath
+from .store import Guard
 
 CHUNK = 64 * 1024  # bytes read at a time, from the journal's end backwards
 
@@ -164,10 +165,11 @@ def rounds_in_session(journal: Path, session: int, problem: ProblemPath, researc
 
 
 def _backwards(path: Path):
-    """The journal's JSON records, last first (a torn or broken line is passed over)."""
-    try:
-        handle = open(path, "rb")
-    except OSError:
+    """The journal's JSON records, last first (a torn or broken line is passed over). Read
+    through the research's guard (the journal is in its bookkeeping folder): a link out or a
+    pipe planted there is not read, and never blocks."""
+    handle = Guard(path.parent.parent).open_binary(path)
+    if handle is None:
         return
     with handle:
         position = handle.seek(0, os.SEEK_END)
