@@ -133,7 +133,8 @@ def test_once_the_rounds_are_spent_only_the_closing_moves_run(research: Research
     assert [o.status.value for o in analysis.outcomes] == ["failed", "failed", "ok"]
     refusal = analysis.outcomes[0].summary
     assert "This problem has had 3 rounds in this visit, the research's budget (rounds_per_problem = 3)" in refusal
-    assert "`mark_criteria_as_done`, `write_report`, `focus_down`, `focus_up` and `fail_task_and_focus_up`" in refusal
+    assert ("`mark_criteria_as_done`, `write_report`, `delegate`, `focus_down`, `focus_up` and `fail_task_and_focus_up`"
+            in refusal)
     assert [d.code for d in analysis.diagnostics].count("over-budget") == 2, "shown while typing"
     assert research.refusals().commands >= {"add_criteria", "add_subproblem", "add_attachment"}
     ok(research, line("focus_down", "Sub A"))  # a new visit: its own rounds
@@ -161,3 +162,26 @@ def test_people_are_never_refused_for_rounds_they_did_not_take(research: Researc
     for n in range(4):  # messages without round records: a person's, or an MCP agent's
         ok(research, line("add_criteria" if n < 3 else "mark_criteria_as_done", f"Mine {n}" if n < 3 else "1"))
     assert research.rounds() == 0 and research.state().phase is Phase.IN_FOCUS
+
+
+def test_each_researcher_has_its_own_rounds(research: Research) -> None:
+    """Parallel research: the rounds of a visit are the researcher's own, also when the journal
+    interleaves another researcher's records of an older session (the delegated one's session
+    is older than main's after main moves on), and `delegate` still runs once they are spent."""
+    rules_file(research.root, "rounds_per_problem = 2\n")
+    rounds(research, 2)  # main's rounds at the root: spent
+    assert statuses(research.execute(line("add_criteria", "More"))) == [("add_criteria", "failed")]
+    ok(research, line("delegate", "Sub A"))  # handing a part on closes, as focus_down does
+    ok(research, line("focus_down", "Sub B"))  # main: a new session, newer than Sub A's researcher's
+    main, delegated = research.state(), research.state("Sub A")
+    assert delegated.session < main.session
+    for _ in range(2):  # interleaved, as a parallel run writes them
+        research.record([{"record": "round", "researcher": "Sub A", "session": delegated.session,
+                          "problem": list(delegated.focus), "outcome": "executed"},
+                         {"record": "round", "researcher": "main", "session": main.session,
+                          "problem": list(main.focus), "outcome": "executed"}])
+    research.record([{"record": "round", "researcher": "Sub A", "session": delegated.session,
+                      "problem": list(delegated.focus), "outcome": "executed"}])
+    assert research.rounds(research.state()) == 2 and research.rounds(research.state("Sub A")) == 3
+    refused = research.analyze(line("add_criteria", "More"), research.state("Sub A"))
+    assert [o.status.value for o in refused.outcomes] == ["failed"], "its rounds are spent"

@@ -312,7 +312,7 @@ def _build() -> dict[str, CommandSpec]:
             "other. Until it ends, nobody else may focus into that subproblem or change it, and you cannot "
             "focus up from the current problem. Several subproblems may be delegated in one message; it is "
             "not a focus change, so a message may delegate some subproblems and focus down into another.",
-            op.delegate,
+            op.delegate, closing=True,  # hands a part on, as focus_down goes into one: allowed once the rounds are spent
         ),
         CommandSpec(
             "focus_down", Form.LINE, Kind.READ, in_focus, True,
