@@ -35,6 +35,8 @@ child reports the root's rests on), whether it finished, the commands that ran, 
 prompt tokens the server took from its cache (over all rounds, and over the rounds that continue
 a session, with the lowest), and the median first token. The goal line: the root report resting
 on at least two child reports within the rounds, with >= 95% of the commands run, on every seed.
+With `--parallel N` (one number) the same runs go through `run --parallel N` on a llama-server
+with N slots, and it also prints the delegations that ran and the researchers that had rounds.
 
 `--parallel 1,4` measures parallel research instead (issue 24): on a llama-server with 4
 slots (`-np 4`, each 8,192 tokens of context), for each seed a research whose root has
@@ -299,6 +301,8 @@ class Convergence:
     prompt_tokens: int = 0  # over every round
     cached_tokens: int = 0
     seconds: float = 0.0
+    delegations: int = 0  # `delegate` commands that ran (with --parallel)
+    researchers: int = 0  # researchers that had rounds
 
 
 class Watch(Collect):
@@ -319,16 +323,17 @@ class Watch(Collect):
             self.result.root_report_round = report.round
 
 
-async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budgets: str, base: Path) -> Convergence:
+async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budgets: str, base: Path,
+                       parallel: int = 1) -> Convergence:
     result = Convergence(seed)
-    root = base / f"converge-seed{seed}"
+    root = base / f"converge-seed{seed}-parallel{parallel}"
     root.mkdir(parents=True)
     toml = "".join(f"{pair.split('=')[0].strip()} = {int(pair.split('=')[1])}\n" for pair in budgets.split(",") if pair)
     (root / CONFIG_FILE).write_text(toml + OFFLINE, encoding="utf-8")
     research = Research.create(root, INSTRUCTION)
     client = ModelClient(url, None, None)
     settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=rounds, max_reply_tokens=reply_tokens,
-                        seed=seed)
+                        seed=seed, parallel=parallel)
     started = time.monotonic()
     try:
         outcome = await Fleet(research, client, settings, observer=Watch(result, research)).run()
@@ -340,6 +345,10 @@ async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budg
     if outcome.status not in (RunStatus.FINISHED, RunStatus.LIMIT):
         result.stopped = f"{outcome.status.value}: {outcome.message}"
     tally(root, result.figures)
+    journal = [json.loads(line) for line in (root / ".deep-research" / "journal.jsonl").read_text(
+        encoding="utf-8").splitlines() if line.strip()]
+    result.delegations = sum(r.get("command") == "delegate" and r.get("status") == "ok" for r in journal)
+    result.researchers = len({r.get("researcher", MAIN) for r in journal if r.get("record") == "round"})
     tree = research.tree
     stack = [()]
     while stack:
@@ -368,6 +377,8 @@ def print_convergence(results: list[Convergence], rounds: int) -> None:
               f"{(f'{100 * f.lowest_share:.0f}%' if f.lowest_share is not None else '-'):>7} "
               f"{(f'{statistics.median(f.first_token_ms) / 1000:.1f} s' if f.first_token_ms else '-'):>12} "
               f"{r.seconds:>6.0f}s")
+        if r.delegations or r.researchers > 1:
+            print(f"       delegations {r.delegations}, researchers with rounds {r.researchers}")
         if r.stopped:
             print(f"       stopped: {r.stopped}")
         for why, count in f.why.most_common(4):
@@ -514,7 +525,8 @@ def main() -> int:
     parser.add_argument("--cost-on", nargs="*", type=Path, default=[], metavar="RESEARCH",
                         help="also measure the grammar's cost on these researches (copies are used)")
     parser.add_argument("--parallel", default="", metavar="1,4",
-                        help="measure parallel research at these --parallel values instead (see above)")
+                        help="measure parallel research at these --parallel values instead (see above); with "
+                        "--converge, one value: the run's --parallel (and llama-server's slots)")
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
     parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
@@ -583,13 +595,17 @@ def main() -> int:
 
 def converge(install, seeds: list[int], args) -> int:
     rounds, reply_tokens = args.rounds, args.reply_tokens
-    print(f"SmolLM2-135M on llama-server ({args.threads} thread(s)), one research per seed with the grammar, "
-          f"budgets {args.budgets}, up to {rounds} rounds, replies <= {reply_tokens} tokens. {os.cpu_count()} CPUs, "
-          f"load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
+    parallel = int(args.parallel) if args.converge and args.parallel else 1  # --converge --parallel 4: one N
+    print(f"SmolLM2-135M on llama-server ({args.threads} thread(s), {parallel} slot(s)), one research per seed with "
+          f"the grammar, --parallel {parallel}, budgets {args.budgets}, up to {rounds} rounds, replies <= "
+          f"{reply_tokens} tokens. {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start "
+          "(a shared machine).")
     results = []
-    with tempfile.TemporaryDirectory() as tmp, llama_server(install, threads=args.threads) as url:
+    with tempfile.TemporaryDirectory() as tmp, \
+            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192) as url:
         for seed in seeds:
-            results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp))))
+            results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp),
+                                                    parallel)))
     print_convergence(results, rounds)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     return 0
