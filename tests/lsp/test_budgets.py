@@ -57,7 +57,8 @@ async def test_once_the_rounds_are_spent_only_the_closing_moves(client, research
     engine.record([{"record": "round", "session": state.session, "problem": [], "outcome": "executed"}] * 2)
     change_doc(client, uri, "///")
     labels = {i.label for i in await complete(client, uri, 0, 3)}
-    assert labels == {"mark_criteria_as_done", "write_report", "focus_down", "focus_up", "fail_task_and_focus_up"}
+    assert labels == {"mark_criteria_as_done", "write_report", "delegate", "focus_down", "focus_up",
+                      "fail_task_and_focus_up"}
     change_doc(client, uri, "///add_criteria One more\n")
     [found] = [d for d in await diagnostics(client, uri) if d.code == "over-budget"]
     assert "rounds_per_problem = 2" in found.message and found.range.start.line == 0
