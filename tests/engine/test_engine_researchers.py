@@ -144,6 +144,9 @@ def test_delegation_nests_and_names_join_titles(research: Research) -> None:
     names = [r.name for r in research.researchers()]
     assert names == [MAIN, SUB_A, "Sub A / L1"]
     assert research.researcher_named("sub a /  l1") == "Sub A / L1"
+    # names compare as titles do (issue 25's one normalisation): an invisible character and a
+    # full-width letter name the same researcher
+    assert research.researcher_named("Su\u200bb A / \uff2c1") == "Sub A / L1"
     states = {r.name: r.state for r in research.researchers()}
     assert states == {MAIN: "waiting", SUB_A: "waiting", "Sub A / L1": "working"}
     result = execute(research, line("focus_up"), SUB_A)

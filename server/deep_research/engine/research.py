@@ -27,7 +27,7 @@ from .commands import ApprovalMode
 from .draft import BREAKDOWN_ASPECT, Draft
 from .evidence import Evidence
 from .model import Attachment, Problem
-from .names import name_key, unique_component
+from .names import name_key, title_key, unique_component
 from .parser import ParsedMessage, parse
 from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
 from .reply import render_reply
@@ -654,7 +654,7 @@ def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachm
 
 def _name_key(name: str) -> str:
     """A researcher's name (or a problem's, as titles joined by " / ") as names compare."""
-    return "/".join(name_key(" ".join(part.split())) for part in name.split("/"))
+    return "/".join(title_key(part) for part in name.split("/"))  # the one comparison of titles (names.py)
 
 
 def message_digest(text: str) -> str:
