@@ -20,6 +20,7 @@ from .names import look_alike, suggest_title
 from .rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from .state import NAME_SEPARATOR, ROOT, Phase, Seat, Status, now
 from .text import Edit, Fix, Span
+from .tree import problem_name
 
 
 @dataclass(frozen=True)
@@ -258,12 +259,8 @@ def _listing(seats: list[Seat]) -> str:
 
 
 def researcher_name(draft: Draft, path: tuple[str, ...]) -> str:
-    """A delegated researcher's name: the titles below the root down to `path`."""
-    titles = []
-    for depth in range(1, len(path) + 1):
-        problem = draft.problem(path[:depth])
-        titles.append(problem.title if problem is not None else path[depth - 1])
-    return NAME_SEPARATOR.join(titles)
+    """A delegated researcher's name: the titles below the root down to `path`, as a problem is named."""
+    return problem_name(draft, path)
 
 
 # -- delegation ----------------------------------------------------------------------------------

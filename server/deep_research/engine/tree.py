@@ -168,11 +168,12 @@ class UnknownProblem(ValueError):
     """No problem has that name; the text says what is there instead."""
 
 
-def problem_name(tree: Tree, path: ProblemPath) -> str:
-    """The titles on `path` below the root, joined by " / " ("" for the root)."""
+def problem_name(view, path: ProblemPath) -> str:
+    """The titles on `path` below the root, joined by " / " ("" for the root); `view` is any
+    reading view of the tree (a `Tree`, or a message's `Draft`: a delegated researcher's name)."""
     titles = []
     for depth in range(1, len(path) + 1):
-        problem = tree._definition(path[:depth])
+        problem = view.problem(path[:depth])
         titles.append(problem.title if problem is not None else path[depth - 1])
     return NAME_SEPARATOR.join(titles)
 
