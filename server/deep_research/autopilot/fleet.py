@@ -130,6 +130,11 @@ class Fleet:
         """The researcher's message document as this run writes it."""
         return self._pilot(researcher).document
 
+    def resume(self, researcher: str) -> bool:
+        """Let a researcher that stopped in this run (its message waited for approval, now
+        given) have rounds again, from the next free slot; False if it had not stopped."""
+        return self.stopped.pop(researcher, None) is not None
+
     # -- the run --------------------------------------------------------------------------------
 
     async def run(self) -> RunResult:

@@ -479,7 +479,7 @@ class EditorRun:
             assert self.pilot is not None
             self.carried = (self.pilot.budget.rounds, self.pilot.budget.tokens)
             asyncio.ensure_future(self.begin())
-        elif self.pilot is not None and self.pilot.stopped.pop(researcher, None) is not None:
+        elif self.pilot is not None and self.pilot.resume(researcher):
             self.notify()  # it gets a round again as soon as a slot frees
 
     async def _drive(self, client) -> None:
