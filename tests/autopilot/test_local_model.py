@@ -1,8 +1,10 @@
 """The real thing: llama.cpp's llama-server with SmolLM2-135M (scripts/setup-local-llm) on a
 free loopback port, and `deep-research run` on a fresh research with the grammar. The first
-test checks the plumbing over 12 rounds (a clean end, every round in the journal, a tree that
-opens) and prints how many commands parsed and ran; the second that, under a two-level
-research's budgets, the model finishes it (issue 27), not the quality of what a 135M model writes."""
+test checks that, under a two-level research's budgets, the model finishes it (issue 27), and
+the plumbing on the way (every round in the journal and printed, the server's cache reported,
+a tree that opens), not the quality of what a 135M model writes; the second drives delegated
+researchers at once, each in its slot (issue 24). (A 12-round plumbing test of its own was
+folded into the first: the suite's time goes to the model.)"""
 
 from __future__ import annotations
 
@@ -10,65 +12,16 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from deep_research.engine import commands
 from deep_research.engine.research import Research
 from tests.autopilot.conftest import ROUND_KEYS, rounds
 from tests.local_llm import llama_server
 
 pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
 SERVER = Path(__file__).resolve().parents[2] / "server"
-ROUNDS = 12
-
-
-def test_a_local_model_drives_a_research_with_the_grammar(local_llm, tmp_path: Path) -> None:
-    folder = tmp_path / "research"
-    folder.mkdir()
-    (folder / "deep-research.toml").write_text("[fetch]\noffline = true\n", encoding="utf-8")  # any URL it writes
-    Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
-    with llama_server(local_llm) as url:
-        started = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
-             "--max-rounds", str(ROUNDS), "--max-reply-tokens", "128", "--max-prompt-tokens", "3000", "--seed", "1"],
-            capture_output=True, text=True, env=env, timeout=840, stdin=subprocess.DEVNULL,
-        )
-        elapsed = time.monotonic() - started
-    print(result.stdout)
-    assert "Traceback" not in result.stdout + result.stderr, result.stderr
-    assert result.returncode in (0, 4), (result.returncode, result.stdout, result.stderr)
-    research = Research.open(folder)
-    records = rounds(folder)
-    printed = [line for line in result.stdout.splitlines() if line.startswith("round ")]
-    assert 1 <= len(records) == len(printed) <= ROUNDS
-    assert all(set(r) == ROUND_KEYS and r["outcome"] != "error" for r in records), records
-    assert [r["round"] for r in records] == list(range(1, len(records) + 1))
-    if result.returncode == 4:
-        assert "Stopped" in result.stdout
-    else:
-        assert research.state().phase.value in ("finished", "shut_down")
-    tree = subprocess.run([sys.executable, "-m", "deep_research", "tree", str(folder)], capture_output=True,
-                          text=True, env=env, timeout=60)
-    assert tree.returncode == 0 and "Traceback" not in tree.stderr
-
-    journal = [json.loads(line) for line in (folder / ".deep-research/journal.jsonl").read_text().splitlines()]
-    executed = [r for r in journal if "record" not in r and "index" in r]
-    parsed = [r for r in executed if r["command"] in commands.COMMANDS]
-    ran = [r for r in executed if r["status"] == "ok"]
-    share = lambda part, whole: f"{len(part)}/{len(whole)} ({100 * len(part) / max(len(whole), 1):.0f}%)"
-    within = [r for before, r in zip(records, records[1:]) if r["session"] == before["session"] and r["cached_tokens"]]
-    cached = sum(r["cached_tokens"] for r in within) / max(1, sum(r["prompt_tokens"] for r in within))
-    print(f"\nlocal model, {len(records)} rounds in {elapsed:.0f} s: commands that parsed {share(parsed, executed)}, "
-          f"that validated and ran {share(ran, executed)}; "
-          f"tokens {sum(r['prompt_tokens'] + r['completion_tokens'] for r in records):,}; "
-          f"prompt cached within a session {100 * cached:.0f}% ({len(within)} rounds)")
-    assert all(isinstance(r["cached_tokens"], int) for r in records), "llama-server reports its prompt cache"
 
 
 @pytest.mark.timeout(3600)  # about 30 rounds of a 135M model on a shared 2-core machine
@@ -90,15 +43,26 @@ def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) 
             capture_output=True, text=True, env=env, timeout=3500, stdin=subprocess.DEVNULL,
         )
     print(result.stdout)
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr
     assert result.returncode == 0 and "The research is finished." in result.stdout, (result.stdout, result.stderr)
     research = Research.open(folder)
+    records = rounds(folder)
+    printed = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert 1 <= len(records) == len(printed) <= 30
+    assert all(set(r) == ROUND_KEYS and r["outcome"] != "error" for r in records), records
+    assert [r["round"] for r in records] == list(range(1, len(records) + 1))
+    assert all(isinstance(r["cached_tokens"], int) for r in records), "llama-server reports its prompt cache"
+    tree = subprocess.run([sys.executable, "-m", "deep_research", "tree", str(folder)], capture_output=True,
+                          text=True, env=env, timeout=60)
+    assert tree.returncode == 0 and "Traceback" not in tree.stderr
     children = research.tree.children(())
     assert research.tree.problem(()).report, "the root report is written"
     assert sum(1 for c in children if c.status.value == "done" and c.report) >= 2, "on two child reports"
     journal = [json.loads(line) for line in (folder / ".deep-research/journal.jsonl").read_text().splitlines()]
     executed = [r for r in journal if "record" not in r and "index" in r]
-    assert sum(r["status"] == "ok" for r in executed) >= 0.95 * len(executed), "its commands run"
-    assert len(rounds(folder)) <= 30
+    ran = sum(r["status"] == "ok" for r in executed)
+    print(f"\nlocal model, {len(records)} rounds: {ran}/{len(executed)} commands ran")
+    assert ran >= 0.95 * len(executed), "its commands run"
 
 
 def test_a_local_model_drives_delegated_researchers_at_once_each_in_its_slot(local_llm, tmp_path: Path) -> None:
