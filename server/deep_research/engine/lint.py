@@ -114,7 +114,7 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
                     yield _at(target, 0, f"{why}, {_NOT_READ}")
                 continue
             if kind == CRITERIA and kind in loaded.clean:  # the walk's reading found nothing to say
-                yield from _over_budget(research, target, path, len(formats.parse_criteria(text)), None)
+                yield from _over_budget(rules, target, path, len(problem.criteria), None)  # the walk parsed them
                 continue
             if kind == DEFINITION and kind in loaded.clean:
                 yield from _definition_in_context(research, target, path, text, problem, siblings, None)
@@ -351,17 +351,19 @@ def _check(research, target: Path, text: str, path: ProblemPath, kind: str, sibl
            ) -> list[Finding]:
     """`check_file` for a file whose place the caller knows, with the problem's `siblings`,
     `children` and the problem itself if it has them (a walk reads each file once)."""
+    rules = rules or research.rules()
     if kind == BREAKDOWN and children is not None and text == formats.render_breakdown(children):
-        return _over_budget(research, target, path, None, len(children))
+        return _over_budget(rules, target, path, None, len(children))
     lines = split_lines(text)
     if kind == DEFINITION:
         return _definition(research, target, path, text, lines, siblings, problem)
     if kind == CRITERIA:
-        return _criteria(target, lines) + _over_budget(research, target, path, len(formats.parse_criteria(text)), None)
+        count = len(problem.criteria) if problem is not None else len(formats.parse_criteria(text))
+        return _criteria(target, lines) + _over_budget(rules, target, path, count, None)
     if kind == BREAKDOWN:
         children = research.tree.children(path) if children is None else children
         return _breakdown(research, target, path, text, lines, children) + _over_budget(
-            research, target, path, None, len(children))
+            rules, target, path, None, len(children))
     if kind == REPORT:
         return _report(research, target, path, text, lines, children, problem, rules)
     return list(_front_matter(target, lines))
@@ -464,10 +466,10 @@ def _criteria(target: Path, lines: list[str]) -> list[Finding]:
     return found
 
 
-def _over_budget(research, target: Path, path: ProblemPath, criteria: int | None, children: int | None) -> list[Finding]:
-    """What of one problem is over the research's budgets (lowered below what it has, or a hand
-    edit): nothing breaks, new work there is refused."""
-    rules = research.rules()
+def _over_budget(rules: Rules, target: Path, path: ProblemPath, criteria: int | None, children: int | None
+                 ) -> list[Finding]:
+    """What of one problem is over the research's `rules` (budgets lowered below what it has,
+    or a hand edit): nothing breaks, new work there is refused."""
     found = []
     if criteria is not None and criteria > rules.max_criteria:
         found.append(_at(target, 0, (
