@@ -17,6 +17,8 @@ def roomy(root: Path) -> Path:
     """`root`'s deep-research.toml with the budgets at their maxima (its other keys kept)."""
     path = Path(root) / CONFIG_FILE
     kept = path.read_text(encoding="utf-8") if path.exists() else ""
+    # again on the same research (a benchmark reusing its trees): a key given twice would not parse
+    kept = "".join(line for line in kept.splitlines(keepends=True) if line.split("=")[0].strip() not in BUDGETS)
     # top-level keys must come before any [table]
     path.write_text(ROOMY_TOML + kept, encoding="utf-8")
     return path
