@@ -285,3 +285,37 @@ def test_undoing_the_last_k_of_n_interleaved_messages_gives_the_first_n_minus_k(
             if undone.document is not None:
                 undone.document.write_text("")  # as a person would after reading it back
         assert snapshot(root) == pictures[len(pictures) - 1 - k]
+
+
+def test_a_state_replaced_while_it_is_read_is_never_taken_for_missing(research: Research) -> None:
+    """Readers outside the lock (the autopilot's scheduler, an editor, MCP) read `state.json`
+    while another researcher's commit renames a new one over it: the file changes between the
+    `stat` and the `open`. That is an atomic replace, not a hostile swap: the reader must see the
+    old or the new state, never none (it took the delegated researchers for gone, and `run`
+    stopped one of them, found by the kill campaign)."""
+    import threading
+
+    from deep_research.engine.store import atomic_write
+
+    execute(research, line("delegate", SUB_A))
+    state_file = research.root / BOOK / "state.json"
+    content = state_file.read_text(encoding="utf-8")
+    stop = threading.Event()
+
+    def commits() -> None:
+        while not stop.is_set():
+            atomic_write(state_file, content, durable=False)
+
+    writer = threading.Thread(target=commits)
+    writer.start()
+    gone = 0
+    try:
+        for _ in range(3000):
+            try:
+                Research(research.root).state(SUB_A)  # a fresh cache each time: every read goes to the disk
+            except NoSuchResearcher:
+                gone += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert gone == 0, f"{gone} of 3000 reads took the researcher for gone"

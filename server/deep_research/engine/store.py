@@ -461,30 +461,43 @@ class OpenFolder:
 
 def _open_regular(name: str, st: os.stat_result | None, guard: Guard | None) -> int | None:
     """A descriptor of the regular file at `name` (inside `guard`'s research, if given),
-    opened without blocking; None if there is none such."""
-    if st is None:
+    opened without blocking; None if there is none such.
+
+    The file may be replaced between the `stat` and the `open`: another writer's atomic
+    replace (a commit renames a new `state.json` over the old one) is routine, so a file whose
+    inode changed is looked at again (a few times) rather than taken for missing. What is read
+    is judged on the open descriptor either way: regular, and inside the research."""
+    for _attempt in range(_SWAPS_TRIED):
+        if st is None:
+            try:
+                st = os.stat(name)
+            except OSError:
+                return None
+        if not stat_module.S_ISREG(st.st_mode):
+            return None  # a FIFO, a device, a socket, a folder: never opened
         try:
-            st = os.stat(name)
+            fd = os.open(name, _READ_FLAGS)
         except OSError:
             return None
-    if not stat_module.S_ISREG(st.st_mode):
-        return None  # a FIFO, a device, a socket, a folder: never opened
-    try:
-        fd = os.open(name, _READ_FLAGS)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat_module.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (st.st_dev, st.st_ino):
-            raise _Refused  # swapped since the stat
-        if guard is not None:
-            real = _fd_real_path(fd) or os.path.realpath(name)
-            if not guard.contains(real):
-                raise _Refused
-    except (OSError, _Refused):
-        os.close(fd)
-        return None
-    return fd
+        try:
+            info = os.fstat(fd)
+            if not stat_module.S_ISREG(info.st_mode):
+                raise _Refused  # swapped for something else since the stat
+            if guard is not None:
+                real = _fd_real_path(fd) or os.path.realpath(name)
+                if not guard.contains(real):
+                    raise _Refused
+        except (OSError, _Refused):
+            os.close(fd)
+            return None
+        if (info.st_dev, info.st_ino) == (st.st_dev, st.st_ino):
+            return fd
+        os.close(fd)  # replaced since the stat (an atomic write): look again
+        st = None
+    return None
+
+
+_SWAPS_TRIED = 4  # a file replaced this many times in a row while it is opened is not read
 
 
 class _Refused(Exception):
