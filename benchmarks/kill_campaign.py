@@ -270,6 +270,7 @@ class Parallel(Kind):
         Research.create(self.base, "Find how caches shape tiled matrix multiplication.")
         (self.base / "deep-research.toml").write_text(
             f'base_url = "{self.model.base_url}"\nmodel = "scripted-model"\ngrammar = "off"\napproval_mode = "delete"\n')
+        roomy(self.base)  # four researchers at once: past the default max_breadth (3)
         self.resumed = Counter()
         folder = self.work / f"{self.name}-reference"
         shutil.copytree(self.base, folder)
