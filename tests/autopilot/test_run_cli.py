@@ -364,7 +364,7 @@ def test_ctrl_c_stops_every_researcher_cleanly_and_keeps_their_drafts(folder: Pa
     # draft is named, and at least one was received.
     drafts = [d for d in (cache, loops) if d.read_text(encoding="utf-8").strip()]
     assert "The partial replies are in " in err and drafts and all(str(d) in err for d in drafts), err
-    assert cache.read_text(encoding="utf-8") in ("", "Half a thought about caches")
-    assert loops.read_text(encoding="utf-8") in ("", "Half a thought about loops")
+    assert "Half a thought about caches".startswith(cache.read_text(encoding="utf-8"))  # what had arrived of it
+    assert "Half a thought about loops".startswith(loops.read_text(encoding="utf-8"))
     assert sorted(r["researcher"] for r in rounds(folder) if r["outcome"] == "cancelled") == ["Cache sizes", "Loop order"]
     deep_research("check", folder, code=0)
