@@ -100,6 +100,19 @@ def test_the_prompt_states_what_is_left(research: Research, root: Path) -> None:
            "subproblems" in prompt
 
 
+def test_the_delegation_help_says_how_many_researchers_a_problem_can_start(research: Research, root: Path) -> None:
+    """Each delegated subproblem gets one researcher, so `max_breadth` caps a problem's fan-out:
+    the prompt says so beforehand, with the research's own number (a model plans within it)."""
+    assert "A problem can start at most 3 researchers, one per subproblem (max_breadth = 3)" in research.prompt()
+    rules_file(root, "max_breadth = 2\n")
+    prompt = research.prompt()
+    assert "A problem can start at most 2 researchers, one per subproblem (max_breadth = 2)" in prompt
+    assert prompt.index("///delegate <subproblem title>") < prompt.index("at most 2 researchers"), "in the delegation help"
+    research.rule_overrides = {"max_breadth": 1}  # `run --max-breadth 1`, or an editor's setting
+    conversation = research.conversation()
+    assert "A problem can start at most 1 researcher, one per subproblem (max_breadth = 1)" in conversation.messages()[0]["content"]
+
+
 # -- a budget lowered below what the research has ---------------------------------------------------
 
 

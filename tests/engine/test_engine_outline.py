@@ -49,6 +49,30 @@ def test_the_view_expands_the_path_to_the_focus_and_nothing_else(tree: Research)
     assert leaf.definition_file == tree.root / "Subproblems" / "P 2" / "Subproblems" / "P 2.3" / "Subproblems" / "P 2.3.1" / DEFINITION
 
 
+def test_a_researchers_own_view_starts_at_its_root_problem_with_its_focus_marked(tmp_path: Path) -> None:
+    """`own=True` (MCP's `research_tree` with `researcher`): the delegated researcher's subtree,
+    the path from its root problem to its focus expanded; for main the same as the whole view."""
+    root = tmp_path / "research"
+    build_tree(root, (3, 3, 2))
+    research = Research.open(root)
+    ok(research, line("delegate", "P 1"))
+    assert research.execute(line("focus_down", "P 1.2"), researcher="P 1").executed
+    shown = view(research, "P 1", own=True)
+    top = shown.tree
+    assert top is not None and (top.title, top.path, top.focused) == ("P 1", ("P 1",), False)
+    assert top.researcher is not None and top.researcher.name == "P 1"  # the problem it was delegated
+    assert titles(top.children) == ["P 1.1", "P 1.2", "P 1.3"]
+    focus = top.children[1]
+    assert focus.focused and titles(focus.children) == ["P 1.2.1", "P 1.2.2"]
+    assert top.children[0].children is None  # collapsed, as in the whole view
+    assert shown.focus is not None and shown.focus.title == "P 1.2" and shown.state.focus == ("P 1", "P 1.2")
+    whole = view(research, "P 1")  # the editors' view of the same researcher: from the research's root
+    assert whole.tree is not None and whole.tree.path == () and whole.tree.children[0].children[1].focused
+    mains = view(research, own=True).tree
+    assert mains is not None and mains.path == () and mains.focused  # main's root is the research's, its focus there
+    assert titles(mains.children) == ["P 1", "P 2", "P 3"] and not mains.children[0].focused
+
+
 def test_a_page_lists_one_problems_children_collapsed(tree: Research) -> None:
     found = page(tree, ("P 1",))
     assert found is not None and (found.offset, found.total) == (0, 3)

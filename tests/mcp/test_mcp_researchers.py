@@ -85,10 +85,47 @@ async def test_each_researcher_is_listed_prompted_and_runs_its_own_messages(tmp_
     assert {r["researcher"] for r in commands(tmp_path / "r")} == {"main", "L1", "L2"}
 
 
+async def test_research_tree_shows_a_researchers_own_subtree_with_its_focus(tmp_path: Path):
+    """`researcher` on `research_tree`: the delegated researcher's view (its root subtree, the path
+    to its focus expanded and marked), as a sub-agent needs it; an unknown name lists the others."""
+    folder = tmp_path / "r"
+    research = delegated(folder)
+    part = "<<< add_subproblem\n///title\nL2 ways\n///content\nHow many ways?\n>>>\n///focus_down L2 ways\n"
+    assert research.execute(part, researcher="L2").executed
+    async with connect(tmp_path) as (session, _):
+        result = await session.call_tool("research_tree", {"research": "r", "researcher": " l2 "})
+        assert not result.is_error, text(result)
+        answer = result.structured_content
+        assert json.loads(text(result)) == answer
+        assert answer["researcher"] == "L2" and answer["focusPath"] == ["L2", "L2 ways"]
+        top = answer["tree"]
+        assert (top["title"], top["path"], top["focused"]) == ("L2", ["L2"], False)
+        assert top["researcher"] == {"name": "L2", "state": "working"}
+        assert [(c["title"], c["focused"]) for c in top["children"]] == [("L2 ways", True)]
+        assert top["children"][0]["definition"].endswith("/definition")
+
+        # Without `researcher`: main's view, the whole tree from the root (as before).
+        whole = json.loads(await call(session, "research_tree", research="r"))
+        assert whole["researcher"] == "main" and whole["focusPath"] == [] and whole["tree"]["focused"]
+        assert [c["title"] for c in whole["tree"]["children"]] == list(PARTS)
+        assert not any(c["focused"] for c in whole["tree"]["children"])
+
+        # A page with `researcher`: that researcher's focus is the one marked.
+        children = json.loads(await call(session, "research_tree", research="r", researcher="L2", path=["L2"]))
+        assert children["researcher"] == "L2" and [c["focused"] for c in children["children"]] == [True]
+        children = json.loads(await call(session, "research_tree", research="r", path=["L2"]))
+        assert [c["focused"] for c in children["children"]] == [False]
+
+        sentence = await refused(session, "research_tree", {"research": "r", "researcher": "L9"})
+        assert "L9" in sentence and '"main"' in sentence and '"L1"' in sentence and '"L3"' in sentence
+        sentence = await refused(session, "research_tree", {"research": "r", "researcher": "L9", "path": ["L2"]})
+        assert "L9" in sentence and '"L2"' in sentence
+
+
 async def test_the_tool_list_tells_an_agent_to_give_each_researcher_to_a_sub_agent(tmp_path: Path):
     async with connect(tmp_path) as (session, _):
         tools = {tool.name: tool for tool in (await session.list_tools()).tools}
-    for name in ("get_prompt", "execute_message"):
+    for name in ("get_prompt", "execute_message", "research_tree"):
         schema = tools[name].input_schema
         assert "researcher" in schema["properties"] and "researcher" not in schema["required"]
         assert "main" in schema["properties"]["researcher"]["description"]

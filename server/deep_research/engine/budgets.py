@@ -125,6 +125,13 @@ def breakdown_line(problem: Problem, children: int, rules: Rules) -> str:
             f"be added; {below}.)")
 
 
+def fan_out_line(rules: Rules) -> str:
+    """How many researchers one problem can start, for the prompt's delegation help: each
+    delegated subproblem gets one, and `max_breadth` bounds the subproblems."""
+    return (f"A problem can start at most {_count(rules.max_breadth, 'researcher')}, one per subproblem "
+            f"(max_breadth = {rules.max_breadth}): plan the split within that.")
+
+
 def rounds_note(rounds: int, rules: Rules) -> str:
     """For the autopilot's newest turn: the rounds this visit has had and what is left."""
     limit = rules.rounds_per_problem

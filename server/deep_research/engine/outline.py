@@ -89,23 +89,27 @@ class View:
     tree: Node | None
 
 
-def view(research: Research, researcher: str = MAIN) -> View:
+def view(research: Research, researcher: str = MAIN, *, own: bool = False) -> View:
     """The root, the path to `researcher`'s focus expanded (each expanded problem lists the
-    page of its children that holds the path), everything else collapsed. Raises
-    NoSuchResearcher if that researcher does not work on the research."""
+    page of its children that holds the path), everything else collapsed. With `own`, the
+    view starts at `researcher`'s root problem instead, its own subtree (the same for main,
+    whose root is the research's). Raises NoSuchResearcher if that researcher does not work
+    on the research."""
     state = research.state(researcher)
     if state.phase is Phase.NO_PROBLEM:
         return View(state, None, None)
     focus_path = state.focus if state.phase is Phase.IN_FOCUS else None
+    start = state.root if own and (focus_path is None or focus_path[:len(state.root)] == state.root) else ROOT
     tree = research.tree
-    root = tree.problem(ROOT, report=False)
-    if root is None:
+    found = tree.problem(start, report=False)
+    if found is None:
         return View(state, None, None)
-    # The root and every problem on the way to the focus are expanded.
-    expanded = [focus_path[:depth] for depth in range(len(focus_path) + 1)] if focus_path is not None else [ROOT]
+    # The top and every problem on the way from it to the focus are expanded.
+    expanded = ([focus_path[:depth] for depth in range(len(start), len(focus_path) + 1)] if focus_path is not None
+                else [start])
     size = max(1, min(PAGE, VIEW_BUDGET // len(expanded)))
     held = delegations(state)
-    top = _node(research, tree.problem(ROOT) or root, focus_path, held)
+    top = _node(research, tree.problem(start) or found, focus_path, held)
     node = top
     for depth, path in enumerate(expanded):
         names = tree.ordered_child_names(path)

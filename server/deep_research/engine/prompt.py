@@ -307,7 +307,8 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
     focus = chain[-1]
     return "\n\n".join([
         "# Deep Research Interface",
-        "## Introduction\n\n" + _INTRODUCTION.format(**asdict(book.rules), closing=budgets.closing_moves()),
+        "## Introduction\n\n" + _INTRODUCTION.format(**asdict(book.rules), closing=budgets.closing_moves(),
+                                                    fan_out=budgets.fan_out_line(book.rules)),
         "## Block Commands\n\n" + _command_help(),
         _current_attachments(view, chain, fit.attachments_total),
         _context(book),
@@ -361,8 +362,8 @@ focus changes, the visible attachments change too. Save what a later step needs 
 small ones, and every subproblem costs a full session.
 - Delegate subproblems that do not depend on each other: `///delegate <subproblem title>` gives an \
 open subproblem of the current problem to a researcher of its own, who researches it at the same time \
-as you and ends with its report, which then comes under Child Reports. Several researchers working at \
-once finish sooner; delegating saves nothing when one subproblem needs another's answer. While a \
+as you and ends with its report, which then comes under Child Reports. {fan_out} Several researchers working \
+at once finish sooner; delegating saves nothing when one subproblem needs another's answer. While a \
 delegated subproblem is being researched, nobody else may focus into it or change it, and you cannot \
 focus up from the current problem: work on the rest meanwhile, or end your message and wait.
 - Before writing a report, resolve every criterion and mark it done with \

@@ -194,6 +194,8 @@ class DeepResearchMCP:
 
         research = self.workspace.open(args["research"])
         name = self.workspace.name(research.root)
+        # A researcher's view: its own subtree, its focus marked (NoSuchResearcher names the others).
+        researcher = await asyncio.to_thread(research.researcher_named, args.get("researcher", MAIN))
 
         def definition(node: Any) -> dict[str, str]:
             return {"definition": resources.problem_uri(name, node.path, "definition")}
@@ -202,16 +204,17 @@ class DeepResearchMCP:
         if path is None:
             if "offset" in args:
                 raise BadArguments("`offset` pages a problem's children: give the problem's `path` too.")
-            shown = await asyncio.to_thread(view, research)
-            answer: dict[str, Any] = {"research": name, **view_json(shown, definition)}
+            shown = await asyncio.to_thread(view, research, researcher, own=True)
+            answer: dict[str, Any] = {"research": name, "researcher": researcher, **view_json(shown, definition)}
         else:
             if not all(is_folder_name(n) for n in path):
                 raise BadArguments("`path` holds a problem's folder names from the root, as research_tree gives them "
                                    "(no empty names, no / or \\, none starting with a dot).")
-            found = await asyncio.to_thread(page, research, tuple(path), args.get("offset", 0))
+            found = await asyncio.to_thread(page, research, tuple(path), args.get("offset", 0),
+                                            researcher=researcher)
             if found is None:
                 raise ToolFailure(f"There is no problem at {path!r} in the research {name!r}.")
-            answer = {"research": name, **page_json(found, definition)}
+            answer = {"research": name, "researcher": researcher, **page_json(found, definition)}
         return json.dumps(answer, ensure_ascii=False, indent=1), answer
 
     async def _tool_undo_message(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:

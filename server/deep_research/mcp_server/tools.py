@@ -196,11 +196,17 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         "has some). With `path` (a problem's `path` from an earlier answer: its folder names from the root, [] for "
         f"the root): that problem's children, {PAGE} at a time from `offset`. Each problem has its title, status "
         "(open, done, failed), criteria met and total, and the URI of its definition resource; a delegated problem "
-        "also its `researcher` (name, state) while that researcher works.",
+        "also its `researcher` (name, state) while that researcher works. With `researcher` (see list_researchers): "
+        "that researcher's view, its own subtree (the problem delegated to it at the top) with the path to its focus "
+        "expanded and `focused` on its focus; with `path` too, any problem's children with its focus marked. "
+        "Default: main, whose subtree is the whole tree. The answer names whose view it is (`researcher`).",
         {
             "type": "object",
             "properties": {
                 "research": RESEARCH,
+                "researcher": {**RESEARCHER, "description": (
+                    "Whose view: a researcher's name as list_researchers gives it (\"main\", or e.g. \"Cache sizes / "
+                    "L1\"). Default: main.")},
                 "path": {"type": "array", "items": {"type": "string"}, "maxItems": MAX_PATH_DEPTH,
                          "description": "A problem's path as given in an earlier answer ([] for the root)."},
                 "offset": {"type": "integer", "minimum": 0,
