@@ -41,6 +41,7 @@ from deep_research.autopilot.fleet import Fleet  # noqa: E402
 from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
 from deep_research.engine.commands import ApprovalMode  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
+from tests.roomy import roomy  # noqa: E402
 from tests.scripted_model import MODEL, Say, ScriptedModel, by_problem  # noqa: E402
 
 ROOT = "How do caches shape tiled matrix multiplication"
@@ -87,6 +88,7 @@ class Overheads(Observer):
 
 async def one_run(base: Path, parallel: int, k: int, r: int, delay: float) -> tuple[float, list[float], int]:
     research = Research.create(base / f"parallel-{parallel}", "Find how caches shape tiled matrix multiplication.")
+    roomy(research.root)  # K parts at once: past the default max_breadth (3), which would refuse the rest
     with ScriptedModel(route=by_problem, delay=delay) as model:
         model.add_for(None, Say(define()))
         model.add_for(ROOT, Say(break_down(k)), Say(finish()))
@@ -104,6 +106,9 @@ async def one_run(base: Path, parallel: int, k: int, r: int, delay: float) -> tu
         wall = time.perf_counter() - started
     if result.status is not RunStatus.FINISHED:
         raise SystemExit(f"--parallel {parallel}: the research did not finish: {result.message}")
+    if result.rounds != ROOT_ROUNDS + k * r:  # a refused part finishes sooner, and would pass for a speed-up
+        raise SystemExit(f"--parallel {parallel}: {result.rounds} rounds, not the {ROOT_ROUNDS + k * r} scripted: "
+                         f"the research did not go as its script says")
     return wall, observer.ms, result.rounds
 
 
