@@ -23,7 +23,8 @@ server's cache), answered without a grammar, with the first grammar only, and wi
 autopilot's grammar steps (a dry run after each command, a continued request when the grammar
 changes: what a round really costs), in turn (`--cost-pairs` times, the order rotating):
 generated tokens/s and the time to the first token, medians. `--cost-on DIR…` adds researches.
-`--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair;
+`--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair,
+prompts read on 2 threads (`-tb 2`: the same replies, sooner);
 it checks that the benchmark still runs, not what the figures are. `--seeds ""` measures only
 the grammar's cost.
 
@@ -478,7 +479,8 @@ def parallel_main(args, install) -> int:
     results: dict[int, list[ParallelFigures]] = {n: [] for n in counts}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192) as url:
+            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192,
+                         batch_threads=args.batch_threads) as url:
         for index, seed in enumerate(seeds):
             for n in (counts if index % 2 == 0 else counts[::-1]):
                 figures = asyncio.run(parallel_run(url, seed, n, parts, args.rounds, args.reply_tokens, Path(tmp)))
@@ -531,8 +533,10 @@ def main() -> int:
     parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
     parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
     args = parser.parse_args()
+    args.batch_threads = None  # llama-server's default: --threads
     if args.quick:
         args.seeds, args.rounds, args.reply_tokens, args.cost_pairs = "1", 2, 48, 1
+        args.batch_threads = 2  # CI: its prompts read on both cores (the same replies; not a measurement)
     args.rounds = args.rounds or (30 if args.converge else 12)
     args.reply_tokens = args.reply_tokens or (300 if args.converge else 200)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -549,7 +553,8 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start (a shared machine).")
     per_seed: dict[int, dict[str, Figures]] = {}
     started = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp, llama_server(install, threads=args.threads) as url:
+    with tempfile.TemporaryDirectory() as tmp, \
+            llama_server(install, threads=args.threads, batch_threads=args.batch_threads) as url:
         for seed in seeds:
             per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
             print_table(f"seed {seed}", per_seed[seed])
@@ -602,7 +607,8 @@ def converge(install, seeds: list[int], args) -> int:
           "(a shared machine).")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192) as url:
+            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192,
+                         batch_threads=args.batch_threads) as url:
         for seed in seeds:
             results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp),
                                                     parallel)))

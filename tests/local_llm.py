@@ -66,9 +66,12 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def llama_server(install: Install, *, context: int = 8192, threads: int = 2, deadline: float = 120.0,
-                 slots: int = 1) -> Iterator[str]:
+                 slots: int = 1, batch_threads: int | None = None) -> Iterator[str]:
     """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `slots`
-    requests at once (`-np`), each with `context / slots` tokens of context."""
+    requests at once (`-np`), each with `context / slots` tokens of context. `batch_threads`
+    (`-tb`): threads for reading prompts only (a batch: a thread held up by a loaded machine
+    costs little there, unlike in generation, one token at a time; the replies are the same as
+    with `threads` alone, which is not so when `threads` changes)."""
     port = free_port()
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
@@ -76,7 +79,8 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 2, dea
          "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui",
          # The autopilot names each request's slot (id_slot), so a reply the grammar steps continue
          # goes back to its own slot's cache whatever the number of slots.
-         "-np", str(slots)],
+         "-np", str(slots),
+         *(["-tb", str(batch_threads)] if batch_threads else [])],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:
