@@ -259,11 +259,12 @@ def render_breakdown(children: list[Problem]) -> str:
     lines = ["# Breakdown Structure", ""]
     if not children:
         lines.append("_No subproblems yet._")
-    for number, child in enumerate(children, 1):
-        lines.append(f"## {number}. {child.title} {child.counts} ({status_label(child.status)})")
+    for number, child in enumerate(children, 1):  # (`check` renders every problem's: no call it can spare)
+        lines.append(f"## {number}. {child.title} {child.counts} ({_STATUS_LABELS[child.status]})")
         lines.append("")
         if child.definition:
-            lines.extend([child.definition, ""])
+            lines.append(child.definition)
+            lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
