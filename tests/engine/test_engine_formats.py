@@ -237,3 +237,15 @@ def test_criteria_read_in_one_match_read_as_line_by_line(lines: list[str], headi
 def test_reports_read_in_one_match_read_as_line_by_line(written: str, rests_on: str, body: str) -> None:
     text = f"---\nwritten: {written}\nrests_on: {rests_on}\n---\n\n{body}"
     assert formats.read_report(text) == formats.read_report("--- \n" + text[4:])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.sampled_from(["open", "done", "failed"]), st.integers(-3, 12),
+       st.text(st.characters(blacklist_categories=("Cs",)), max_size=12), st.text(max_size=40))
+@example("open", 1, "  ", "body")
+@example("done", 2, "Title\r", "\n\nbody\r\n")
+@example("failed", 0, "", "")
+def test_definitions_read_in_one_match_read_as_line_by_line(status: str, order: int, title: str, body: str) -> None:
+    text = f'---\nstatus: {status}\norder: {order}\ncreated: "2025-01-01T00:00:00+00:00"\n---\n\n# {title}\n{body}'
+    assert formats.read_definition(text, ("x",), "fallback") == formats.read_definition(
+        "--- \n" + text[4:], ("x",), "fallback")

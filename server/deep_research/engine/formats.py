@@ -19,10 +19,13 @@ from .state import ProblemPath, Status
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
 
-_CANONICAL_FRONT = re.compile(r'---\nstatus: (open|done|failed)\norder: (-?\d+)\ncreated: "([^"\\\x00-\x1f]*)"\n---\n')
+# A definition as `render_definition` writes it (nearly every one), up to its title line.
+_CANONICAL_DEFINITION = re.compile(
+    r'---\nstatus: (open|done|failed)\norder: (-?\d+)\ncreated: "([^"\\\x00-\x1f]*)"\n---\n\n# ([^\n]*)(?:\n|\Z)')
 _FRONT_OPEN = re.compile(r"\A---[ \t]*(?:\r?\n|\Z)")
 META_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:")  # a front matter line as `check` wants it
 _KNOWN_STATUSES = frozenset(s.value for s in Status)
+_STATUS_OF = {s.value: s for s in Status}
 _WHOLE_NUMBER = re.compile(r"-?\d+")
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:(\d+)\s*[.):]\s*)?(.*?)\s*$")
@@ -113,12 +116,12 @@ def read_definition(text: str, path: ProblemPath, fallback_title: str) -> tuple[
     """The problem a definition file says, and whether the file alone leaves `check` nothing to
     say (a well-formed front matter with a known status and a whole-number order, the `# Title`
     line first): worked out while parsing, so that a walk need not look at clean files again."""
-    canonical = _CANONICAL_FRONT.match(text)
-    if canonical is not None:  # as the engine writes it (nearly every file): no line by line reading
-        status, order, created = canonical.groups()
-        meta, body, extra, clean = {"status": status, "order": order, "created": created}, text[canonical.end():], (), True
-    else:
-        meta, body, extra, clean = _front(text, DEFINITION_KEYS)
+    canonical = _CANONICAL_DEFINITION.match(text)
+    if canonical is not None:  # as the engine writes it (nearly every file): one match, nothing to say
+        status, order, created, title = canonical.groups()
+        return Problem(path, title.strip() or fallback_title, text[canonical.end():].strip(), _STATUS_OF[status],
+                       order=int(order), created=created), True
+    meta, body, extra, clean = _front(text, DEFINITION_KEYS)
     title = fallback_title
     rest = body
     start = 0
