@@ -109,8 +109,10 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
             entry = entries.get(kind)
             if entry is None or entry.leads_outside() or not entry.is_file():
                 continue  # missing, or reported above
-            text = texts.get(kind) if texts is not None else walk.text(loaded, kind) if kind not in loaded.unread \
-                else None
+            if texts is not None:  # kept by the walk (an unread file is not among them)
+                text = texts.get(kind)
+            else:
+                text = walk.text(loaded, kind) if kind not in loaded.unread else None
             if text is None:
                 target = folder + os.sep + kind  # a Path only for a finding: a walk has tens of thousands
                 why = guard.why_not(target)

@@ -40,7 +40,9 @@ class Loaded:
     subproblems: list[Entry] = field(default_factory=list)  # its Subproblems/ entries, once expanded
     unread: tuple[str, ...] = ()  # files present that could not be read (see `store.Guard.why_not`)
     read: tuple[str, ...] = ()  # files read
-    clean: tuple[str, ...] = ()  # files read that say nothing wrong on their own (formats.read_definition …)
+    # Files read whose reading found nothing for `check` to say of them alone: a definition and
+    # criteria as a whole, a report's front matter (formats.read_definition, read_criteria, read_report).
+    clean: tuple[str, ...] = ()
     plain: bool = True  # every entry of its folder is a regular file or a folder, none a link
 
 
