@@ -200,3 +200,52 @@ def test_front_matter_lines_the_engine_does_not_use_are_kept() -> None:
     written = formats.render_definition(problem)
     assert "tags: cache, tiles\njust a line\n---" in written and "status: open" in written
     assert formats.parse_definition(written, ("T",), "T").extra_meta == problem.extra_meta
+
+
+# -- the one-match readings of files as the engine writes them ------------------------------------------
+#
+# A criteria file or a report exactly as the engine writes it is read in one match (a whole-tree
+# walk reads tens of thousands); anything else line by line. A trailing blank line, or a space
+# after the front matter's `---`, changes nothing a file says but takes the long way: both ways
+# must read the same.
+
+criterion_line = st.one_of(
+    st.builds(lambda mark, number, text: f"- [{mark}] {number}. {text}", st.sampled_from(["x", " ", "X", "✓", ""]),
+              st.integers(0, 12), st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)),
+    st.sampled_from(["", "_No criteria yet._", "a note", "- plain item", "1. numbered", "# heading", "  - [ ] 1. x"]),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(criterion_line, max_size=6), st.booleans())
+@example(["- [x] 1. One", "- [ ] 2. Two"], True)
+@example(["- [x] 1. One", "- [ ] 3. Two"], True)
+@example(["_No criteria yet._"], True)
+@example(["- [ ] 1. trailing \r"], True)
+def test_criteria_read_in_one_match_read_as_line_by_line(lines: list[str], heading: bool) -> None:
+    text = ("# Criteria of Definition of Done\n\n" if heading else "") + "".join(line + "\n" for line in lines)
+    assert formats.read_criteria(text) == formats.read_criteria(text + "\n")
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.sampled_from(["2025-01-01", "2025-01-02T03:04:05+00:00", "", "x y"]),
+       st.one_of(st.sampled_from(['{"definition": "a", "criteria": "b", "subproblems": {"A": null, "B": "c"}}',
+                                  '{"definition": "a", "criteria": "b"}', '{"definition": 3}', "{", "{}"]),
+                 st.text(max_size=30)),
+       st.text(max_size=60))
+@example("2025-01-01", '{"definition": "a", "criteria": "b", "subproblems": {}}', "Conclusion: yes.")
+def test_reports_read_in_one_match_read_as_line_by_line(written: str, rests_on: str, body: str) -> None:
+    text = f"---\nwritten: {written}\nrests_on: {rests_on}\n---\n\n{body}"
+    assert formats.read_report(text) == formats.read_report("--- \n" + text[4:])
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.sampled_from(["open", "done", "failed"]), st.integers(-3, 12),
+       st.text(st.characters(blacklist_categories=("Cs",)), max_size=12), st.text(max_size=40))
+@example("open", 1, "  ", "body")
+@example("done", 2, "Title\r", "\n\nbody\r\n")
+@example("failed", 0, "", "")
+def test_definitions_read_in_one_match_read_as_line_by_line(status: str, order: int, title: str, body: str) -> None:
+    text = f'---\nstatus: {status}\norder: {order}\ncreated: "2025-01-01T00:00:00+00:00"\n---\n\n# {title}\n{body}'
+    assert formats.read_definition(text, ("x",), "fallback") == formats.read_definition(
+        "--- \n" + text[4:], ("x",), "fallback")

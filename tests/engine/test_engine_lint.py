@@ -13,7 +13,7 @@ from deep_research.engine.outline import render_outline, view
 from deep_research.engine.research import Research
 from deep_research.engine.text import Edit, split_lines
 
-from dr_engine_support import CRITERIA, DEFINITION, REPORT, attachment, ok, report
+from dr_engine_support import BREAKDOWN, CRITERIA, DEFINITION, GOOD_REPORT, REPORT, attachment, line, ok, report
 
 
 def apply(text: str, edits: tuple[Edit, ...]) -> str:
@@ -95,3 +95,70 @@ def test_no_file_content_crashes_check_tree_or_the_prompt(
     render_outline(fresh)
     view(fresh)
     assert fresh.prompt().startswith("# Deep Research Interface")
+
+
+# -- the walk's shortcuts say what the whole check says ------------------------------------------------
+#
+# `check` reads a file as the engine wrote it in one match, and looks no further at what the
+# reading found fine (that keeps it near the cost of reading the files on a 100,000-problem
+# tree). These two tests hold the shortcuts to the long way: the same files in a form written
+# by hand, and each file checked alone (as an editor checks an open file), say the same.
+
+
+def _a_research_with_something_to_say(research: Research, root: Path) -> None:
+    """A clash of titles, criteria over budget, a stale report, one over the word limit, a
+    citation of nothing, leaves with empty breakdowns, and plain files all around."""
+    long_report = GOOD_REPORT + "\n" + " ".join(["word"] * 150)
+    ok(research, attachment("Paper", "x") + line("focus_down", "Sub A"))
+    ok(research, report() + line("focus_up"))
+    ok(research, line("focus_down", "Sub B"))
+    ok(research, report(long_report) + line("focus_up"))
+    (root / "deep-research.toml").write_text("max_criteria = 1\nmax_breadth = 1\nreport_max_words = 100\n",
+                                             encoding="utf-8")
+    sub_a = root / "Subproblems" / "Sub A"
+    definition = sub_a / DEFINITION
+    definition.write_text(definition.read_text(encoding="utf-8") + "\nOne more sentence.\n", encoding="utf-8")
+    sub_b = root / "Subproblems" / "Sub B" / DEFINITION
+    sub_b.write_text(sub_b.read_text(encoding="utf-8").replace("# Sub B", "# sub  A"), encoding="utf-8")
+    (sub_a / REPORT).write_text((sub_a / REPORT).read_text(encoding="utf-8").replace("L1.", "L1 [[Papr]]."),
+                                encoding="utf-8")
+
+
+def _said(research: Research, root: Path) -> set[tuple[str, int, str]]:
+    return {(f.path.relative_to(root).as_posix(), f.line, f.message) for f in check_research(Research(root))}
+
+
+def test_check_says_the_same_of_files_as_written_and_as_a_person_would_write_them(
+        research: Research, root: Path) -> None:
+    _a_research_with_something_to_say(research, root)
+    written = _said(research, root)
+    messages = " | ".join(m for _, _, m in written)
+    for words in ("collides with its sibling", "over the research's budget of 1 (max_criteria)", "out of date",
+                  "over the limit of", "[[Papr]] names no attachment", "(max_breadth)"):
+        assert words in messages, (words, messages)
+    by_hand = 0
+    for path in root.rglob("*.md"):  # the same meaning, not the engine's exact bytes
+        text = path.read_text(encoding="utf-8")
+        if path.name in (CRITERIA, BREAKDOWN):
+            changed = text + "\n"
+        elif path.name in (DEFINITION, REPORT) and text.startswith("---\n"):
+            changed = "--- \n" + text[4:]
+        else:
+            continue
+        path.write_text(changed, encoding="utf-8")
+        by_hand += 1
+    assert by_hand >= 10
+    assert _said(research, root) == written
+
+
+def test_each_file_alone_gets_what_the_whole_check_says_of_it(research: Research, root: Path) -> None:
+    _a_research_with_something_to_say(research, root)
+    walked: dict[str, set[tuple[int, str]]] = {}
+    for finding in check_research(Research(root)):
+        walked.setdefault(finding.path.relative_to(root).as_posix(), set()).add((finding.line, finding.message))
+    fresh = Research(root)
+    for path in root.rglob("*.md"):
+        if path.name not in (DEFINITION, CRITERIA, BREAKDOWN, REPORT):
+            continue
+        alone = {(f.line, f.message) for f in check_file(fresh, path, path.read_text(encoding="utf-8"))}
+        assert alone == walked.get(path.relative_to(root).as_posix(), set()), path

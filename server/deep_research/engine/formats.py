@@ -19,10 +19,13 @@ from .state import ProblemPath, Status
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
 
-_CANONICAL_FRONT = re.compile(r'---\nstatus: (open|done|failed)\norder: (-?\d+)\ncreated: "([^"\\\x00-\x1f]*)"\n---\n')
+# A definition as `render_definition` writes it (nearly every one), up to its title line.
+_CANONICAL_DEFINITION = re.compile(
+    r'---\nstatus: (open|done|failed)\norder: (-?\d+)\ncreated: "([^"\\\x00-\x1f]*)"\n---\n\n# ([^\n]*)(?:\n|\Z)')
 _FRONT_OPEN = re.compile(r"\A---[ \t]*(?:\r?\n|\Z)")
 META_LINE = re.compile(r"^[A-Za-z_][\w.-]*\s*:")  # a front matter line as `check` wants it
 _KNOWN_STATUSES = frozenset(s.value for s in Status)
+_STATUS_OF = {s.value: s for s in Status}
 _WHOLE_NUMBER = re.compile(r"-?\d+")
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _CRITERION = re.compile(r"^\s*[-*+]\s*\[([^\]]?)\]\s*(?:(\d+)\s*[.):]\s*)?(.*?)\s*$")
@@ -71,7 +74,8 @@ def _front(text: str, used: tuple[str, ...]) -> tuple[dict[str, str], str, tuple
                         pass
             meta[key.strip()] = str(value)
         if line.strip():
-            well_formed = well_formed and META_LINE.match(line) is not None
+            # (a lone CR is a line break to `check`, which splits as an editor does: it looks itself)
+            well_formed = well_formed and META_LINE.match(line) is not None and "\r" not in line.rstrip("\r")
             if not sep or key.strip() not in used:
                 other.append(line.rstrip("\r"))
     return meta, text[match.end():], tuple(other), well_formed
@@ -112,12 +116,12 @@ def read_definition(text: str, path: ProblemPath, fallback_title: str) -> tuple[
     """The problem a definition file says, and whether the file alone leaves `check` nothing to
     say (a well-formed front matter with a known status and a whole-number order, the `# Title`
     line first): worked out while parsing, so that a walk need not look at clean files again."""
-    canonical = _CANONICAL_FRONT.match(text)
-    if canonical is not None:  # as the engine writes it (nearly every file): no line by line reading
-        status, order, created = canonical.groups()
-        meta, body, extra, clean = {"status": status, "order": order, "created": created}, text[canonical.end():], (), True
-    else:
-        meta, body, extra, clean = _front(text, DEFINITION_KEYS)
+    canonical = _CANONICAL_DEFINITION.match(text)
+    if canonical is not None:  # as the engine writes it (nearly every file): one match, nothing to say
+        status, order, created, title = canonical.groups()
+        return Problem(path, title.strip() or fallback_title, text[canonical.end():].strip(), _STATUS_OF[status],
+                       order=int(order), created=created), True
+    meta, body, extra, clean = _front(text, DEFINITION_KEYS)
     title = fallback_title
     rest = body
     start = 0
@@ -182,10 +186,21 @@ class CriteriaFile:
     clean: bool = True  # nothing for `check` to say: no notes, every number written is the criterion's
 
 
+# A criteria file exactly as `render_criteria` writes it (nearly every one), and its lines.
+_CANONICAL_CRITERIA = re.compile(
+    r"# Criteria of Definition of Done\n\n(?:_No criteria yet\._\n|((?:- \[[ x]\] \d+\. \S(?:[^\n]*\S)?\n)+))\Z")
+_CANONICAL_CRITERION = re.compile(r"- \[([ x])\] (\d+)\. (\S(?:[^\n]*\S)?)\n")
+
+
 def read_criteria(text: str) -> CriteriaFile:
     """Every checkbox line is a criterion (`[x]`, `[X]`, `[✓]` done), and so is a plain list item
     (`- text`, `1. text`: written by hand, it is meant as one, open); numbered by position. Any
     other line but the heading (and the placeholder) is a note: not read, kept where it is."""
+    canonical = _CANONICAL_CRITERIA.match(text)
+    if canonical is not None:  # as the engine writes it: one match, no line by line reading
+        found = _CANONICAL_CRITERION.findall(canonical.group(1) or "")
+        if [number for _, number, _ in found] == [str(position) for position in range(1, len(found) + 1)]:
+            return CriteriaFile(tuple([Criterion(words, mark == "x") for mark, _, words in found]))
     criteria: list[Criterion] = []
     notes: list[tuple[int, str]] = []
     numbered = True
@@ -237,18 +252,22 @@ def parse_criteria(text: str) -> list[Criterion]:
 
 
 def status_label(status: Status) -> str:
-    return {Status.OPEN: "open", Status.DONE: "done", Status.FAILED: "failed"}[status]
+    return _STATUS_LABELS[status]
+
+
+_STATUS_LABELS = {Status.OPEN: "open", Status.DONE: "done", Status.FAILED: "failed"}
 
 
 def render_breakdown(children: list[Problem]) -> str:
     lines = ["# Breakdown Structure", ""]
     if not children:
         lines.append("_No subproblems yet._")
-    for number, child in enumerate(children, 1):
-        lines.append(f"## {number}. {child.title} {child.counts} ({status_label(child.status)})")
+    for number, child in enumerate(children, 1):  # (`check` renders every problem's: no call it can spare)
+        lines.append(f"## {number}. {child.title} {child.counts} ({_STATUS_LABELS[child.status]})")
         lines.append("")
         if child.definition:
-            lines.extend([child.definition, ""])
+            lines.append(child.definition)
+            lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -272,6 +291,7 @@ def parse_attachment(text: str, fallback_name: str) -> Attachment:
 
 
 REPORT_KEYS = ("written", "rests_on")  # a report's own front matter has one of these
+_CANONICAL_REPORT = re.compile(r"---\nwritten: [0-9T:.+-]*\nrests_on: (\{[^\n\r]*\})\n---\n")  # as render_report writes it
 
 
 def render_report(content: str, basis: Basis | None = None, written: str = "") -> str:
@@ -286,10 +306,20 @@ def render_report(content: str, basis: Basis | None = None, written: str = "") -
 def parse_report(text: str) -> tuple[str, Basis | None]:
     """The report's text and its basis. A report written by hand has no front matter; one
     that starts with `---` lines of its own keeps them (they are not ours)."""
+    return read_report(text)[:2]
+
+
+def read_report(text: str) -> tuple[str, Basis | None, bool]:
+    """`parse_report`, and whether the file's front matter leaves `check` nothing to say (absent,
+    or well formed with a basis that can be read, if it names one)."""
     from .staleness import Basis
 
-    meta, body = split_front_matter(text)
+    canonical = _CANONICAL_REPORT.match(text)
+    if canonical is not None:  # as the engine writes it: no line by line reading
+        basis = Basis.from_json(canonical.group(1))
+        return text[canonical.end():].strip(), basis, basis is not None
+    meta, body, _, well_formed = _front(text, ())
     if not meta or not any(key in meta for key in REPORT_KEYS):
-        return text.strip(), None
+        return text.strip(), None, well_formed
     basis = Basis.from_json(meta["rests_on"]) if "rests_on" in meta else None
-    return body.strip(), basis
+    return body.strip(), basis, well_formed and ("rests_on" not in meta or basis is not None)

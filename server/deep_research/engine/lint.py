@@ -92,37 +92,54 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
     yield from _unread_entries(guard, top.values(), _ROOT_FILES + _PROBLEM_FILES, walked=root is not None)
     if root is None:
         return
-    # Each problem with its family by title key (read once per family, for the title collisions).
-    stack: list[tuple[Loaded, Family]] = [(root, {})]
+    # Each problem with its family by title key (read once per family, for the title collisions)
+    # and whether its title collides with a sibling's. The usual file (as the engine wrote it,
+    # the walk's reading found nothing to say) costs a look-up, not a check: `check` walks
+    # every problem, and its time is held to a small multiple of reading the files.
+    stack: list[tuple[Loaded, Family, bool]] = [(root, {}, False)]
     while stack:
-        loaded, siblings = stack.pop()
+        loaded, siblings, clashes = stack.pop()
         children = walk.children(loaded)
         problem = loaded.problem
-        path, folder = problem.path, loaded.folder
-        if path and any(e.is_symlink() or not (e.is_file() or e.is_dir()) for e in loaded.entries.values()):
-            yield from _unread_entries(guard, loaded.entries.values(), _PROBLEM_FILES)
+        path, folder, entries, texts = problem.path, loaded.folder, loaded.entries, loaded.texts
+        if path and not loaded.plain:
+            yield from _unread_entries(guard, entries.values(), _PROBLEM_FILES)
         child_problems = [c.problem for c in children]
-        for kind in (DEFINITION, CRITERIA, BREAKDOWN, REPORT):
-            entry = loaded.entries.get(kind)
+        for kind in _READ_BY_WALK:
+            entry = entries.get(kind)
             if entry is None or entry.leads_outside() or not entry.is_file():
                 continue  # missing, or reported above
-            target = folder + os.sep + kind  # a Path only for a finding: a walk has tens of thousands
-            text = walk.text(loaded, kind) if kind not in loaded.unread else None
+            if texts is not None:  # kept by the walk (an unread file is not among them)
+                text = texts.get(kind)
+            else:
+                text = walk.text(loaded, kind) if kind not in loaded.unread else None
             if text is None:
+                target = folder + os.sep + kind  # a Path only for a finding: a walk has tens of thousands
                 why = guard.why_not(target)
                 if why is not None:
                     yield _at(target, 0, f"{why}, {_NOT_READ}")
                 continue
-            if kind == CRITERIA and kind in loaded.clean:  # the walk's reading found nothing to say
-                yield from _over_budget(rules, target, path, len(problem.criteria), None)  # the walk parsed them
+            if kind in loaded.clean:
+                if kind == CRITERIA:  # the walk parsed them
+                    if len(problem.criteria) > rules.max_criteria:
+                        yield from _over_budget(rules, folder + os.sep + kind, path, len(problem.criteria), None)
+                    continue
+                if kind == DEFINITION:
+                    if clashes or "[[" in text:
+                        yield from _definition_in_context(research, folder + os.sep + kind, path, text, problem,
+                                                          siblings, None)
+                    continue
+                if kind == REPORT:  # its front matter is fine
+                    yield from _report_content(research, folder + os.sep + kind, path, text, problem.report or "",
+                                               problem, child_problems, rules)
+                    continue
+            if kind == BREAKDOWN and not children and text == _NO_BREAKDOWN:
                 continue
-            if kind == DEFINITION and kind in loaded.clean:
-                yield from _definition_in_context(research, target, path, text, problem, siblings, None)
-                continue
-            yield from _check(research, target, text, path, kind, siblings, child_problems, problem, rules)
+            yield from _check(research, folder + os.sep + kind, text, path, kind, siblings, child_problems, problem,
+                              rules)
         yield from _folders(research, loaded, children)
-        family = _family(child_problems)
-        stack.extend(reversed([(child, family) for child in children]))
+        family, clashing = _family_clashes(child_problems)
+        stack.extend(reversed([(child, family, child.problem.path[-1] in clashing) for child in children]))
 
 
 # What the engine reads in a problem folder (and, for the root, beside it): a link there that
@@ -130,6 +147,7 @@ def check_research(research) -> Iterator[Finding]:  # research: engine.research.
 _PROBLEM_FILES = (DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS)
 _ROOT_FILES = (CONFIG_FILE, BOOKKEEPING)
 _READ_BY_WALK = (DEFINITION, CRITERIA, BREAKDOWN, REPORT)  # their read failures are reported by the walk
+_NO_BREAKDOWN = formats.render_breakdown([])  # a leaf's breakdown, as the engine writes it
 _NOT_READ = ("so it is never read: the prompt, the tree, the views and the dossier leave it out. Remove it, or put "
              "the file itself in the research if it belongs there")
 
@@ -340,10 +358,19 @@ Family = dict[str, list[Problem]]  # a problem's subproblems by title_key
 
 
 def _family(children: list[Problem]) -> Family:
+    return _family_clashes(children)[0]
+
+
+def _family_clashes(children: list[Problem]) -> tuple[Family, set[str]]:
+    """The children by title key, and the folders of those whose key another child shares."""
     family: Family = {}
+    clashing: set[str] = set()
     for child in children:
-        family.setdefault(title_key(child.title), []).append(child)
-    return family
+        same = family.setdefault(title_key(child.title), [])
+        same.append(child)
+        if len(same) > 1:
+            clashing.update(c.path[-1] for c in same)
+    return family, clashing
 
 
 def _check(research, target: Path, text: str, path: ProblemPath, kind: str, siblings: Family | None = None,
@@ -529,20 +556,33 @@ def _report(research, target: Path, path: ProblemPath, text: str, lines: list[st
         number = next((i for i, line in enumerate(lines) if line.startswith("rests_on:")), 0)
         found.append(_at(target, number, "what this report rested on cannot be read: whether it is out of date is "
                                          "unknown until it is written again", lines=lines))
+    problem = read if read is not None else research.tree.problem(path)
+    if problem is not None and read is None and content:
+        problem.report, problem.report_basis = content, basis
+    return found + _report_content(research, target, path, text, content, problem, children, rules, lines)
+
+
+def _report_content(research, target: Path | str, path: ProblemPath, text: str, content: str,
+                    problem: Problem | None, children: list[Problem] | None, rules: Rules | None,
+                    lines: list[str] | None = None) -> list[Finding]:
+    """What of a report does not depend on its front matter: its length, whether it is out of
+    date, its citations. `content` is the report `text` holds (and `problem`'s, if it has one)."""
+    found = []
     limit = (rules or research.rules()).report_max_words
     words = len(content.split())
     if words > limit:
+        lines = split_lines(text) if lines is None else lines
         found.append(_at(target, 0, f"the report has {words:,} words, over the limit of {limit:,}: the parent's prompt "
                                     f"shows only the first {limit:,}", lines=lines))
-    problem = read if read is not None else research.tree.problem(path)
     if problem is not None and content:
-        if read is None:
-            problem.report, problem.report_basis = content, basis
         changed = staleness.changes(research.tree, problem, children)
         if changed:
+            lines = split_lines(text) if lines is None else lines
             found.append(_at(target, 0, "the report is out of date. " + staleness.sentence(changed), lines=lines))
-    offset = len(text) - len(body) if meta and any(k in meta for k in formats.REPORT_KEYS) else 0
-    found += _citations(research, target, path, text, offset)
+    if "[[" in text:
+        meta, body = formats.split_front_matter(text)
+        offset = len(text) - len(body) if meta and any(k in meta for k in formats.REPORT_KEYS) else 0
+        found += _citations(research, target, path, text, offset)
     return found
 
 

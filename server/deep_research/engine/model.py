@@ -38,7 +38,7 @@ class Problem:
 
     @property
     def criteria_met(self) -> int:
-        return sum(1 for c in self.criteria if c.done)
+        return [c.done for c in self.criteria].count(True)
 
     @property
     def counts(self) -> str:

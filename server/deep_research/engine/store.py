@@ -269,6 +269,10 @@ class Entry:
         """A link to a place outside the research (listed only when asked for)."""
         return bool(self._kind & _OUTSIDE)
 
+    def is_plain(self) -> bool:
+        """A regular file or a folder, not a link: nearly every entry, nothing to say of it."""
+        return self._kind == _FILE or self._kind == _DIR
+
     def __repr__(self) -> str:
         return f"Entry({self.path!r})"
 

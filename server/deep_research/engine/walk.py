@@ -40,7 +40,10 @@ class Loaded:
     subproblems: list[Entry] = field(default_factory=list)  # its Subproblems/ entries, once expanded
     unread: tuple[str, ...] = ()  # files present that could not be read (see `store.Guard.why_not`)
     read: tuple[str, ...] = ()  # files read
-    clean: tuple[str, ...] = ()  # files read that say nothing wrong on their own (formats.read_definition …)
+    # Files read whose reading found nothing for `check` to say of them alone: a definition and
+    # criteria as a whole, a report's front matter (formats.read_definition, read_criteria, read_report).
+    clean: tuple[str, ...] = ()
+    plain: bool = True  # every entry of its folder is a regular file or a folder, none a link
 
 
 class Walk:
@@ -93,7 +96,11 @@ class Walk:
             return None
         texts: dict[str, str] = {}
         unread = []
-        entries = {e.name: e for e in opened.entries(hidden=True, outside=True)}
+        entries = {}
+        plain = True
+        for entry in opened.entries(hidden=True, outside=True):
+            entries[entry.name] = entry
+            plain = plain and entry.is_plain()
         for name in (READ_ALL if keep else READ):
             entry = entries.get(name)
             if entry is None:
@@ -120,8 +127,10 @@ class Walk:
                 clean.append(CRITERIA)
         report = texts.get(REPORT)
         if report is not None:
-            content, basis = formats.parse_report(report)
+            content, basis, fine = formats.read_report(report)
             if content:
                 problem.report, problem.report_basis = content, basis
+            if fine:
+                clean.append(REPORT)  # its front matter: what else `check` asks of a report depends on others
         return Loaded(problem, folder, entries, texts if keep else None, unread=tuple(unread), read=tuple(texts),
-                      clean=tuple(clean))
+                      clean=tuple(clean), plain=plain)
