@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "server"))
+sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
 from deep_research.dossier import export  # noqa: E402
 from deep_research.engine import formats  # noqa: E402
@@ -45,6 +45,7 @@ from deep_research.engine.model import Criterion, Problem  # noqa: E402
 from deep_research.engine.outline import render_outline  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.state import State, Status  # noqa: E402
+from tests.roomy import roomy  # noqa: E402
 from deep_research.engine.store import (  # noqa: E402
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
 )
@@ -224,15 +225,27 @@ def bench_accounting(base: Path, messages: int) -> None:
     print(f"baseline, re-reading the whole journal per lookup:    {ms(time.perf_counter() - started)}")
 
 
+def ran(research: Research, message) -> None:
+    """`message` (a text to execute, or the result of executing one) ran every command: a
+    refused command would make the figures those of another message."""
+    result = research.execute(message) if isinstance(message, str) else message
+    bad = [f"{o.label}: {o.summary}" for o in result.analysis.outcomes if o.status.value != "ok"] \
+        if result.analysis else [result.reason]
+    if bad:
+        raise SystemExit("the benchmark's message did not run as written: " + "; ".join(bad))
+
+
 def bench_undo(base: Path, reps: int, durable: bool) -> None:
     root = base / f"undo-{durable}"
     build(root, (10, 10, 10))
     adopt(root)
+    roomy(root)  # ten subproblems there already, and one more per message: past the default budgets
     research = Research.open(root)
     research.durable = durable
-    research.execute("///focus_down Problem 4\n")
-    research.execute("///focus_down Problem 4.8\n")
-    message = ("///add_criteria A\n///add_criteria B\n///mark_criteria_as_done 1\n"
+    ran(research, "///focus_down Problem 4\n")
+    ran(research, "///focus_down Problem 4.8\n")
+    # one criterion and one subproblem a message: 75 messages stay within the budgets' maxima (100)
+    message = ("///add_criteria A\n///mark_criteria_as_done 1\n"
                "<<< add_subproblem\n///title\nNew {n}\n///content\nA new part.\n>>>\n"
                "<<< add_attachment\n///name\nNote {n}\n///content\nSome notes.\n>>>\n"
                f"<<< write_report\n///content\n{REPORT_TEXT}\n>>>\n")
@@ -247,8 +260,9 @@ def bench_undo(base: Path, reps: int, durable: bool) -> None:
             for label, remember in (pair if n % 2 else pair[::-1]):
                 research_module.undoing.remember = remember
                 started = time.perf_counter()
-                research.execute(message.replace("{n}", f"{n}{label[:4]}"))
+                result = research.execute(message.replace("{n}", f"{n} {label}"))
                 times[label].append(time.perf_counter() - started)
+                ran(research, result)
     finally:
         research_module.undoing.remember = real
     for label, values in times.items():
@@ -257,7 +271,7 @@ def bench_undo(base: Path, reps: int, durable: bool) -> None:
     undos = []
     count = min(reps, 15)
     for n in range(count):  # messages that all remember (a message without a record ends the history)
-        research.execute(message.replace("{n}", f"undo{n}"))
+        ran(research, message.replace("{n}", f"undo{n}"))
     for _ in range(count):
         started = time.perf_counter()
         research.undo()
