@@ -360,10 +360,12 @@ def test_ctrl_c_stops_every_researcher_cleanly_and_keeps_their_drafts(folder: Pa
     assert "Traceback" not in out + err and "nothing was half-applied" in err
     cache, loops = (folder / "Subproblems" / t / "message.dr" for t in ("Cache sizes", "Loop order"))
     # A researcher's partial reply is kept if the client had received some of it when Ctrl-C came
-    # (the model streams a half thought, then holds; that text may still be in flight): each kept
-    # draft is named, and at least one was received.
+    # (the model streams a half thought, then holds; that text may still be in flight, and on a
+    # loaded machine none of it may have arrived: a suite run saw that). Each kept draft is named,
+    # and only then are drafts spoken of. That the received text is kept is tested without the
+    # race in tests/autopilot/test_loop.py (test_cancelling_keeps_the_partial_reply_…).
     drafts = [d for d in (cache, loops) if d.read_text(encoding="utf-8").strip()]
-    assert "The partial replies are in " in err and drafts and all(str(d) in err for d in drafts), err
+    assert all(str(d) in err for d in drafts) and ("The partial replies are in " in err) == bool(drafts), err
     assert "Half a thought about caches".startswith(cache.read_text(encoding="utf-8"))  # what had arrived of it
     assert "Half a thought about loops".startswith(loops.read_text(encoding="utf-8"))
     assert sorted(r["researcher"] for r in rounds(folder) if r["outcome"] == "cancelled") == ["Cache sizes", "Loop order"]
