@@ -6,6 +6,11 @@ still sends SIGINT) and every key is read and dropped; an Esc alone calls `on_es
 that starts an escape sequence (an arrow key sends Esc [ A, in one write) is not one: the Esc
 must be followed by nothing for `SEQUENCE_GAP` seconds. Without a terminal (a pipe, Windows) a
 watch does nothing. `paused()` gives the terminal back, e.g. to ask a question.
+
+The terminal is read without blocking while watched: Ctrl-C makes the terminal drop the keys
+not yet read (the line discipline flushes its input on SIGINT), so the keys that woke the
+reader may be gone when it reads. A blocking read then waited for the next key with the event
+loop stuck, and Ctrl-C went unanswered (1 run in about 15 of the REPL's test on a loaded machine).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class EscapeWatch:
         self._saved: list | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._blocking = True  # the terminal's mode before the watch
 
     def start(self) -> bool:
         """Watch from now on (call it in the running event loop); False when there is no terminal."""
@@ -44,7 +50,9 @@ class EscapeWatch:
             return False
         try:
             self._saved = termios.tcgetattr(fd)
+            self._blocking = os.get_blocking(fd)
             tty.setcbreak(fd, termios.TCSANOW)
+            os.set_blocking(fd, False)
             self._loop = asyncio.get_running_loop()
             self._loop.add_reader(fd, self._read)
         except (OSError, termios.error, NotImplementedError, RuntimeError):
@@ -82,6 +90,8 @@ class EscapeWatch:
             return
         import termios
 
+        with contextlib.suppress(OSError):
+            os.set_blocking(fd, self._blocking)
         with contextlib.suppress(OSError, termios.error):
             termios.tcsetattr(fd, termios.TCSADRAIN, self._saved)
         self._saved = None
@@ -92,6 +102,8 @@ class EscapeWatch:
             return
         try:
             data = os.read(fd, 1024)
+        except BlockingIOError:
+            return  # the keys that woke us were dropped (Ctrl-C flushes the terminal's input)
         except OSError:
             data = b""
         if not data:  # the terminal went away
