@@ -132,15 +132,21 @@ def test_the_checks_see_a_circle_and_a_private_name() -> None:
 
 
 # The front ends: each only converts to and from its own forms (ARCHITECTURE.md).
-FRONT_ENDS = ("deep_research.cli", "deep_research.repl", "deep_research.autopilot.console", "deep_research.lsp",
+FRONT_ENDS = ("deep_research.cli", "deep_research.repl", "deep_research.console", "deep_research.lsp",
               "deep_research.mcp_server")
 # What a use case does, by (module, name): a front end asks `app/` instead ("*": the whole module).
 USE_CASE_PARTS = {
     ("deep_research.sources.gather", "*"): "app.execute",
     ("deep_research.sources.inputs", "prepare"): "app.setup",
     ("deep_research.sources.inputs", "prepare_sync"): "app.setup",
+    ("deep_research.autopilot.client", "ModelClient"): "app.run",
+    ("deep_research.autopilot.loop", "Settings"): "app.run",
+    ("deep_research.engine.settings", "load"): "app.run (a run's settings)",
 }
-USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute"}
+USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute",
+                  "from_config": "app.run (a run's settings)"}
+OWNED = {"create": "Research", "from_config": "Settings"}  # only on these
+API_KEY = "OPENAI_API_KEY"  # read by app/run.py alone
 
 
 def _front_end(name: str) -> bool:
@@ -150,9 +156,12 @@ def _front_end(name: str) -> bool:
 def _use_case_parts_taken(name: str, source: str, is_package: bool, label: str) -> list[str]:
     """Where the module `name` imports or calls what a use case does (see USE_CASE_PARTS/CALLS)."""
     tree = ast.parse(source, label)
+    skipped = _type_checking_only(tree)
     package = name if is_package else name.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = package
             for _ in range(node.level - 1):
@@ -168,10 +177,14 @@ def _use_case_parts_taken(name: str, source: str, is_package: bool, label: str) 
                     found.append(f"{label}:{node.lineno} imports {alias.name}: use {USE_CASE_PARTS[(alias.name, '*')]}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             call, owner = node.func.attr, ast.unparse(node.func.value)
-            if call in USE_CASE_CALLS and (call != "create" or owner == "Research"):
+            if call in USE_CASE_CALLS and (call not in OWNED or owner == OWNED[call]):
                 found.append(f"{label}:{node.lineno} calls {owner}.{call}: use {USE_CASE_CALLS[call]}")
             elif call == "execute" and "research" in owner.lower():
                 found.append(f"{label}:{node.lineno} calls {owner}.execute: use app.execute")
+            elif any(isinstance(a, ast.Constant) and a.value == API_KEY for a in node.args):
+                found.append(f"{label}:{node.lineno} reads {API_KEY}: only app.run does")
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == API_KEY:
+            found.append(f"{label}:{node.lineno} reads {API_KEY}: only app.run does")
     return found
 
 
@@ -186,6 +199,36 @@ def test_the_front_ends_go_through_the_use_cases() -> None:
 
 def test_the_use_case_check_sees_a_front_end_doing_a_use_case_itself() -> None:
     source = ("from ..sources.gather import gather_and_execute\nfrom ..sources.inputs import Inputs, prepare\n"
-              "def f(research):\n    Research.create(x)\n    research.execute(t)\n    ls.research(r).continue_with(i)\n")
+              "def f(research):\n    Research.create(x)\n    research.execute(t)\n    ls.research(r).continue_with(i)\n"
+              "    ModelClient(u, m, os.environ.get('OPENAI_API_KEY'))\n    os.environ['OPENAI_API_KEY']\n"
+              "    from ..autopilot.client import ModelClient\n")
     found = _use_case_parts_taken("deep_research.lsp.x", source, False, "x.py")
-    assert [line.split(" ", 1)[0] for line in found] == ["x.py:1", "x.py:2", "x.py:4", "x.py:5", "x.py:6"]
+    assert sorted(line.split(" ", 1)[0] for line in found) == [
+        "x.py:1", "x.py:2", "x.py:4", "x.py:5", "x.py:6", "x.py:7", "x.py:8", "x.py:9"]
+
+
+# The storeys, lowest first: a module may import its own storey's and those below, never above.
+STOREYS = (("deep_research.engine",), ("deep_research.sources",), ("deep_research.autopilot",), ("deep_research.app",))
+
+
+def _storey(name: str) -> int | None:
+    for level, prefixes in enumerate(STOREYS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return level
+    return None
+
+
+def test_no_arrow_runs_back_up() -> None:
+    """The engine imports nothing outside it; the outside world (`sources`) only the engine; the
+    autopilot (a library) not the use cases; the use cases no front end."""
+    edges, _ = _graph()
+    upward = []
+    for name, targets in edges.items():
+        level = _storey(name)
+        if level is None:
+            continue
+        for target in targets:
+            above = _storey(target)
+            if above is None and target != "deep_research" or above is not None and above > level:
+                upward.append(f"{name} imports {target}")
+    assert upward == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deep_research.config import CONFIG_FILE, Config, load
+from deep_research.engine.settings import CONFIG_FILE, Config, load
 
 
 def write(root: Path, text: str) -> None:

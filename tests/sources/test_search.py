@@ -9,7 +9,7 @@ import json
 import pytest
 from pytest_httpserver import HTTPServer
 
-from deep_research.config import SearchConfig
+from deep_research.engine.settings import SearchConfig
 from deep_research.sources import SourceError
 from deep_research.sources.search import HOW_TO_CONFIGURE, SearchNotConfigured, provider_for, render
 

@@ -36,7 +36,7 @@ from .convert import Positions
 from .tree_files import is_tree_markdown
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
+    from ..engine.settings import Config
     from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
@@ -126,7 +126,7 @@ class DeepResearchServer(LanguageServer):
         self._researches: dict[Path, Research] = {}
         self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
         self.settings = Settings()
-        self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
+        self._configs: dict[Path, tuple[Config, tuple[str, ...]]] = {}  # root -> its file's config, as last logged
         self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
         self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
         self._places: dict[str, tuple[Place, str, tuple]] = {}  # a document's research, its state file, the workspace
@@ -319,26 +319,22 @@ class DeepResearchServer(LanguageServer):
         return self._researches[root]
 
     def config(self, root: Path) -> "Config":
-        """The research's deep-research.toml (re-read when it changes; its mistakes logged
-        once) under the editor's settings, which override it."""
-        from ..config import CONFIG_FILE, load
+        """The research's deep-research.toml (the research's own reading: once per change of
+        the file; its mistakes logged once) under the editor's settings, which override it."""
+        from ..engine.settings import read
 
-        try:
-            info = (root / CONFIG_FILE).stat()
-            key: object = (info.st_mtime_ns, info.st_size, info.st_ino)
-        except OSError:
-            key = None
-        cached = self._configs.get(root)
-        if cached is None or cached[0] != key:
-            config, problems = load(root)
+        research = self._researches.get(root.resolve())
+        # Through the research's file cache (a folder that is not a research yet: read afresh).
+        config, problems = read(research.root, research.cache) if research is not None else read(root)
+        if self._configs.get(root) != (config, problems):
             for problem in problems:
                 log.warning("%s", problem)
-            cached = self._configs[root] = (key, config)
+            self._configs[root] = (config, problems)
         # Merged once per file version and settings (replaced, never changed, on a change):
         # completion and diagnostics ask on every keystroke.
         merged = self._merged.get(root)
-        if merged is None or merged[0] is not cached[1] or merged[1] is not self.settings:
-            merged = self._merged[root] = (cached[1], self.settings, cached[1].merged(**self.settings.overrides()))
+        if merged is None or merged[0] is not config or merged[1] is not self.settings:
+            merged = self._merged[root] = (config, self.settings, config.merged(**self.settings.overrides()))
         return merged[2]
 
     def snapshot(self, place: Place) -> "Snapshot":

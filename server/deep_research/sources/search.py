@@ -23,7 +23,7 @@ from typing import Any, Mapping, Protocol
 
 import httpx
 
-from ..config import SearchConfig
+from ..engine.settings import SearchConfig
 from . import SourceError
 from .extract import html_to_text
 from .fetch import USER_AGENT

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from ...config import FIELDS, SETTINGS
+from ...engine.settings import FIELDS, SETTINGS
 from ...engine.state import MAIN
 from ...engine.text import Pos
 from ..arguments import message_document
@@ -416,21 +416,20 @@ class EditorRun:
         return bookkeeping(self.research.root)
 
     async def begin(self) -> None:
-        from ...autopilot.client import ModelClient
-        from ...autopilot.fleet import Fleet
-        from ...autopilot.loop import Settings
+        from ...app.run import build_run
 
-        config = self.ls.config(self.research.root)
-        settings = Settings.from_config(config, approval=self.ls.settings.approval_mode)
-        if self.parallel is not None:
-            settings.parallel = self.parallel
-        client = ModelClient(config.base_url, config.model, os.environ.get("OPENAI_API_KEY") or None)
-        self.pilot = Fleet(
-            self.research, client, settings,
+        # The editor's settings over the research's file (and the environment); its approval mode.
+        run = build_run(
+            self.research, {**self.ls.settings.overrides(), "parallel": self.parallel},
+            approval=self.ls.settings.approval_mode,
             documents=lambda name, path: self.document_at(path, name),
             document=self.document if self.place.researcher == MAIN else None,
-            executor=EditorExecutor(self), approver=EditorPause(), observer=_Observer(self), config=config,
+            executor=EditorExecutor(self), approver=EditorPause(), observer=_Observer(self),
         )
+        for problem in run.problems:
+            log.warning("%s", problem)
+        client = run.client
+        self.pilot = run.fleet
         self.pilot.budget.rounds, self.pilot.budget.tokens = self.carried
         self.state, self.message, self.error, self.stop_reason = "running", None, None, None
         self.progress = await Progress.start(self.ls, "Deep Research autopilot")
