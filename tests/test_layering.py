@@ -1,14 +1,16 @@
 """The package's structure: no module uses another's private (`_name`) names, and no
 modules import each other in a circle, counting imports inside functions too (they run
-sooner or later) but not those under `if TYPE_CHECKING:` (they never run). In the LSP
-layer, what the features share lives in modules of its own (`arguments`, `progress`,
-`show`); only `wiring.py` imports every feature. The front ends (the command line, the
+sooner or later) but not those under `if TYPE_CHECKING:` (they never run). The storeys
+import downwards only (engine < sources < autopilot < app < the front ends). In the LSP
+layer, what the features share lives in modules of its own (`arguments`, `executing`,
+`progress`, `show`) and in the server; no feature imports another, only `wiring.py` does. The front ends (the command line, the
 terminal mock, `run`'s console, the language server, the MCP server) set up, execute and
 run through the use cases (`app/`), never through the engine's parts for them."""
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import deep_research
@@ -17,6 +19,12 @@ PACKAGE = Path(deep_research.__file__).parent
 LAYER = "deep_research"  # every module of the package
 
 
+@cache
+def _parse(source: str, label: str) -> ast.Module:
+    return ast.parse(source, label)
+
+
+@cache
 def _modules() -> dict[str, tuple[Path, bool]]:
     """Every module of the package by dotted name, with whether it is a package's __init__."""
     found = {}
@@ -38,7 +46,7 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
 
 def _imports(name: str, source: str, is_package: bool, modules: dict, label: str) -> tuple[set[str], list[str]]:
     """The package's modules `name` imports at run time, and the private names it takes from others."""
-    tree = ast.parse(source, label)
+    tree = _parse(source, label)
     skipped = _type_checking_only(tree)
     package = name if is_package else name.rpartition(".")[0]
     targets: set[str] = set()
@@ -65,6 +73,7 @@ def _imports(name: str, source: str, is_package: bool, modules: dict, label: str
     return {t for t in targets if t in modules and t != name}, private
 
 
+@cache
 def _graph() -> tuple[dict[str, set[str]], list[str]]:
     modules = _modules()
     edges, private = {}, []
@@ -155,7 +164,7 @@ def _front_end(name: str) -> bool:
 
 def _use_case_parts_taken(name: str, source: str, is_package: bool, label: str) -> list[str]:
     """Where the module `name` imports or calls what a use case does (see USE_CASE_PARTS/CALLS)."""
-    tree = ast.parse(source, label)
+    tree = _parse(source, label)
     skipped = _type_checking_only(tree)
     package = name if is_package else name.rpartition(".")[0]
     found = []
@@ -232,3 +241,82 @@ def test_no_arrow_runs_back_up() -> None:
             if above is None and target != "deep_research" or above is not None and above > level:
                 upward.append(f"{name} imports {target}")
     assert upward == []
+
+
+def test_the_features_import_no_feature_and_only_wiring_imports_them() -> None:
+    """What features share lives in modules of the LSP layer (`arguments`, `executing`,
+    `progress`, `show`, the server's methods), so each feature can be read alone."""
+    edges, _ = _graph()
+    features = {name for name in edges if name.startswith("deep_research.lsp.features.")}
+    assert len(features) >= 10
+    importers = sorted(name for name, targets in edges.items() if targets & features)
+    assert importers == ["deep_research.lsp.wiring"]
+
+
+def _name_switches(source: str, label: str, names: set[str]) -> list[str]:
+    """Where `source` compares with, or looks up, a command's name written out."""
+    found = []
+    for node in ast.walk(_parse(source, label)):
+        if isinstance(node, ast.Compare):
+            values = [node.left, *node.comparators]
+        elif isinstance(node, ast.Subscript):
+            values = [node.slice]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("add", "get"):
+            values = list(node.args[:1])
+        else:
+            continue
+        for value in values:
+            for constant in ast.walk(value):
+                if isinstance(constant, ast.Constant) and constant.value in names:
+                    found.append(f"{label}:{node.lineno} switches on {constant.value!r}")
+    return found
+
+
+def test_what_differs_per_command_is_declared_on_its_row() -> None:
+    """The command table is the only list of commands: no module but the table itself compares
+    with a command's name or looks one up; the grammar, the prompt, the budgets and completion
+    read the facts its rows declare (what a command grows, how it finishes a problem …)."""
+    from deep_research.engine.commands import COMMANDS
+
+    names = set(COMMANDS)
+    found = []
+    for name, (path, _) in _modules().items():
+        if name != "deep_research.engine.commands":
+            found += _name_switches(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE.parent)), names)
+    assert found == []
+    assert _name_switches('if spec.name == "write_report": pass\nx = COMMANDS["focus_up"]\nout.add("search")\n',
+                          "x.py", names) == ["x.py:1 switches on 'write_report'", "x.py:2 switches on 'focus_up'",
+                                             "x.py:3 switches on 'search'"]
+
+
+# What the autopilot (a library) uses of the engine, as ARCHITECTURE.md says: the research through
+# `Research` and plain values, and what the grammar is made from. Never what changes a research
+# itself (operations, drafts, files' formats, the transaction, the lock): that is `Research`'s.
+AUTOPILOT_ENGINE = {"research", "approval", "state", "text", "settings", "rules", "budgets", "commands", "parser",
+                    "incremental", "analysis", "prompt", "staleness", "evidence", "store"}
+AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping"}  # its own document read and drafted; and the layout's names
+
+
+def test_the_autopilot_uses_the_engine_as_architecture_says() -> None:
+    taken = []
+    for name, (path, is_package) in _modules().items():
+        if not name.startswith("deep_research.autopilot"):
+            continue
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(_parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            origin = f"{base}.{node.module}" if node.module else base
+            if not origin.startswith("deep_research.engine"):
+                continue
+            modules = [a.name for a in node.names] if origin == "deep_research.engine" else [origin.split(".")[2]]
+            for module in modules:
+                if module not in AUTOPILOT_ENGINE:
+                    taken.append(f"{name}:{node.lineno} engine.{module}")
+            if origin.startswith("deep_research.engine.store"):
+                taken += [f"{name}:{node.lineno} store.{a.name}" for a in node.names
+                          if a.name not in AUTOPILOT_STORE and not a.name.isupper()]
+    assert taken == []

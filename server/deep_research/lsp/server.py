@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -31,7 +31,7 @@ from ..engine.parser import ParsedMessage, parse, reparse
 from ..engine.state import MAIN, Phase
 from ..engine.store import STATE, FileCache, bookkeeping
 from ..engine.text import split_lines
-from .config import Settings
+from .config import SECTION, Settings
 from .convert import Positions
 from .tree_files import is_tree_markdown
 
@@ -147,6 +147,9 @@ class DeepResearchServer(LanguageServer):
         self.shown_prompt_lines: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._ledgers: dict[Path, Ledger] = {}
+        # What brings every open document's diagnostics up to date (features/diagnostics.py
+        # sets it): features that change a research call `refresh_diagnostics`, not that feature.
+        self.diagnostics_refresher: Callable[[], None] = lambda: None
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -164,6 +167,25 @@ class DeepResearchServer(LanguageServer):
             if research.rule_overrides != overrides:
                 research.rule_overrides = overrides
                 self._analyses.clear()
+
+    async def refresh_settings(self) -> bool:
+        """Ask the client for `deepResearch`; False if it cannot answer."""
+        if not self.supports("workspace.configuration"):
+            return False
+        try:
+            result = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception as error:  # a client that fails to answer keeps the old settings
+            log.warning("could not read the deepResearch settings: %s", error)
+            return False
+        self.settings = Settings.from_client(result[0] if result else None)
+        log.info("%s", self.settings.describe())
+        return True
+
+    def refresh_diagnostics(self) -> None:
+        """A research changed under the open documents: bring all their diagnostics up to date."""
+        self.diagnostics_refresher()
 
     # -- errors go to the log, never to popups ------------------------------------------------
 

@@ -5,7 +5,7 @@ to `parallel` at once); what differs is plugged in here:
 - each researcher's reply is written into its own `.dr` document as it streams
   (`workspace/applyEdit`, batched to a few edits a second) when the editor has it open, so
   the user watches it being written and sees its diagnostics, and into the file otherwise;
-- a complete reply runs through the path a save takes (`execution.execute_message`:
+- a complete reply runs through the path a save takes (`lsp/executing.py::execute_message`:
   sources, one transaction, the message cleared, diagnostics, the prompt shown);
 - a message above the approval mode pauses its researcher: it waits in that researcher's
   document (the others go on), the user may read and edit it, and the "approve and execute"
@@ -37,9 +37,9 @@ from ...engine.settings import FIELDS, SETTINGS
 from ...engine.state import MAIN
 from ...engine.text import Pos
 from ..arguments import message_document
+from ..executing import EditorPause, execute_message
 from ..progress import Progress
 from ..server import DeepResearchServer, Place
-from .execution import EditorPause, execute_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...autopilot.fleet import Fleet
@@ -105,9 +105,7 @@ async def start(ls: DeepResearchServer, uri: str, options: dict[str, Any] | None
     from ...engine.research import message_digest
     from ...engine.state import Phase
 
-    from .workspace import refresh_settings
-
-    await refresh_settings(ls)  # the model and limits as the editor has them now
+    await ls.refresh_settings()  # the model and limits as the editor has them now
     place = ls.place(uri)
     if place.research is None:
         return _refused("not-a-research", place.problem)
@@ -315,7 +313,7 @@ class EditorDocument:
 
 
 class EditorExecutor:
-    """A complete reply runs through the path a save takes (execution.execute_message), as the
+    """A complete reply runs through the path a save takes (executing.execute_message), as the
     message of the researcher whose document `consume` is; only the prompt of the researcher
     the run was started from is shown (one prompt tab, not one per researcher)."""
 
