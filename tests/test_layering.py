@@ -320,3 +320,15 @@ def test_the_autopilot_uses_the_engine_as_architecture_says() -> None:
                 taken += [f"{name}:{node.lineno} store.{a.name}" for a in node.names
                           if a.name not in AUTOPILOT_STORE and not a.name.isupper()]
     assert taken == []
+
+
+def test_the_store_is_a_package_of_parts_each_on_those_before_it() -> None:
+    """layout < guard < cache < transaction: each part imports only those before it, and nothing
+    in the package imports the rest of the engine."""
+    order = ["layout", "guard", "cache", "transaction"]
+    edges, _ = _graph()
+    for index, part in enumerate(order):
+        name = f"deep_research.engine.store.{part}"
+        allowed = {f"deep_research.engine.store.{p}" for p in order[:index]}
+        assert edges[name] <= allowed, (name, edges[name] - allowed)
+    assert set(order) == {n.rsplit(".", 1)[1] for n in edges if n.startswith("deep_research.engine.store.")}

@@ -221,7 +221,7 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return step(self, command)
 
     monkeypatch.setattr(analysis.Run, "step", counted)
-    monkeypatch.setattr(store, "RACY_NS", 0)
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)
     return ran
 
 
