@@ -153,12 +153,12 @@ async def _search(query: str, config: Config, environ: Mapping[str, str]) -> Fou
     import hashlib
     from datetime import datetime, timezone
 
-    from .search import provider_for, render
+    from .search import LABELS, provider_for, render
 
     provider = provider_for(config.search, environ)
     hits = await provider.search(query)
     if not hits:
-        raise SourceError(f"The web search for \"{query}\" found nothing; try other words.")
+        raise SourceError(f"{LABELS[provider.name]} found nothing for \"{query}\"; try other words.")
     text = render(query, hits, provider.name)
     return Found(
         title=f"Search: {query}", text=text, source=query, content_type=f"search results ({provider.name})",
