@@ -413,6 +413,30 @@ def parse_arxiv(body: bytes, limit: int = MAX_RESULTS) -> list[Hit]:
 
 
 @dataclass(frozen=True)
+class Paper:
+    pdf: str  # the PDF's address
+    name: str  # "arXiv 2401.01234v2": the attachment's name when the PDF has no title
+
+
+_ARXIV_HOSTS = ("arxiv.org", "www.arxiv.org", "export.arxiv.org")
+_ARXIV_ABS = re.compile(r"^/abs/((?:[a-z-]+(?:\.[A-Za-z]{2})?/)?\d{7}|\d{4}\.\d{4,5})(v\d+)?/?$")
+
+
+def arxiv_paper(url: str) -> Paper | None:
+    """The paper behind an arXiv abstract page's address (`/abs/ID` → `/pdf/ID`, scheme, host and
+    port kept), or None for any other address."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    match = _ARXIV_ABS.match(parts.path)
+    if (parts.hostname or "").lower() not in _ARXIV_HOSTS or not match:
+        return None
+    identifier = match.group(1) + (match.group(2) or "")
+    return Paper(parts._replace(path=f"/pdf/{identifier}", query="", fragment="").geturl(), f"arXiv {identifier}")
+
+
+@dataclass(frozen=True)
 class SearXNG:
     url: str
     name: str = "searxng"
