@@ -55,7 +55,7 @@ def register(server: DeepResearchServer) -> None:
         research = await asyncio.to_thread(
             _create, folder, prepared.instruction, prepared.context, prepared.attachments)
         refresh_diagnostics(ls)
-        return _answer(research, document, created=True, notes=prepared.notes)
+        return _answer(research, document, created=True, prepared=prepared)
 
     @server.command("deepResearch.continueResearch")
     async def continue_research(ls: DeepResearchServer, uri: str, *options: Any) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def register(server: DeepResearchServer) -> None:
 
         reopened = await asyncio.to_thread(apply)
         refresh_diagnostics(ls)
-        return {**_answer(research, document, created=False, notes=prepared.notes), "reopened": reopened}
+        return {**_answer(research, document, created=False, prepared=prepared), "reopened": reopened}
 
 
 def _folder_of(ls: DeepResearchServer, uri: object) -> tuple[Path, Path | None]:
@@ -189,13 +189,19 @@ def _create(folder: Path, *args: Any, **kwargs: Any) -> Research:
         raise JsonRpcInvalidParams(str(error)) from None
 
 
-def _answer(research: Research, document: Path | None, *, created: bool, notes: list[str] = ()) -> dict[str, Any]:
+def _answer(research: Research, document: Path | None, *, created: bool, prepared: Prepared | None = None
+            ) -> dict[str, Any]:
+    """The answer; `notes` holds what is worth saying of the sources, a sentence for each folder
+    given (its files attached, those skipped and why), and `folders` the whole of it."""
     from ...engine.research import MESSAGE_FILE
 
+    folders = prepared.folders if prepared is not None else []
     return {
         "created": created,
         "root": from_fs_path(str(research.root)),
         "document": from_fs_path(str(document if document is not None else research.root / MESSAGE_FILE)),
         "promptUri": from_fs_path(str(research.prompt_path)),
-        "notes": list(notes),
+        "notes": [*(prepared.notes if prepared is not None else []), *(f.summary() for f in folders)],
+        "folders": [{"folder": f.given, "attached": f.attached, "skipped": [{"path": p, "why": w} for p, w in f.skipped]}
+                    for f in folders],
     }
