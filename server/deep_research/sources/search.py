@@ -218,6 +218,13 @@ async def _http(label: str, method: str, url: str, **kwargs: Any) -> Answer:
             raise SourceError(f"{label} cannot be reached at {url} ({str(error)[:160] or type(error).__name__}).") from None
 
 
+async def _get(name: str, url: str, params: Mapping[str, Any], accept: str = "application/json",
+               headers: Mapping[str, str] | None = None) -> Answer:
+    """A GET to provider `name`, rate limits waited out (`ask`)."""
+    label = LABELS[name]
+    return await ask(label, lambda: _http(label, "GET", url, params=params, headers={"Accept": accept, **(headers or {})}))
+
+
 def _looks_like_html(body: bytes) -> bool:
     head = body[:512].lstrip().lower()
     return head.startswith((b"<!doctype html", b"<html")) or b"<body" in head or b"<head" in head
@@ -327,9 +334,7 @@ class Wikipedia:
         label = LABELS[self.name]
         params = {"action": "query", "list": "search", "srsearch": _plain(label, query), "srlimit": str(limit),
                   "srprop": "snippet", "format": "json", "formatversion": "2", "utf8": "1"}
-        answer = await ask(label, lambda: _http(label, "GET", self.url, params=params,
-                                                headers={"Accept": "application/json"}))
-        data = _json(label, answer)
+        data = _json(label, await _get(self.name, self.url, params))
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             info = _clean(data["error"].get("info")) or "no reason given"
             raise SourceError(f"{label} refused the search: {info[:300]}")
@@ -371,9 +376,7 @@ class ArXiv:
         terms = " AND ".join(f'all:"{word}"' for word in _plain(label, query).split())
         params = {"search_query": terms, "start": "0", "max_results": str(limit), "sortBy": "relevance",
                   "sortOrder": "descending"}
-        answer = await ask(label, lambda: _http(label, "GET", self.url, params=params,
-                                                headers={"Accept": "application/atom+xml"}))
-        return parse_arxiv(answer.body, limit)
+        return parse_arxiv((await _get(self.name, self.url, params, "application/atom+xml")).body, limit)
 
 
 def parse_arxiv(body: bytes, limit: int = MAX_RESULTS) -> list[Hit]:
@@ -444,9 +447,7 @@ class SearXNG:
     async def search(self, query: str, limit: int = MAX_RESULTS) -> list[Hit]:
         label = LABELS[self.name]
         params = {"q": _plain(label, query), "format": "json"}
-        answer = await ask(label, lambda: _http(label, "GET", self.url.rstrip("/") + "/search", params=params,
-                                                headers={"Accept": "application/json"}))
-        data = _json(label, answer)
+        data = _json(label, await _get(self.name, self.url.rstrip("/") + "/search", params))
         return _hits(data.get("results") if isinstance(data, dict) else None, "title", "url", "content", limit)
 
 
@@ -474,9 +475,7 @@ class Brave:
     async def search(self, query: str, limit: int = MAX_RESULTS) -> list[Hit]:
         label = LABELS[self.name]
         params = {"q": _plain(label, query), "count": limit}
-        answer = await ask(label, lambda: _http(label, "GET", self.url, params=params, headers={
-            "Accept": "application/json", "X-Subscription-Token": self.key}))
-        data = _json(label, answer)
+        data = _json(label, await _get(self.name, self.url, params, headers={"X-Subscription-Token": self.key}))
         web = data.get("web") if isinstance(data, dict) else None
         return _hits(web.get("results") if isinstance(web, dict) else None, "title", "url", "description", limit)
 
