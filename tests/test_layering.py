@@ -257,12 +257,12 @@ def _name_switches(source: str, label: str, names: set[str]) -> list[str]:
     """Where `source` compares with, or looks up, a command's name written out."""
     found = []
     for node in ast.walk(_parse(source, label)):
-        if isinstance(node, ast.Compare):
+        if isinstance(node, ast.Compare) and "name" in ast.unparse(node).replace("names", ""):  # `spec.name == …`
             values = [node.left, *node.comparators]
-        elif isinstance(node, ast.Subscript):
+        elif isinstance(node, ast.Subscript) and "COMMANDS" in ast.unparse(node.value):  # `COMMANDS["…"]`
             values = [node.slice]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("add", "get"):
-            values = list(node.args[:1])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add":
+            values = list(node.args[:1])  # a set of names made by hand
         else:
             continue
         for value in values:
