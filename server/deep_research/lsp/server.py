@@ -345,10 +345,11 @@ class DeepResearchServer(LanguageServer):
         the file; its mistakes logged once) under the editor's settings, which override it."""
         from ..engine.settings import read
 
-        research = self._researches.get(root.resolve())
+        research = self._researches.get(root) or self._researches.get(root.resolve())  # mostly its own root
         # Through the research's file cache (a folder that is not a research yet: read afresh).
         config, problems = read(research.root, research.cache) if research is not None else read(root)
-        if self._configs.get(root) != (config, problems):
+        last = self._configs.get(root)
+        if last is None or last[0] is not config and last != (config, problems):  # a new reading of the file
             for problem in problems:
                 log.warning("%s", problem)
             self._configs[root] = (config, problems)
