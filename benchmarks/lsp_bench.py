@@ -6,8 +6,9 @@
 
 Part 1, a 10,000-problem research (benchmarks/engine_bench.py's `build_tree`: a root, then
 10 x 10 x 10 x 10), focused three levels down (10 subproblems), with a 500-line message
-open. Our server (`python -m deep_research serve`) and benchmarks/bare_server.py (constant
-answers: the cost of Python, pygls, JSON and the pipe) run side by side over stdio with
+open. Our server (`python -m deep_research serve`) and benchmarks/bare_server.py (the cost
+of Python, pygls, JSON and the pipe: it gives, by position, the answers ours gave to the same
+requests just before, so both send the same payload) run side by side over stdio with
 pygls's LanguageClient, and every kind of request is timed ALTERNATELY on the two (one of
 ours, one of bare's, swapping who goes first), N times each after 20 unmeasured ones, so
 that the load of a shared machine falls on both alike. It prints p50/p99 per kind and the
@@ -164,8 +165,8 @@ CAPABILITIES = types.ClientCapabilities(
 class Session:
     """One server process and a pygls LanguageClient talking to it over stdio."""
 
-    def __init__(self, name: str, command: list[str]) -> None:
-        self.name, self.command = name, command
+    def __init__(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.name, self.command, self.env = name, command, env or SERVER_ENV
         self.client = LanguageClient("lsp-bench", "1.0", converter_factory=converter_factory)
         self.stderr: list[str] = []
         self.log_messages: list[str] = []
@@ -188,7 +189,7 @@ class Session:
     async def start(self, root: Path) -> float:
         """Start the process and initialise; returns seconds from spawn to the initialize response."""
         began = time.perf_counter()
-        await self.client.start_io(*self.command, env=SERVER_ENV, cwd=str(root))
+        await self.client.start_io(*self.command, env=self.env, cwd=str(root))
         self._drain = asyncio.create_task(self._read_stderr())
         await self.client.initialize_async(types.InitializeParams(
             capabilities=CAPABILITIES, root_uri=root.as_uri(),
@@ -344,21 +345,27 @@ def prepare(root: Path, branching: tuple[int, ...], focus_at: tuple[int, ...] = 
 async def round_trips(root: Path, n: int) -> dict[str, dict[str, tuple[list[float], object]]]:
     uri = (root / "message.dr").as_uri()
     results: dict[str, dict[str, tuple[list[float], object]]] = {}
-    sessions = {"ours": Session("ours", our_command()), "bare": Session("bare", bare_command())}
+    answers = root.parent / "bare-answers.json"
+    sessions = {"ours": Session("ours", our_command()),
+                "bare": Session("bare", bare_command(), {**SERVER_ENV, "BARE_ANSWERS": str(answers)})}
     benches: dict[str, Bench] = {}
+    message = Message()
+    slash_line, slash = message.slash
+    focus_line, focus = message.focus_down
+    title_line, _ = message.hover_title
+    # (kind of answer, line, character) of every position asked below
+    positions = [("completion", slash_line, len(slash)), ("completion", focus_line, len(focus)),
+                 ("hover", message.hover_command, 6), ("hover", title_line, len("///focus_down ") + 3)]
     try:
-        for name, session in sessions.items():
+        for name, session in sessions.items():  # ours first: bare is given its answers
             await session.start(root)
-            benches[name] = Bench(session, uri, Message())
-        for name, bench in benches.items():
+            bench = benches[name] = Bench(session, uri, Message())
             began = time.perf_counter()
             bench.open()
             first = await bench.diagnostics()()
             results.setdefault("didOpen + first pull diagnostics (1 run)", {})[name] = ([time.perf_counter() - began], first)
-        message = benches["ours"].message
-        slash_line, slash = message.slash
-        focus_line, focus = message.focus_down
-        title_line, _ = message.hover_title
+            if name == "ours":
+                answers.write_text(json.dumps(await given_answers(bench, first, positions)), encoding="utf-8")
         # The tree view gets a time budget: a server that walks the whole tree takes seconds.
         budgets = {"tree view (deepResearch.tree)": 120.0}
         kinds: list[tuple[str, Callable[[Bench], Request], bool]] = [
@@ -387,6 +394,17 @@ async def round_trips(root: Path, n: int) -> dict[str, dict[str, tuple[list[floa
                 print(f"  ({session.name} server sent {len(session.log_messages)} window/logMessage, "
                       f"e.g. {session.log_messages[0][:120]!r})")
     return results
+
+
+async def given_answers(bench: Bench, first: object, positions: list[tuple[str, int, int]]) -> dict[str, Any]:
+    """Our server's answers to the requests below, for the bare server to give (BARE_ANSWERS),
+    so that both send the same payload."""
+    convert = bench.s.client.protocol._converter  # type: ignore[attr-defined]
+    out: dict[str, Any] = {"diagnostics": convert.unstructure(first), "tree": await bench.tree()()}
+    for kind, line, character in positions:
+        request = bench.completion(line, character) if kind == "completion" else bench.hover(line, character)
+        out.setdefault(kind, []).append([line, character, convert.unstructure(await request())])
+    return out
 
 
 def print_round_trips(results: dict[str, dict[str, tuple[list[float], object]]], n: int) -> None:
