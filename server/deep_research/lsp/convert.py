@@ -15,6 +15,8 @@ SOURCE = "deep-research"
 
 
 def _units(text: str, encoding: str) -> int:
+    if text.isascii():  # one unit per character in every encoding (a flag of the string: no scan)
+        return len(text)
     if encoding == types.PositionEncodingKind.Utf8:
         return len(text.encode("utf-8"))
     if encoding == types.PositionEncodingKind.Utf32:
@@ -48,6 +50,8 @@ class Positions:
             return Pos(line, len(self.lines[line]) if position.line >= 0 else 0)
         line = self.lines[position.line]
         target, units = max(position.character, 0), 0
+        if line.isascii():
+            return Pos(position.line, min(target, len(line)))
         for index, char in enumerate(line):
             if units >= target:
                 return Pos(position.line, index)

@@ -7,7 +7,7 @@ import logging
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from ..server import DeepResearchServer
+from ..server import DeepResearchServer, later
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -23,8 +23,7 @@ LEGEND = types.SemanticTokensLegend(token_types=TOKEN_TYPES, token_modifiers=[])
 def register(server: DeepResearchServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: DeepResearchServer, params: types.HoverParams) -> types.Hover | None:
-        from ...engine import assist
-
+        assist = later.assist
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None
