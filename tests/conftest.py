@@ -1,11 +1,23 @@
-"""Fixtures shared by the test folders."""
+"""Fixtures shared by the test folders.
+
+No fsync in tests that are not about durability: the run sets DEEP_RESEARCH_TEST_NO_FSYNC=1
+(`store.NO_FSYNC_FOR_TESTS`) for itself and, through the environment, for every command line,
+language server and MCP server it starts; a power loss is what fsync guards against, and only
+tests/crash simulates one (its conftest turns fsync back on). Half of the engine's time in tests
+went to fsync. The product never sets it.
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import pytest
 from pytest_httpserver import HTTPServer
+
+from deep_research.engine.store import NO_FSYNC_FOR_TESTS
+
+os.environ[NO_FSYNC_FOR_TESTS] = "1"  # at import: before any test module computes a subprocess's environment
 
 
 @pytest.hookimpl(tryfirst=True)
