@@ -16,8 +16,21 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from deep_research.engine.store import NO_FSYNC_FOR_TESTS
+from tests.preload import Preloaded
 
-os.environ[NO_FSYNC_FOR_TESTS] = "1"  # at import: before any test module computes a subprocess's environment
+# At import: before any test module computes a subprocess's environment.
+os.environ[NO_FSYNC_FOR_TESTS] = "1"
+PRELOADED = Preloaded()
+STARTS_SERVERS = ("lsp", "mcp")  # test folders whose tests start language or MCP servers
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(part in STARTS_SERVERS for item in session.items for part in item.path.relative_to(session.config.rootpath).parts[1:2]):
+        PRELOADED.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    PRELOADED.stop()
 
 
 @pytest.hookimpl(tryfirst=True)
