@@ -118,6 +118,21 @@ def test_every_change_is_seen(tree: Path, change: str) -> None:
     assert again.unchanged() and again.unchanged()  # watched again, whatever was dropped
 
 
+def test_a_file_looked_for_in_a_folder_made_later_is_seen(tree: Path) -> None:
+    """An absent file whose folder was missing too: the folder's creation is reported, and the
+    folder is watched from then on, so the file's creation is reported as well."""
+    cache = confined(tree)
+    wanted = tree / "Subproblems" / "B" / DEFINITION
+    with cache.recording() as reads:
+        assert cache.read(wanted, str) is None
+    assert reads.unchanged() and reads.unchanged()
+    (tree / "Subproblems" / "B").mkdir()
+    assert reads.unchanged()  # the file is still missing
+    assert reads.unchanged()
+    wanted.write_text("# B\n", encoding="utf-8")
+    assert not reads.unchanged()
+
+
 def test_the_root_moved_away_is_seen(tree: Path) -> None:
     cache = confined(tree)
     reads = look(cache, tree)

@@ -142,8 +142,9 @@ class Reads:
         self.seen: dict[str, Signature | None] = {}
         self.racy = False  # something was read within RACY_NS of its change: never trust these
         # With the process's inotify watch on (engine/watch.py): the watch's generation and
-        # layout when the stats last found all of it unchanged, and the roots it lies in.
-        self._vouched: tuple[int, int, tuple[str, ...]] | None = None
+        # layout when the stats last found all of it unchanged, the roots it lies in, and
+        # whether every folder on its paths was there to watch.
+        self._vouched: tuple[int, int, tuple[str, ...], bool] | None = None
 
     def note(self, path: str, st: os.stat_result | None) -> None:
         if path not in self.seen:  # the first look is the one the computation used
@@ -160,14 +161,14 @@ class Reads:
         if self.racy:
             return False
         watch = current_watch()
-        roots = None
+        covered = None
         if watch is not None:  # nothing reported since the stats last vouched for it: unchanged
             generation, layout = watch.poll(), watch.layout
             vouched = self._vouched
             if vouched is not None and vouched[:2] == (generation, layout) and watch.roots_in_place(vouched[2]):
                 return True
             # watched before the stats below, so that what changes after them is reported
-            roots = vouched[2] if vouched is not None and vouched[1] == layout else watch.cover(self.seen)
+            covered = vouched[2:] if vouched is not None and vouched[1] == layout and vouched[3] else watch.cover(self.seen)
         stat = os.stat
         for path, signature in self.seen.items():
             try:
@@ -178,8 +179,8 @@ class Reads:
                 continue
             if signature is None or (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != signature:
                 return False
-        if roots is not None:
-            self._vouched = (generation, layout, roots)
+        if covered is not None:
+            self._vouched = (generation, layout, *covered)
         return True
 
     def __len__(self) -> int:

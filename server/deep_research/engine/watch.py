@@ -125,18 +125,23 @@ class Watch:
 
     # -- what is watched ----------------------------------------------------------------------
 
-    def cover(self, paths: Iterable[str]) -> tuple[str, ...] | None:
+    def cover(self, paths: Iterable[str]) -> tuple[tuple[str, ...], bool] | None:
         """Watch every folder whose change could change what `paths` name (each path's folder
         and the folders above it up to its research's root, and the path itself if it is a
-        folder); the roots they are in, or None if some path cannot be vouched for so."""
+        folder). The roots they are in, and whether every such folder was there to watch (if
+        not, a folder made later must be watched then: cover again after any change); None if
+        some path cannot be vouched for so."""
         with self._lock:
             roots: set[str] = set()
+            complete = True
             for path in paths:
                 root = self._root_of(path)
-                if root is None or not self._cover(root, path):
+                covered = None if root is None else self._cover(root, path)
+                if covered is None:
                     return None
-                roots.add(root)
-            return tuple(roots)
+                roots.add(root)  # type: ignore[arg-type]
+                complete = complete and covered
+            return tuple(roots), complete
 
     def add_root(self, root: str) -> None:
         """A research's root (a real path): its paths may be watched if its file system is local."""
@@ -159,14 +164,15 @@ class Watch:
                 found = root
         return found if found is not None and self._roots[found] is not None else None
 
-    def _cover(self, root: str, path: str) -> bool:
+    def _cover(self, root: str, path: str) -> bool | None:
+        """True: watched; False: watched down to a folder that is missing; None: cannot be."""
         device = self._roots[root][0]  # type: ignore[index]
         try:
             own = os.lstat(path)
         except OSError:
             own = None
         if own is not None and stat_module.S_ISLNK(own.st_mode):
-            return False
+            return None
         folders = [] if path == root else os.path.relpath(os.path.dirname(path), root).split(os.sep)
         current = root
         chain = [root] + [current := os.path.join(current, part) for part in folders if part != "."]
@@ -178,17 +184,15 @@ class Watch:
             try:
                 st = os.lstat(folder)
             except OSError:
-                return True  # missing: its creation is reported to the folder above, watched
+                return False  # missing: its creation is reported to the folder above, watched
             if not stat_module.S_ISDIR(st.st_mode) or st.st_dev != device:
-                return False  # a link, a file where a folder was expected, another mount
+                return None  # a link, a file where a folder was expected, another mount
             if len(self._folders) >= MAX_FOLDERS:
-                return False
+                return None
             try:
                 wd = self._add_watch(self._fd, os.fsencode(folder), _MASK)
             except OSError:
-                return False
-            if wd < 0:
-                return False
+                return None
             self._folders[folder] = wd
             self._paths[wd] = folder
         return True
