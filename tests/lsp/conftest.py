@@ -1,5 +1,13 @@
 """pytest-lsp fixtures: the real server over stdio, with VS Code's and Neovim's capabilities.
 
+- `client`: a fresh server per test (twice: VS Code's and Neovim's capabilities), its
+  workspace the test's `tmp_path`. Cheap: the server is forked from the session's preloaded
+  process (tests/preload.py: `SERVER` is `preload.command("serve")`), about a fork instead of
+  ~0.5 s of imports, so there is no need to share a server between tests and their state.
+- `research`: a research made in `tmp_path/research` (no fsync: tests/conftest.py).
+- `make_client()`, `capabilities(preset)`, `ENV`, `SERVER`: for a fixture of a test module's own
+  (a different workspace, no workspace, one preset); clients share one converter.
+
 Spec violations (a request the client did not advertise support for) are errors
 (pyproject.toml turns LspSpecificationWarning into an error).
 """
