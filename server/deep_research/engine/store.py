@@ -163,10 +163,10 @@ class Reads:
         watch = current_watch()
         covered = None
         if watch is not None:  # nothing reported since the stats last vouched for it: unchanged
-            generation, layout = watch.poll(), watch.layout
             vouched = self._vouched
-            if vouched is not None and vouched[:2] == (generation, layout) and watch.roots_in_place(vouched[2]):
+            if vouched is not None and watch.vouches(vouched):
                 return True
+            generation, layout = watch.poll(), watch.layout
             # watched before the stats below, so that what changes after them is reported
             covered = vouched[2:] if vouched is not None and vouched[1] == layout and vouched[3] else watch.cover(self.seen)
         stat = os.stat

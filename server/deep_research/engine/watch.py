@@ -105,6 +105,19 @@ class Watch:
             except OSError:
                 pass
 
+    def vouches(self, vouched: tuple) -> bool:
+        """Whether a `Reads` vouched for at (generation, layout, roots, …) still is: nothing
+        reported since, every root in its place (once per `moment` for the same tuple)."""
+        look = getattr(_local, "look", None)
+        if look is not None:
+            known = look.get(vouched)
+            if known is not None:
+                return known
+        still = vouched[0] == self.poll() and vouched[1] == self.layout and self.roots_in_place(vouched[2])
+        if look is not None:
+            look[vouched] = still
+        return still
+
     def roots_in_place(self, roots: Iterable[str]) -> bool:
         """Whether each root is still the folder it was when watched (a `stat` each, once
         within a `moment`)."""

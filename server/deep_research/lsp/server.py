@@ -94,7 +94,7 @@ class Place:
         return self.research.state().phase if self.research else Phase.NO_PROBLEM
 
 
-@dataclass
+@dataclass(frozen=True)
 class Document:
     """One open document as the features see it: text, parse, position conversion."""
 
@@ -174,7 +174,7 @@ class DeepResearchServer(LanguageServer):
         self.settings = Settings()
         self._configs: dict[Path, tuple[Reads, Config]] = {}  # root -> (the look at its toml, config from it)
         self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
-        self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
+        self._parses: dict[str, tuple[int | None, str, ParsedMessage, Document]] = {}
         self._places: dict[str, tuple[Place, Reads, tuple]] = {}  # a document's research, its state file, the workspace
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
         # By research root and researcher: (phase and held subproblems, the focus and its subproblems)
@@ -256,13 +256,13 @@ class DeepResearchServer(LanguageServer):
         text = doc.source
         cached = self._parses.get(uri)
         if cached is not None and cached[0] == doc.version and cached[1] is text:
-            parsed = cached[2]
-        else:
-            # Re-parse only what the edit touched (an unchanged command stays the same
-            # object, which lets the analysis resume after it).
-            parsed = reparse(cached[2], text) if cached is not None else parse(text)
-            self._parses[uri] = (doc.version, text, parsed)
-        return Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
+            return cached[3]
+        # Re-parse only what the edit touched (an unchanged command stays the same
+        # object, which lets the analysis resume after it).
+        parsed = reparse(cached[2], text) if cached is not None else parse(text)
+        document = Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
+        self._parses[uri] = (doc.version, text, parsed, document)
+        return document
 
     # -- where the server may act ---------------------------------------------------------------
 
