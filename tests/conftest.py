@@ -16,12 +16,21 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from deep_research.engine.store import NO_FSYNC_FOR_TESTS
+from deep_research.sources.search import ADDRESS_VARIABLE, DEFAULT_URLS
 from tests.preload import Preloaded
 
 # At import: before any test module computes a subprocess's environment.
 os.environ[NO_FSYNC_FOR_TESTS] = "1"
 PRELOADED = Preloaded()
 STARTS_SERVERS = ("lsp", "mcp")  # test folders whose tests start language or MCP servers
+
+# No test may reach beyond loopback. Web search needs no setup (DuckDuckGo is the default), so
+# every provider's own address is moved to a loopback port where nothing listens, here and in
+# every process a test starts (the CLI, the language server, the editors): a search that a test
+# did not point at its own stand-in fails at once with a sentence, and never leaves the machine.
+NOWHERE = "http://127.0.0.1:9/"  # the discard port: connection refused
+for _provider in DEFAULT_URLS:
+    os.environ[ADDRESS_VARIABLE.format(_provider.upper())] = NOWHERE + _provider
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -70,6 +70,12 @@ class _Later:
 
         return incremental
 
+    @functools.cached_property
+    def config(self):  # type: ignore[no-untyped-def]
+        from .. import config
+
+        return config
+
 
 later = _Later()
 
@@ -391,12 +397,13 @@ class DeepResearchServer(LanguageServer):
         stats); the focus and its subproblems only if the request needs them, and read
         again only when one of the files they came from changed."""
         Snapshot, Memo = later.assist.Snapshot, later.incremental.Memo
+        search_provider = later.config.search_provider
         research = place.research
         if research is None:
             return Snapshot(Phase.NO_PROBLEM)
         config = self.config(research.root)
         sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
-                       search_provider=config.search.provider)
+                       search_provider=search_provider(config))
         key = (research.root, place.researcher)
         memos = self._snapshots.get(key)
         if memos is None or memos[0].cache is not research.cache:
