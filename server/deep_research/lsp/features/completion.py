@@ -87,7 +87,11 @@ def _answer(ls: DeepResearchServer, candidates: Sequence["assist.Candidate"], po
     command names come as one cached tuple per place, and the engine keeps others made from an
     unchanged research as the same tuple too (both known by identity: the entry keeps the tuple
     alive, so its id cannot be reused); other candidates by value."""
-    style = _Style(ls, positions)
+    capabilities = ls.client_capabilities
+    kept = _styles.get(positions.encoding)
+    if kept is None or kept[0] is not capabilities:  # read from the client's capabilities once
+        kept = _styles[positions.encoding] = (capabilities, _Style(ls, positions))
+    style = kept[1]
     lines = {c.replace.start.line for c in candidates} | {c.replace.end.line for c in candidates}
     identity = id(candidates) if isinstance(candidates, tuple) else tuple(candidates)
     key = (identity, tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)), style.key())
@@ -116,6 +120,8 @@ def _format(candidate: "assist.Candidate", style: _Style) -> types.InsertTextFor
     return types.InsertTextFormat.Snippet if snippet else types.InsertTextFormat.PlainText
 
 
+# The style of the answers, by position encoding, for the client capabilities it was read from.
+_styles: dict[str, tuple[object, _Style]] = {}
 # Answers lately given, by their candidates, the text of the lines they replace in and the style.
 _converted: dict[tuple, tuple[Sequence["assist.Candidate"], types.CompletionList]] = {}
 # Documentation and detail of the items answered lately, for completionItem/resolve (by a number).
