@@ -3,6 +3,7 @@
 
     python benchmarks/lsp_bench.py [-n 1500] [--starts 7] [--dir DIR] [--keep]
                                    [--skip-big] [--only-big] [--walk 1000] [--exec-reps 40] [--quick]
+                                   [--instructions N]
 
 Part 1, a 10,000-problem research (benchmarks/engine_bench.py's `build_tree`: a root, then
 10 x 10 x 10 x 10), focused three levels down (10 subproblems), with a 500-line message
@@ -16,6 +17,10 @@ ratio ours/bare. The client behaves as VS Code does: it sends the `previousResul
 its last diagnostics report, and advertises VS Code's completion capabilities (lazily
 resolved documentation, list item defaults). "(+ edit)" kinds follow a didChange that inserts ONE
 character (typing), inside the measured time.
+
+With `--instructions N`, the same requests N times each with both servers under valgrind's
+callgrind: instructions per request in the server process, which a loaded machine does not blur
+(kernel time is not counted, nor the client's work, which is the same for both).
 
 Part 2, a 101,111-problem research (branching 10, 10, 10, 100), focused at the same place
 (now 100 subproblems): the tree view's first answer (`deepResearch.tree` with the
@@ -429,6 +434,59 @@ def print_round_trips(results: dict[str, dict[str, tuple[list[float], object]]],
     print("  (1 run): a single sample, the first request after opening the document.")
 
 
+async def instruction_counts(root: Path, n: int) -> dict[str, dict[str, float]]:
+    """Instructions per request in each server process, counted by valgrind's callgrind (dumped
+    with callgrind_control around n requests of each kind): figures a loaded machine does not
+    blur. The bare server gives the answers round_trips wrote. Kernel time is not counted."""
+    import glob
+    import re
+    import subprocess
+
+    out = root.parent / "callgrind"
+    out.mkdir(exist_ok=True)
+    uri = (root / "message.dr").as_uri()
+    message = Message()
+    kinds: list[tuple[str, Callable[[Bench], Request], bool]] = [
+        ("completion after `///`", lambda b: b.completion(message.slash[0], len(message.slash[1])), False),
+        ("completion after `focus_down `", lambda b: b.completion(message.focus_down[0], len(message.focus_down[1])), False),
+        ("hover on a command name", lambda b: b.hover(message.hover_command, 6), False),
+        ("hover on a subproblem title", lambda b: b.hover(message.hover_title[0], len("///focus_down ") + 3), False),
+        ("pull diagnostics, unchanged document", lambda b: b.diagnostics(), False),
+        ("pull diagnostics (+ edit)", lambda b: b.diagnostics(), True),
+    ]
+    sessions = {"ours": Session("ours", our_command()),
+                "bare": Session("bare", bare_command(), {**SERVER_ENV, "BARE_ANSWERS": str(root.parent / "bare-answers.json")})}
+    counts: dict[str, dict[str, float]] = {kind: {} for kind, _, _ in kinds}
+    try:
+        benches = {}
+        for name, session in sessions.items():
+            session.command = ["valgrind", "--tool=callgrind", "--dump-instr=no",
+                               f"--callgrind-out-file={out}/{name}.%p", *session.command]
+            await session.start(root)
+            bench = benches[name] = Bench(session, uri, Message())
+            bench.open()
+            await bench.diagnostics()()
+        for number, (kind, make, edit) in enumerate(kinds):
+            for name, bench in benches.items():
+                request = make(bench)
+                for i in range(n + 5):
+                    if i == 5:
+                        subprocess.run(["callgrind_control", "-d", f"before{number}", str(bench.s.pid)], capture_output=True)
+                    if edit:
+                        bench.edit()
+                    await request()
+                subprocess.run(["callgrind_control", "-d", f"kind{number}", str(bench.s.pid)], capture_output=True, check=True)
+                for path in glob.glob(f"{out}/{name}.*"):
+                    text = Path(path).read_text(errors="replace")
+                    if f"Trigger: dump kind{number}\n" in text:
+                        found = re.search(r"^summary: (\d+)", text, re.M)
+                        counts[kind][name] = int(found.group(1)) / n if found else float("nan")
+    finally:
+        for session in sessions.values():
+            await session.stop()
+    return counts
+
+
 # -- part 2: the 100k research ------------------------------------------------------------------------
 
 
@@ -694,6 +752,8 @@ def main() -> int:
     parser.add_argument("--tree-runs", type=int, default=50, help="tree view requests timed after the first (default 50)")
     parser.add_argument("--exec-reps", type=int, default=40, help="executions per research (default 40)")
     parser.add_argument("--quick", action="store_true", help="small trees, a few requests each (CI: it still runs)")
+    parser.add_argument("--instructions", type=int, default=0, metavar="N",
+                        help="also count instructions per request under valgrind, N of each kind (slow: minutes)")
     args = parser.parse_args()
     global BIG
     part1 = (10, 10, 10, 10)
@@ -714,6 +774,14 @@ def main() -> int:
             print(f"message: {len(message.lines)} lines, {len(message.text):,} characters")
             results = asyncio.run(round_trips(root, args.n))
             print_round_trips(results, args.n)
+            if args.instructions:
+                counted = asyncio.run(instruction_counts(root, args.instructions))
+                print(f"\nInstructions per request in the server process (valgrind callgrind, {args.instructions} of each "
+                      "kind; the same answers):")
+                print(f"  {'request':42s} {'ours':>12s} {'bare':>12s} {'ratio':>7s}")
+                for kind, by_server in counted.items():
+                    ours_i, bare_i = by_server.get("ours", float("nan")), by_server.get("bare", float("nan"))
+                    print(f"  {kind:42s} {ours_i:12,.0f} {bare_i:12,.0f} {ours_i / bare_i:7.2f}")
 
         if not args.skip_big:
             print()
