@@ -22,16 +22,16 @@ from .layout import (
     session_file,
 )
 from .transaction import (
-    BlockedPath, StoreError, Transaction, UnsafePath, atomic_write, ensure_inside, fsync_folder, locked,
-    make_folders, pending_path, recover,
+    NO_FSYNC_FOR_TESTS, BlockedPath, StoreError, Transaction, UnsafePath, atomic_write, ensure_inside, fsync,
+    fsync_folder, locked, make_folders, pending_path, recover,
 )
 
 __all__ = [
     "ATTACHMENTS", "BOOKKEEPING", "BREAKDOWN", "CONFIG_FILE", "CONTEXT", "CRITERIA", "DEFINITION", "INSTRUCTION",
-    "JOURNAL", "MAX_READ_BYTES", "MESSAGE_FILE", "MESSAGE_SUFFIX", "PENDING", "PENDING_ATTACHMENTS", "PROMPT",
+    "JOURNAL", "MAX_READ_BYTES", "MESSAGE_FILE", "NO_FSYNC_FOR_TESTS", "MESSAGE_SUFFIX", "PENDING", "PENDING_ATTACHMENTS", "PROMPT",
     "REPORT", "RESEARCHERS", "SESSIONS", "STATE", "SUBPROBLEMS", "TMP_MARK",
     "BlockedPath", "Entry", "FileCache", "Guard", "OpenFolder", "Reads", "Signature", "StoreError", "Transaction",
-    "UnsafePath", "atomic_write", "bookkeeping", "content_digest", "decode", "ensure_inside", "fsync_folder",
+    "UnsafePath", "atomic_write", "bookkeeping", "content_digest", "decode", "ensure_inside", "fsync", "fsync_folder",
     "is_message_document", "journal_records", "locked", "make_folders", "pending_path", "read_bytes", "read_text",
     "recording", "recover", "researcher_folder", "session_file", "watched_stat",
 ]

@@ -3,7 +3,8 @@
 Reading goes through a bounded cache keyed by each file's (inode, size, times), so
 unchanged files are parsed once and a hand edit is seen on the next read, without
 watching. The cache can also note everything a computation read (`Reads`), so that its
-result can be reused for as long as none of it changed.
+result can be reused for as long as none of it changed (a `stat` each, or with the language
+server's inotify watch, engine/watch.py, nothing while the kernel reports no change).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
+from ..watch import current as current_watch
 from .guard import ANYWHERE, MAX_READ_BYTES, NOWHERE, Entry, Guard, decode, read_regular
 
 T = TypeVar("T")
@@ -41,11 +43,15 @@ class Reads:
     it again would read exactly the same; a folder's signature changes when an entry is
     added, removed or renamed in it, so listings are covered too."""
 
-    __slots__ = ("seen", "racy")
+    __slots__ = ("seen", "racy", "_vouched")
 
     def __init__(self) -> None:
         self.seen: dict[str, Signature | None] = {}
         self.racy = False  # something was read within RACY_NS of its change: never trust these
+        # With the process's inotify watch on (engine/watch.py): the watch's generation and
+        # layout when the stats last found all of it unchanged, the roots it lies in, and
+        # whether every folder on its paths was there to watch.
+        self._vouched: tuple[int, int, tuple[str, ...], bool] | None = None
 
     def note(self, path: str, st: os.stat_result | None) -> None:
         if path not in self.seen:  # the first look is the one the computation used
@@ -61,6 +67,15 @@ class Reads:
     def unchanged(self) -> bool:
         if self.racy:
             return False
+        watch = current_watch()
+        covered = None
+        if watch is not None:  # nothing reported since the stats last vouched for it: unchanged
+            vouched = self._vouched
+            if vouched is not None and watch.vouches(vouched):
+                return True
+            generation, layout = watch.poll(), watch.layout
+            # watched before the stats below, so that what changes after them is reported
+            covered = vouched[2:] if vouched is not None and vouched[1] == layout and vouched[3] else watch.cover(self.seen)
         stat = os.stat
         for path, signature in self.seen.items():
             try:
@@ -71,6 +86,8 @@ class Reads:
                 continue
             if signature is None or (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != signature:
                 return False
+        if covered is not None:
+            self._vouched = (generation, layout, *covered)
         return True
 
     def __len__(self) -> int:
@@ -158,6 +175,9 @@ class FileCache:
         with self._lock:
             if all(g.root != guard.root for g in self._guards):
                 self._guards = (*self._guards, guard)
+        watch = current_watch()
+        if watch is not None:
+            watch.add_root(guard.root)
 
     def _guard(self, name: str) -> Guard | None:
         """The guard of the research `name` is in; a guard that allows nothing for a path
