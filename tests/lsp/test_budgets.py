@@ -35,9 +35,13 @@ async def test_work_over_a_budget_is_a_diagnostic_while_typed(client, research: 
 
 
 async def test_completion_offers_nothing_over_a_budget(client, research: Path):
+    """Also after the same text was completed under the old budgets (the settings drop what the
+    server kept of the research's snapshot)."""
     uri = await defined(client, research)
     change_doc(client, uri, "<<< add_criteria_to_subproblem\n///title\nCache sizes\n///criteria\nNames L1\n>>>\n")
     assert (await execute(client, uri))["executed"]
+    change_doc(client, uri, "///")
+    assert "add_subproblem" in {i.label for i in await complete(client, uri, 0, 3)}, "asked once before"
     await configure(client, maxBreadth=1, maxCriteria=1)
     change_doc(client, uri, "///")
     labels = {i.label for i in await complete(client, uri, 0, 3)}
