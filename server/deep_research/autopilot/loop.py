@@ -480,10 +480,11 @@ class Pilot:
             # Cut off by the reply's token limit inside a command: that command could not run
             # (an unclosed block, a half line); what the message finished runs.
             text = MessageGrammar.complete_part(text)
-        if "\x00" in text:  # not text: never written to the document, never run (as any message)
-            self.count.idle += 1
+        if "\x00" in text:  # not text: never run (as any message), and not left in the document it streamed into
+            self.idle += 1
             self._finish(record, "not-text", error="the model's reply held NUL characters; it was not run")
-            self.research.record([record])
+            self._log([record])
+            await self._clear_stream(pieces)
             self._report(number, record, reply, None, tick, model_time)
             return None
         if not text.strip():
@@ -591,6 +592,9 @@ class Pilot:
 
     async def _keep_draft(self, pieces: list[str]) -> bool:
         partial = "".join(pieces)
+        if "\x00" in partial:  # not text: it could never run, so it is not kept
+            await self._clear_stream(pieces)
+            return False
         if partial.strip():
             try:
                 await self.document.replace(partial)
@@ -598,6 +602,15 @@ class Pilot:
                 return False
             return True
         return False
+
+    async def _clear_stream(self, pieces: list[str]) -> None:
+        """Take out of the document what streamed into it (an editor's buffer shows the reply as
+        it comes), unless someone wrote there meanwhile (theirs stays)."""
+        if pieces:
+            try:
+                await self.document.replace("")
+            except (DocumentChanged, OSError):
+                pass
 
     async def _decline(self, text: str, record: dict[str, Any] | None, why: str) -> None:
         """A message the user did not approve: kept in the transcript, not run; the model
