@@ -68,11 +68,12 @@ class Turns:
         note = self._note(research, state)
         if key == self.key and list(whole.turns[: self.left_out + len(self.bare)])[self.left_out:] == self.bare:
             added = list(whole.turns[self.left_out + len(self.bare):])
-            sent, updates, opening = self.sent + added, self.updates + [{} for _ in added], self.opening
-            opened = self.opened
-            if not sent or sent[-1].role == "user":  # the model answers the newest user turn: what changed goes there
-                now = whole.sections if self.fit == Fit() else research.sections(self.researcher, self.fit)
-                update, showing = render_update(now, self.shown(updates))
+            sent, updates, opening, opened = self.sent + added, self.updates + [{} for _ in added], self.opening, self.opened
+            # The model answers the newest user turn (or the opening): what changed goes there.
+            now = None if sent and sent[-1].role != "user" else (
+                whole.sections if self.fit == Fit() else research.sections(self.researcher, self.fit))
+            if now is not None:
+                update, showing = render_update(now, _merged(opened, updates))
                 extra = "\n\n".join(part for part in (update, note if added else "") if part)
                 if extra and sent:
                     sent[-1] = Turn("user", sent[-1].content + "\n\n" + extra)
@@ -86,16 +87,15 @@ class Turns:
                     opening, opened, sent, self.bare + added, updates)
                 return candidate.messages()
             if opening == self.opening and self._cut(sent, self.bare + added, updates, budget):
-                return Conversation(self.opening, tuple(self.sent)).messages()
+                if now is not None:  # what the turns left out showed of the view, shown again
+                    update, showing = render_update(now, _merged(self.opened, self.updates))
+                    if update:
+                        self.sent[-1] = Turn("user", self.sent[-1].content + "\n\n" + update)
+                        self.updates[-1] = {**self.updates[-1], **showing}
+                candidate = Conversation(self.opening, tuple(self.sent))
+                if candidate.characters() <= budget:
+                    return candidate.messages()
         return self._afresh(research, key, whole, budget, max_tokens, note)
-
-    def shown(self, updates: list[dict[str, str]] | None = None) -> dict[str, str]:
-        """What the conversation shows of the view now, by section and item key: the opening's,
-        then each update still sent, oldest first (a later showing replaces an earlier one)."""
-        shown = dict(self.opened)
-        for showing in self.updates if updates is None else updates:
-            shown.update(showing)
-        return shown
 
     @staticmethod
     def _note(research, state) -> str:
@@ -141,6 +141,15 @@ class Turns:
         self.sent, self.bare, self.left_out = turns, list(whole.turns), 0
         self.opened, self.updates, self.fit = shown_by(fitted.sections), [{} for _ in turns], fitted.fit
         return Conversation(opening, tuple(turns)).messages()
+
+
+def _merged(opened: dict[str, str], updates: list[dict[str, str]]) -> dict[str, str]:
+    """What a conversation shows of the view, by section and item key: what its opening shows,
+    then each update in it, oldest first (a later showing replaces an earlier one)."""
+    shown = dict(opened)
+    for showing in updates:
+        shown.update(showing)
+    return shown
 
 
 def _cut_note(left_out: int) -> str:

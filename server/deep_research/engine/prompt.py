@@ -177,6 +177,11 @@ class Section:
     def text(self) -> str:
         return self.head + self.joiner.join(item.text for item in self.items) + self.tail
 
+    @property
+    def frame(self) -> str:
+        """The section with every item as its brief: what it shows besides its items."""
+        return self.abridged(lambda item: True)
+
     def abridged(self, unchanged: Callable[[Item], bool]) -> str:
         """The section with each item for which `unchanged` holds shown as its brief."""
         return self.head + self.joiner.join(item.brief if unchanged(item) else item.text for item in self.items) + self.tail
@@ -191,9 +196,9 @@ def view_sections(view: TreeView, state: State, book: Bookkeeping, fit: Fit = Fi
 
 
 def shown_by(sections: Sequence[Section]) -> dict[str, str]:
-    """Each section's and each item's text, by key: what a conversation that shows `sections`
-    shows (for `render_update`)."""
-    shown = {section.key: section.text for section in sections}
+    """What a conversation that shows `sections` shows, by key (for `render_update`): each
+    section's frame and each item's text."""
+    shown = {section.key: section.frame for section in sections}
     shown.update((item.key, item.text) for section in sections for item in section.items)
     return shown
 
@@ -279,20 +284,20 @@ UPDATE_HEADING = "# What changed"
 
 def render_update(now: Sequence[Section], shown: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     """What of a researcher's view changed since a conversation showed it, for the newest user
-    turn: every section of `now` whose text is not the one `shown` holds for its key (the
-    text last shown, by key, of sections and items alike: `shown_by`), as the prompt shows it;
-    in a section shown again, an item as it was last shown stands as its brief. Returns the
-    text ("" when nothing changed) and what it shows, by key. Pure text: a section is shown
-    again exactly when its text differs from what was last shown of it."""
+    turn: every section of `now` that is not as `shown` last showed it (its frame and each of
+    its items, by key: `shown_by`), as the prompt shows it, except that an item as last shown
+    stands as its brief. Returns the text ("" when nothing changed) and what it shows in full,
+    by key. Pure text: a section is shown again exactly when its text differs from what was
+    last shown of it."""
     parts: list[str] = []
     showing: dict[str, str] = {}
     for section in now:
-        text = section.text
-        if shown.get(section.key) == text:
+        fresh = [item for item in section.items if shown.get(item.key) != item.text]
+        if not fresh and shown.get(section.key) == section.frame:
             continue
-        parts.append(section.abridged(lambda item: shown.get(item.key) == item.text))
-        showing[section.key] = text
-        showing.update((item.key, item.text) for item in section.items)
+        parts.append(section.abridged(lambda item: item not in fresh))
+        showing[section.key] = section.frame
+        showing.update((item.key, item.text) for item in fresh)
     if not parts:
         return "", {}
     intro = (f"{UPDATE_HEADING}\n\nWhat you see of the research changed since this conversation last showed it. "
