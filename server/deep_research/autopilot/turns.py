@@ -69,17 +69,16 @@ class Turns:
         if key == self.key and list(whole.turns[: self.left_out + len(self.bare)])[self.left_out:] == self.bare:
             added = list(whole.turns[self.left_out + len(self.bare):])
             sent, updates, opening, opened = self.sent + added, self.updates + [{} for _ in added], self.opening, self.opened
-            # The model answers the newest user turn (or the opening): what changed goes there.
-            now = None if sent and sent[-1].role != "user" else (
-                whole.sections if self.fit == Fit() else research.sections(self.researcher, self.fit))
-            if now is not None:
-                update, showing = render_update(now, _merged(opened, updates))
-                extra = "\n\n".join(part for part in (update, note if added else "") if part)
-                if extra and sent:
-                    sent[-1] = Turn("user", sent[-1].content + "\n\n" + extra)
-                    updates[-1] = {**updates[-1], **showing}
-                elif extra:  # nothing said yet in this session (its first reply was empty): after the opening
-                    opening, opened = opening + "\n\n" + extra, {**opened, **showing}
+            # What changed goes to the newest user turn (a session's turns end with the system's
+            # reply), or after the opening while nothing is said (the session's first reply was empty).
+            now = whole.sections if self.fit == Fit() else research.sections(self.researcher, self.fit)
+            update, showing = render_update(now, _merged(opened, updates))
+            extra = "\n\n".join(part for part in (update, note if added else "") if part)
+            if extra and sent:
+                sent[-1] = Turn(sent[-1].role, sent[-1].content + "\n\n" + extra)
+                updates[-1] = {**updates[-1], **showing}
+            elif extra:
+                opening, opened = opening + "\n\n" + extra, {**opened, **showing}
             candidate = Conversation(opening, tuple(sent))
             if budget is None or candidate.characters() <= budget:
                 self.first += opening[len(self.opening):]  # (no turns yet: no cut has happened)
@@ -87,11 +86,10 @@ class Turns:
                     opening, opened, sent, self.bare + added, updates)
                 return candidate.messages()
             if opening == self.opening and self._cut(sent, self.bare + added, updates, budget):
-                if now is not None:  # what the turns left out showed of the view, shown again
-                    update, showing = render_update(now, _merged(self.opened, self.updates))
-                    if update:
-                        self.sent[-1] = Turn("user", self.sent[-1].content + "\n\n" + update)
-                        self.updates[-1] = {**self.updates[-1], **showing}
+                update, showing = render_update(now, _merged(self.opened, self.updates))
+                if update:  # what the turns left out showed of the view, shown again
+                    self.sent[-1] = Turn(self.sent[-1].role, self.sent[-1].content + "\n\n" + update)
+                    self.updates[-1] = {**self.updates[-1], **showing}
                 candidate = Conversation(self.opening, tuple(self.sent))
                 if candidate.characters() <= budget:
                     return candidate.messages()
