@@ -215,6 +215,9 @@ async def test_without_elicitation_a_delegated_researcher_is_told_its_own_docume
     async with connect(tmp_path) as (session, _):
         reply = await call(session, "execute_message", research="r", researcher="L3",
                            message="<<< append_to_problem_definition\n///content\nData caches only.\n>>>\n")
+        assert "Data caches only." not in (folder / "Subproblems" / "L3" / DEFINITION).read_text(encoding="utf-8")
+        undone = await call(session, "undo_message", research="r")  # another sub-agent's undo: it names whose
     document = folder / "Subproblems" / "L3" / "message.dr"
     assert f"deep-research execute {document}" in reply
-    assert "Data caches only." not in (folder / "Subproblems" / "L3" / DEFINITION).read_text(encoding="utf-8")
+    assert undone.startswith("The researcher “L3”’s last message was not executed: it waits for approval. So it left "
+                             "nothing to undo; the undo took back the one before it."), undone
