@@ -5,8 +5,8 @@ append to a definition, attach) and `continue`, at the engine's level (no proces
 model: `Turns` is the autopilot's conversation, `Research.execute` is what a round runs).
 After every step, each researcher's next conversation holds, verbatim, every section of the
 view its prompt shows; a section with items (attachments, subproblems, child reports, the
-parent chain's problems) may be shown again with the unchanged items briefly, so then its
-frame and each item are there verbatim. And a few cases by hand: a section changed back is
+parent chain's problems) may be shown again with the bodies that did not change left out, so
+then its head and tail and each item's heading and body are there verbatim. And a few cases by hand: a section changed back is
 shown again, a cut that leaves out an update shows it again."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def missing(section: Section, text: str) -> list[str]:
         return []
     if not section.items:
         return [section.text]
-    pieces = [section.head, section.tail, *(item.text for item in section.items)]
+    pieces = [section.head, section.tail, *(piece for item in section.items for piece in (item.lead, item.body, item.after))]
     return [piece for piece in pieces if piece and piece not in text]
 
 
@@ -147,7 +147,7 @@ def test_a_section_changed_back_to_what_the_opening_showed_is_shown_again(tmp_pa
     update = after[len(waiting):]
     assert goal in update, "the goal as it is now, again, though the opening showed the same text"
     assert "#### A (done)\nSummarized problem definition: A.\nConclusion: A holds." in update
-    assert "### B [0/0 criteria met] (open)\n[… unchanged: as shown before …]" in update, "B as it was: briefly"
+    assert "### B [0/0 criteria met] (open)\n[… unchanged …]" in update, "B as it was: briefly"
 
 
 def test_what_a_cut_left_out_is_shown_again(tmp_path: Path) -> None:

@@ -440,7 +440,7 @@ class Pilot:
         if limit:
             return self._stop(RunStatus.LIMIT, limit)
         self.rounds += 1
-        now = _Round(number, self._record(number, state), tick)
+        this = _Round(number, self._record(number, state), tick)
         grammar: MessageGrammar | str | None = None
         if crew.use_grammar:
             grammar = MessageGrammar(research, crew.config, max_reply_tokens=crew.settings.max_reply_tokens,
@@ -450,36 +450,36 @@ class Pilot:
         self.focus = tuple(self._focus_titles(state))
         crew.observer.round_started(number, list(self.focus), crew.budget.tokens, time.monotonic() - crew.budget.started,
                                     researcher=self.name)
-        failed = await self._ask(now, messages, prompt, grammar, slot)
+        failed = await self._ask(this, messages, prompt, grammar, slot)
         if failed is not None:
             return failed
-        text = now.reply.text
-        if now.reply.finish_reason == "length" and grammar is not None:
+        text = this.reply.text
+        if this.reply.finish_reason == "length" and grammar is not None:
             # Cut off by the reply's token limit inside a command: that command could not run
             # (an unclosed block, a half line); what the message finished runs.
             text = MessageGrammar.complete_part(text)
         if "\x00" in text:  # not text: never run (as any message), and not left in the document it streamed into
-            return await self._ran_nothing(now, "not-text", "the model's reply held NUL characters; it was not run")
+            return await self._ran_nothing(this, "not-text", "the model's reply held NUL characters; it was not run")
         if not text.strip():
-            return await self._ran_nothing(now, "empty", "the model's reply was empty")
+            return await self._ran_nothing(this, "empty", "the model's reply was empty")
         try:
             await self.document.replace(text)
         except (DocumentChanged, OSError) as error:
-            return self._not_written(now, error)
+            return self._not_written(this, error)
         try:
-            return await self._run(now, text)
+            return await self._run(this, text)
         except NoSuchResearcher:
-            return self._gone(now)
+            return self._gone(this)
 
-    async def _ask(self, now: _Round, messages: list[dict[str, str]], prompt: int,
+    async def _ask(self, this: _Round, messages: list[dict[str, str]], prompt: int,
                    grammar: MessageGrammar | str | None, slot: int | None) -> Stop | None:
-        """The model's reply, streamed into the document as it comes, into `now` (None), or the
+        """The model's reply, streamed into the document as it comes, into `this` (None), or the
         stop of a model error (the partial reply kept as a draft). Cancelled: the draft kept."""
         crew = self.crew
         reserved = prompt + crew.budget.max_reply_tokens
 
         async def on_text(delta: str) -> None:
-            now.pieces.append(delta)
+            this.pieces.append(delta)
             crew.observer.text(delta, researcher=self.name)
             await self.document.stream(delta)
 
@@ -494,46 +494,46 @@ class Pilot:
             )
         except asyncio.CancelledError:
             crew.budget.spend(reserved, 0)
-            await self._keep_draft(now.pieces)
-            self._finish(now.record, "cancelled", error="cancelled by the user")
-            self._log([now.record])
+            await self._keep_draft(this.pieces)
+            self._finish(this.record, "cancelled", error="cancelled by the user")
+            self._log([this.record])
             raise
         except ModelError as error:
             crew.budget.spend(reserved, 0)
-            kept = await self._keep_draft(now.pieces)
-            self._finish(now.record, "error", error=error.message)
-            self._log([now.record])
-            crew.observer.round_ended(RoundReport(now.number, now.record, None, None, 0.0, self.name))
+            kept = await self._keep_draft(this.pieces)
+            self._finish(this.record, "error", error=error.message)
+            self._log([this.record])
+            crew.observer.round_ended(RoundReport(this.number, this.record, None, None, 0.0, self.name))
             where = f" It is kept in {self.document.path}." if kept else ""
             return self._stop(RunStatus.ERROR, error.message + "." + where)
-        now.reply, now.model_time = reply, time.monotonic() - before_model
+        this.reply, this.model_time = reply, time.monotonic() - before_model
         crew.budget.spend(reserved, reply.prompt_tokens + reply.completion_tokens)
         if not reply.tokens_estimated and reply.prompt_tokens:
             self.tokens_per_char = reply.prompt_tokens / max(1, sum(len(m["content"]) for m in messages))
-        now.record.update(
+        this.record.update(
             model=crew.client.model, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
             tokens_estimated=reply.tokens_estimated, latency_ms=reply.latency_ms,
             first_token_ms=reply.first_token_ms, finish_reason=reply.finish_reason, cached_tokens=reply.cached_tokens,
         )
         return None
 
-    async def _ran_nothing(self, now: _Round, outcome: str, why: str) -> None:
+    async def _ran_nothing(self, this: _Round, outcome: str, why: str) -> None:
         """A reply that cannot be a message (empty, or not text): the round counts as one in which
         nothing ran, and what streamed of it into the document is taken out."""
         self.idle += 1
-        self._finish(now.record, outcome, error=why)
-        self._log([now.record])
-        await self._clear_stream(now.pieces)
-        self._report(now)
+        self._finish(this.record, outcome, error=why)
+        self._log([this.record])
+        await self._clear_stream(this.pieces)
+        self._report(this)
         return None
 
-    async def _run(self, now: _Round, text: str) -> Stop | None:
+    async def _run(self, this: _Round, text: str) -> Stop | None:
         """The reply, now in the document, runs as this researcher's message once approved (one
         transaction, with the round's record). Raises NoSuchResearcher if it no longer works."""
-        research, record = self.research, now.record
+        research, record = self.research, this.record
         state = research.state(self.name)  # as it is now: others committed while the model wrote
         analysis = research.analyze(text, state, roots=self.crew.roots)
-        mode = await self._approve(now, text, analysis)
+        mode = await self._approve(this, text, analysis)
         if isinstance(mode, Stop) or mode is None:
             return mode
         self._finish(record, "executed" if analysis.outcomes or analysis.shutdown else "no-command", analysis.outcomes)
@@ -548,17 +548,17 @@ class Pilot:
         if not execution.executed:  # someone ran it meanwhile (another process, or the editor)
             self._finish(record, "error", error=f"the message did not run ({execution.reason})")
             self._log([{**record, "message": None}])
-            self._report(now, execution)
+            self._report(this, execution)
             return self._stop(RunStatus.ERROR, (
                 f"The model's message did not run ({execution.reason}); it is in {self.document.path}."
             ))
         record["message"] = research.state().messages
         ran = len(execution.analysis.ran) if execution.analysis else 0
         self.idle = 0 if ran or (execution.analysis and execution.analysis.shutdown) else self.idle + 1
-        self._report(now, execution)
+        self._report(this, execution)
         return None
 
-    async def _approve(self, now: _Round, text: str, analysis) -> ApprovalMode | Stop | None:
+    async def _approve(self, this: _Round, text: str, analysis) -> ApprovalMode | Stop | None:
         """The mode to run the message in: the run's, or any once a person approved it. A Stop
         when it waits for approval; None when the person declined it (the model is told)."""
         crew = self.crew
@@ -570,9 +570,9 @@ class Pilot:
             decision = await crew.approver.decide(ApprovalRequest(
                 text, waiting, mode, document=self.document.path, researcher=self.name))
         if decision is Decision.STOP:
-            self._finish(now.record, "waiting-approval", analysis.outcomes)
-            self._log([now.record])
-            self._report(now)
+            self._finish(this.record, "waiting-approval", analysis.outcomes)
+            self._log([this.record])
+            self._report(this)
             names = ", ".join(sorted({f"`{o.label}`" for o in waiting}))
             return self._stop(RunStatus.WAITING, (
                 f"The model's message needs approval ({names} above the approval mode "
@@ -581,10 +581,10 @@ class Pilot:
                 "(or run with a higher --approval)."
             ))
         if decision is Decision.SKIP:
-            self._finish(now.record, "waiting-approval", analysis.outcomes, skipped_all=True)
-            await self._decline(text, now.record, "the user did not approve it")
+            self._finish(this.record, "waiting-approval", analysis.outcomes, skipped_all=True)
+            await self._decline(text, this.record, "the user did not approve it")
             self.idle += 1
-            self._report(now)
+            self._report(this)
             return None
         return ApprovalMode.DELETE
 
@@ -602,21 +602,21 @@ class Pilot:
         return await self.crew.executor.execute(self.research, text, mode=mode, consume=self.document.path,
                                                 journal=journal)
 
-    def _not_written(self, now: _Round, error: Exception) -> Stop:
+    def _not_written(self, this: _Round, error: Exception) -> Stop:
         """The reply could not go into the document: a person wrote there during the round (their
         text is kept), the researcher's problem was deleted, or the file system refused. Nothing
         runs; this researcher stops."""
         if not self._works():
-            return self._gone(now)
+            return self._gone(this)
         if isinstance(error, DocumentChanged):
             why = (f"{self.document.path} was edited while the model was writing this researcher's message, so the "
                    "reply was not written there and nothing ran; the text there is kept. Execute it or empty the "
                    "file, then run again")
         else:
             why = f"the reply could not be written to {self.document.path} ({error.strerror or error}); nothing ran"
-        self._finish(now.record, "error", error=why)
-        self._log([now.record])
-        self._report(now)
+        self._finish(this.record, "error", error=why)
+        self._log([this.record])
+        self._report(this)
         return self._stop(RunStatus.ERROR, why[0].upper() + why[1:] + ".")
 
     def _works(self) -> bool:
@@ -626,14 +626,14 @@ class Pilot:
             return False
         return True
 
-    def _gone(self, now: _Round) -> Stop:
+    def _gone(self, this: _Round) -> Stop:
         """The researcher ended under the round: its problem's folder was deleted or renamed by hand."""
         why = (f"the researcher \"{self.name}\" no longer works on this research (its problem was deleted or "
                "renamed by hand meanwhile), so its reply was not executed")
-        self._finish(now.record, "error", error=why)
-        now.record["message"] = None
-        self.crew.research.record([now.record])  # in the journal only: its session is gone with it
-        self._report(now)
+        self._finish(this.record, "error", error=why)
+        this.record["message"] = None
+        self.crew.research.record([this.record])  # in the journal only: its session is gone with it
+        self._report(this)
         return self._stop(RunStatus.ERROR, why[0].upper() + why[1:] + ".")
 
     async def _keep_draft(self, pieces: list[str]) -> bool:
@@ -704,9 +704,9 @@ class Pilot:
             counts[{Status.OK: "ok", Status.FAILED: "failed", Status.SKIPPED: "skipped"}[status]] += 1
         record.update(outcome=outcome, commands=counts, error=error, ended=now())
 
-    def _report(self, now: _Round, execution: Execution | None = None) -> None:
-        overhead = (time.monotonic() - now.tick - now.model_time) * 1000
-        self.crew.observer.round_ended(RoundReport(now.number, now.record, now.reply, execution, overhead, self.name))
+    def _report(self, this: _Round, execution: Execution | None = None) -> None:
+        overhead = (time.monotonic() - this.tick - this.model_time) * 1000
+        self.crew.observer.round_ended(RoundReport(this.number, this.record, this.reply, execution, overhead, self.name))
 
     def _focus_titles(self, state) -> list[str]:
         if state.phase is Phase.NO_PROBLEM:

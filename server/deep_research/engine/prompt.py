@@ -149,42 +149,56 @@ def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None)
 # -- the view as sections ------------------------------------------------------------------------
 
 
+UNCHANGED = "[… unchanged …]"
+
+
 @dataclass(frozen=True)
 class Item:
-    """A part of a section that can be shown alone: one attachment, one subproblem, one child
-    report, one problem of the parent chain. `brief` stands for it in a section shown again
-    while it is as shown before (`render_update`)."""
+    """A part of a section whose `body` can be left out when it is as shown before: an
+    attachment's content, a subproblem's definition, a child's report, a parent's definition
+    or criteria. Its `lead` (a heading, an opening tag: what changes often, the counts, the
+    status) and `after` are always shown (`render_update`)."""
 
     key: str
-    text: str
-    brief: str
+    lead: str
+    body: str
+    after: str = ""
+    before: str = "\n\n"  # what separates it from what precedes it in its section
+
+    @property
+    def text(self) -> str:
+        return self.lead + self.body + self.after
+
+    @property
+    def brief(self) -> str:
+        return self.lead + UNCHANGED + self.after
 
 
 @dataclass(frozen=True)
 class Section:
     """One part of what the prompt shows of a researcher's view, exactly as the prompt shows it:
     the prompt's head is its sections joined by blank lines (`view_sections`). `key` names it
-    from one rendering to the next. A section with items is its `head`, the items' texts joined
-    by `joiner`, and its `tail`."""
+    (and its items' keys, theirs) from one rendering to the next. A section with items is its `head`, each item (after its
+    separator), and its `tail`."""
 
     key: str
     head: str
     items: tuple[Item, ...] = ()
-    joiner: str = "\n\n"
     tail: str = ""
 
     @property
     def text(self) -> str:
-        return self.head + self.joiner.join(item.text for item in self.items) + self.tail
+        return self.abridged(lambda item: False)
 
     @property
     def frame(self) -> str:
-        """The section with every item as its brief: what it shows besides its items."""
+        """The section with every item as its brief: what it shows besides the items' bodies."""
         return self.abridged(lambda item: True)
 
     def abridged(self, unchanged: Callable[[Item], bool]) -> str:
         """The section with each item for which `unchanged` holds shown as its brief."""
-        return self.head + self.joiner.join(item.brief if unchanged(item) else item.text for item in self.items) + self.tail
+        shown = (item.before + (item.brief if unchanged(item) else item.text) for item in self.items)
+        return self.head + "".join(shown) + self.tail
 
 
 def view_sections(view: TreeView, state: State, book: Bookkeeping, fit: Fit = Fit()) -> list[Section]:
@@ -197,9 +211,9 @@ def view_sections(view: TreeView, state: State, book: Bookkeeping, fit: Fit = Fi
 
 def shown_by(sections: Sequence[Section]) -> dict[str, str]:
     """What a conversation that shows `sections` shows, by key (for `render_update`): each
-    section's frame and each item's text."""
+    section's frame and each item's body."""
     shown = {section.key: section.frame for section in sections}
-    shown.update((item.key, item.text) for section in sections for item in section.items)
+    shown.update((item.key, item.body) for section in sections for item in section.items)
     return shown
 
 
@@ -211,9 +225,6 @@ def _plain(key: str, text: str) -> Section:
     return Section(key, text)
 
 
-def _item(key: str, text: str, closing: str = "") -> Item:
-    """An item whose brief is its first line (its heading or opening tag), a note, and `closing`."""
-    return Item(key, text, text.split("\n", 1)[0] + "\n[… unchanged: as shown before …]" + closing)
 
 
 # -- the session as chat turns -------------------------------------------------------------------
@@ -292,12 +303,12 @@ def render_update(now: Sequence[Section], shown: Mapping[str, str]) -> tuple[str
     parts: list[str] = []
     showing: dict[str, str] = {}
     for section in now:
-        fresh = [item for item in section.items if shown.get(item.key) != item.text]
+        fresh = [item for item in section.items if shown.get(item.key) != item.body]
         if not fresh and shown.get(section.key) == section.frame:
             continue
         parts.append(section.abridged(lambda item: item not in fresh))
         showing[section.key] = section.frame
-        showing.update((item.key, item.text) for item in fresh)
+        showing.update((item.key, item.body) for item in fresh)
     if not parts:
         return "", {}
     intro = (f"{UPDATE_HEADING}\n\nWhat you see of the research changed since this conversation last showed it. "
@@ -497,9 +508,10 @@ def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str
         source_attr = f' source="{_attr(attachment.source)}"' if attachment.source else ""
         content, note = _cut(attachment.content, min(ATTACHMENT_CHARS, max(left, 0)))
         left -= len(content)
-        text = f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n{content}{note}\n</attachment>'
-        elements.append(_item(f"{key}/{owner or ''}/{attachment.name}", text, "\n</attachment>"))
-    return Section(key, intro + "<attachments>\n", tuple(elements), "\n", "\n</attachments>")
+        elements.append(Item(f"{key}\n{owner or ''}\n{attachment.name}",
+                             f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n',
+                             content + note, "\n</attachment>", "\n"))
+    return Section(key, intro + "<attachments>", tuple(elements), "\n</attachments>")
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
@@ -532,9 +544,9 @@ def _context(book: Bookkeeping) -> Section:
     for item in book.context:
         content, note = _cut(item.content, min(CONTEXT_CHARS, max(left, 0)))
         left -= len(content)
-        element = f'<contextAttachment name="{_attr(item.name)}">\n{content}{note}\n</contextAttachment>'
-        elements.append(_item(f"context/{item.name}", element, "\n</contextAttachment>"))
-    return Section("context", text + "<contextAttachments>\n", tuple(elements), "\n", "\n</contextAttachments>")
+        elements.append(Item(f"context\n{item.name}", f'<contextAttachment name="{_attr(item.name)}">\n',
+                             content + note, "\n</contextAttachment>", "\n"))
+    return Section("context", text + "<contextAttachments>", tuple(elements), "\n</contextAttachments>")
 
 
 def _instruction(book: Bookkeeping) -> str:
@@ -576,36 +588,29 @@ def _breakdown_section(view: TreeView, focus: Problem, children: list[Problem], 
     budget = "\n\n" + budgets.breakdown_line(focus, len(children), rules)
     if not children:
         return Section("breakdown", "## Breakdown Structure\n\nNo subproblems yet." + budget)
-    items = tuple(_item(f"breakdown/{child.path[-1]}", _subproblem(child, "###", limit, state)) for child in children)
-    return Section("breakdown", "## Breakdown Structure\n\n", items, tail=budget)
+    items = tuple(_subproblem(f"breakdown/{child.path[-1]}", child, "###", limit, state) for child in children)
+    return Section("breakdown", "## Breakdown Structure", items, budget)
 
 
-def _breakdown(children: list[Problem], level: str, limit: int | None = None, state: State | None = None) -> str:
-    if not children:
-        return "No subproblems yet."
-    return "\n\n".join(_subproblem(child, level, limit, state) for child in children)
-
-
-def _subproblem(child: Problem, level: str, limit: int | None, state: State | None) -> str:
+def _subproblem(key: str, child: Problem, level: str, limit: int | None, state: State, before: str = "\n\n") -> Item:
+    """A subproblem in a breakdown: its heading (counts, status, who holds it), its definition."""
     definition = _shortened(child.definition, limit, "definition") if child.definition else "_(no definition)_"
     label = status_label(child.status)
-    holder = state.held_by_other(child.path) if state is not None else None
+    holder = state.held_by_other(child.path)
     if holder is not None and holder.root == child.path:
         label += f", delegated: being researched by the researcher \"{holder.name}\""
-    return f"{level} {child.title} {child.counts} ({label})\n" + definition
+    return Item(key, f"{level} {child.title} {child.counts} ({label})\n", definition, before=before)
 
 
 def _child_reports(every: list[Problem], limit: int | None, max_words: int | None) -> Section:
     """The children's reports (each an item), under the heading of the reports."""
-    head = "## Completed Reports\n\n### Child Reports\n\n"
+    head = "## Completed Reports\n\n### Child Reports"
     children = [c for c in every if c.report or c.status is Status.FAILED]
     if not children:
-        return Section("child reports", head + "No subproblem has a report yet.")
-    items = tuple(_item(
-        f"child reports/{c.path[-1]}",
-        f"#### {c.title} ({status_label(c.status)})\n"
-        + (_shortened(_within_words(c.report, max_words), limit, "report") if c.report else
-           f"{FAILED_HEADING} {NO_REASON}"))
+        return Section("child reports", head + "\n\nNo subproblem has a report yet.")
+    items = tuple(Item(
+        f"child reports/{c.path[-1]}", f"#### {c.title} ({status_label(c.status)})\n",
+        _shortened(_within_words(c.report, max_words), limit, "report") if c.report else f"{FAILED_HEADING} {NO_REASON}")
         for c in children)
     return Section("child reports", head, items)
 
@@ -648,22 +653,25 @@ def _first_words(text: str, count: int) -> str:
 
 
 def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None, state: State) -> Section:
-    """The problems above the current one (each an item)."""
-    head = "## Parent chain\n\n"
+    """The problems above the current one, each with its subproblems (items each: a sibling's
+    progress changes one line)."""
+    head = "## Parent chain"
     if not parents:
-        return Section("parent chain", head + "The current problem is the root problem: it has no parents.")
+        return Section("parent chain", head + "\n\nThe current problem is the root problem: it has no parents.")
     if not state.is_main:
-        head += ("The problems above your root problem are context: other researchers work on them, and you "
-                 "cannot change them.\n\n")
+        head += ("\n\nThe problems above your root problem are context: other researchers work on them, and you "
+                 "cannot change them.")
     items = []
     for depth, problem in enumerate(parents):
         name = "Root Problem" if depth == 0 else "Problem"
-        items.append(_item(
-            f"parent chain/{depth}",
-            f"### L{depth} {name}: {problem.title} {problem.counts}\n{problem.definition or '_(empty)_'}\n\n"
-            f"#### L{depth} Criteria of Definition of Done\n{_criteria(problem)}\n\n"
-            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####', limit, state)}"
-        ))
+        children = view.children(problem.path)
+        structure = f"#### L{depth} Problem Breakdown Structure" + ("" if children else "\nNo subproblems yet.")
+        items.append(Item(f"parent chain/{depth}", f"### L{depth} {name}: {problem.title} {problem.counts}\n",
+                          problem.definition or "_(empty)_"))
+        items.append(Item(f"parent chain/{depth}:criteria", f"#### L{depth} Criteria of Definition of Done\n",
+                          _criteria(problem), "\n\n" + structure))
+        items += [_subproblem(f"parent chain/{depth}/{child.path[-1]}", child, "#####", limit, state,
+                              "\n" if n == 0 else "\n\n") for n, child in enumerate(children)]
     return Section("parent chain", head, tuple(items))
 
 
