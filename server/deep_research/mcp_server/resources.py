@@ -21,7 +21,6 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 
-from ..config import load
 from ..engine.outline import is_folder_name
 from ..engine.research import Research
 from ..engine.state import Phase, ProblemPath
@@ -102,7 +101,7 @@ def read(workspace: Workspace, address: Address) -> str:
     except Refusal as refusal:
         raise ResourceMissing(str(refusal)) from None
     if address.aspect == "prompt":
-        return research.prompt(load(research.root)[0].max_prompt_tokens)
+        return research.prompt(research.config().max_prompt_tokens)
     tree = research.tree
     if research.state().phase is Phase.NO_PROBLEM or not tree.exists(address.path):
         raise ResourceMissing(f"The research {address.research!r} has no problem at {list(address.path)!r}.")
