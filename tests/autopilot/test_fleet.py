@@ -20,7 +20,7 @@ from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.state import Phase, Status
 from tests.autopilot.conftest import ROUND_KEYS, GatedExecutor, rounds
-from tests.scripted_model import BREAK_DOWN, DEFINE, MODEL, Fail, Hold, Say, ScriptedModel, by_problem
+from tests.scripted_model import BREAK_DOWN, DEFINE, MODEL, Fail, Hold, Say, ScriptedModel, Step, by_problem
 
 ROOT = "Tiled matrix multiplication for teaching"
 CACHE, LOOPS = "Cache sizes", "Loop order"
@@ -99,6 +99,15 @@ def planned(research: Research) -> Research:
     budgets out of the way (some tests delegate more subproblems than `max_breadth` allows)."""
     roomy(research.root)
     assert research.execute(DEFINE).executed and research.execute(BREAK_DOWN).executed
+    return research
+
+
+def delegated(research: Research, model: ScriptedModel, cache: Step, loops: Step) -> Research:
+    """`planned`, both subproblems delegated, and each delegated researcher's first step scripted."""
+    planned(research)
+    research.execute(DELEGATE)
+    model.add_for(CACHE, cache)
+    model.add_for(LOOPS, loops)
     return research
 
 
@@ -288,10 +297,7 @@ async def test_a_researcher_whose_problem_is_deleted_during_its_round_runs_nothi
         research: Research, model: ScriptedModel, buffers: bool) -> None:
     import shutil
 
-    planned(research)
-    research.execute(DELEGATE)
-    model.add_for(CACHE, Hold(after=solve("the L1 size")))
-    model.add_for(LOOPS, Say(solve("the loop order")))
+    delegated(research, model, Hold(after=solve("the L1 size")), Say(solve("the loop order")))
     settings = {"documents": lambda name, path: Buffer(path)} if buffers else {}
     client = CountingClient(model.base_url, MODEL, None, max_retries=0)
     task = asyncio.ensure_future(Fleet(research, client, Settings(parallel=2), **settings).run())
@@ -313,10 +319,7 @@ async def test_a_round_cancelled_after_its_problem_was_deleted_is_still_recorded
         research: Research, model: ScriptedModel) -> None:
     import shutil
 
-    planned(research)
-    research.execute(DELEGATE)
-    model.add_for(CACHE, Hold("Half a thought"))
-    model.add_for(LOOPS, Hold("Another half"))
+    delegated(research, model, Hold("Half a thought"), Hold("Another half"))
     task = asyncio.ensure_future(run(research, model))
     await asyncio.to_thread(model.wait_for, lambda m: m.holding == 2)
     shutil.rmtree(research.root / "Subproblems" / CACHE)
@@ -331,10 +334,7 @@ async def test_cancelling_as_a_researchers_last_message_commits_records_its_roun
         research: Research, model: ScriptedModel) -> None:
     """The run is cancelled while the message that ends a delegated researcher commits: the
     commit finishes, and the round is recorded once (with it), not again as cancelled."""
-    planned(research)
-    research.execute(DELEGATE)
-    model.add_for(CACHE, Say(solve("the L1 size")))
-    model.add_for(LOOPS, Hold(""))
+    delegated(research, model, Say(solve("the L1 size")), Hold(""))
     executor = GatedExecutor(before=False)
     client = CountingClient(model.base_url, MODEL, None, max_retries=0)
     task = asyncio.ensure_future(Fleet(research, client, Settings(parallel=2), executor=executor).run())
@@ -381,10 +381,8 @@ async def test_each_round_record_names_its_researcher_for_the_accounting(researc
 
 async def test_a_shutdown_by_any_researcher_ends_the_run_once_the_rounds_in_flight_end(
         research: Research, model: ScriptedModel) -> None:
-    planned(research)
-    research.execute(DELEGATE)
-    model.add_for(CACHE, Say("The tools are broken.\nSHUT_DOWN_DEEP_RESEARCHER\n"))
-    model.add_for(LOOPS, Hold("///add_criteria Names an order\n"))
+    delegated(research, model, Say("The tools are broken.\nSHUT_DOWN_DEEP_RESEARCHER\n"),
+              Hold("///add_criteria Names an order\n"))
     shut = asyncio.Event()
 
     class Ended(Observer):
