@@ -13,6 +13,10 @@ request to `/v1/chat/completions` takes the next step of the script:
     Malformed()                a stream whose data is not JSON
     Hold(text, after)          stream `text`, then wait (a slow model) until `release()`
                                or the client goes away, then stream `after`
+    Read(needs, then)          a model that acts only on what it can read: while some text of
+                               `needs` is not in the request's messages it answers `waiting`
+                               (a message without commands) and stays at the head of its
+                               script; once every one is there it takes the step `then`
 
 Several researchers at once (parallel research): with `route` (e.g. `by_problem`, the
 current problem's title in the request's prompt), each request takes the next step of the
@@ -77,7 +81,21 @@ class Hold:
     after: str = ""  # streamed once released (a focus change here, not in `text`: the client stops reading at one)
 
 
-Step = Union[Say, Fail, Cut, Malformed, Hold]
+@dataclass
+class Read:
+    needs: tuple[str, ...]  # every one must be in the messages sent (verbatim) before `then` is taken
+    then: Step
+    waiting: str = "I cannot read what I need yet, so I wait.\n"
+
+    def step(self, body: dict) -> tuple[Step, bool]:
+        """The step to answer `body` with, and whether this one is done (leaves the script)."""
+        sent = "\n".join(m.get("content") or "" for m in body.get("messages") or [])
+        if all(text in sent for text in self.needs):
+            return self.then, True
+        return Say(self.waiting), False
+
+
+Step = Union[Say, Fail, Cut, Malformed, Hold, Read]
 
 
 class ScriptedModel:
@@ -183,7 +201,14 @@ class ScriptedModel:
             if self.respond is not None:
                 return self.respond(body)
             steps = self.steps if self.route is None else self.scripts.setdefault(self.route(body), [])
-            return steps.pop(0) if steps else self.then
+            if not steps:
+                return self.then
+            if isinstance(steps[0], Read):
+                step, done = steps[0].step(body)
+                if done:
+                    steps.pop(0)
+                return step
+            return steps.pop(0)
 
 
 class _QuietServer(ThreadingHTTPServer):

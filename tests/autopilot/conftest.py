@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
+from deep_research.autopilot.loop import EngineExecutor
 from deep_research.engine.research import Research
 from tests.scripted_model import ScriptedModel
 
@@ -40,3 +42,21 @@ def gbnf(local_llm):
     from tests.local_llm import GrammarCheck
 
     return GrammarCheck(local_llm)
+
+
+class GatedExecutor(EngineExecutor):
+    """Runs each message once `gate` is set: `before` the commit (it has not begun), or after it."""
+
+    def __init__(self, before: bool) -> None:
+        super().__init__()
+        self.before, self.waiting, self.gate = before, asyncio.Event(), asyncio.Event()
+
+    async def execute(self, research, text, **kwargs):
+        if self.before:
+            self.waiting.set()
+            await self.gate.wait()
+        done = await super().execute(research, text, **kwargs)
+        if not self.before:
+            self.waiting.set()
+            await self.gate.wait()
+        return done

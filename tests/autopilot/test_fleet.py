@@ -19,8 +19,8 @@ from deep_research.autopilot.loop import Decision, Observer, RunResult, RunStatu
 from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.state import Phase, Status
-from tests.autopilot.conftest import ROUND_KEYS, rounds
-from tests.scripted_model import BREAK_DOWN, DEFINE, MODEL, Fail, Hold, Say, ScriptedModel, by_problem
+from tests.autopilot.conftest import ROUND_KEYS, GatedExecutor, rounds
+from tests.scripted_model import BREAK_DOWN, DEFINE, MODEL, Fail, Hold, Say, ScriptedModel, Step, by_problem
 
 ROOT = "Tiled matrix multiplication for teaching"
 CACHE, LOOPS = "Cache sizes", "Loop order"
@@ -99,6 +99,15 @@ def planned(research: Research) -> Research:
     budgets out of the way (some tests delegate more subproblems than `max_breadth` allows)."""
     roomy(research.root)
     assert research.execute(DEFINE).executed and research.execute(BREAK_DOWN).executed
+    return research
+
+
+def delegated(research: Research, model: ScriptedModel, cache: Step, loops: Step) -> Research:
+    """`planned`, both subproblems delegated, and each delegated researcher's first step scripted."""
+    planned(research)
+    research.execute(DELEGATE)
+    model.add_for(CACHE, cache)
+    model.add_for(LOOPS, loops)
     return research
 
 
@@ -266,24 +275,76 @@ async def test_a_deleted_document_is_made_again(research: Research, model: Scrip
     assert research.tree.problem((CACHE,)).status is Status.DONE
 
 
+class Buffer:
+    """A message document held in memory, as an editor's open buffer is: writing it touches no
+    file, so a problem deleted meanwhile is noticed only when the message would run."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.text = path, ""
+
+    def read(self) -> str:
+        return self.text
+
+    async def replace(self, text: str) -> None:
+        self.text = text
+
+    async def stream(self, delta: str) -> None:
+        self.text += delta
+
+
+@pytest.mark.parametrize("buffers", [False, True], ids=["files", "editor-buffers"])
 async def test_a_researcher_whose_problem_is_deleted_during_its_round_runs_nothing(
-        research: Research, model: ScriptedModel) -> None:
+        research: Research, model: ScriptedModel, buffers: bool) -> None:
     import shutil
 
-    planned(research)
-    research.execute(DELEGATE)
-    model.add_for(CACHE, Hold(after=solve("the L1 size")))
-    model.add_for(LOOPS, Say(solve("the loop order")))
-    task = asyncio.ensure_future(run(research, model))
+    delegated(research, model, Hold(after=solve("the L1 size")), Say(solve("the loop order")))
+    settings = {"documents": lambda name, path: Buffer(path)} if buffers else {}
+    client = CountingClient(model.base_url, MODEL, None, max_retries=0)
+    task = asyncio.ensure_future(Fleet(research, client, Settings(parallel=2), **settings).run())
     await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)
     shutil.rmtree(research.root / "Subproblems" / CACHE)
     model.release()
     result = await task
+    await client.close()
     assert research.tree.problem((CACHE,)) is None and (research.root / "Subproblems" / CACHE).exists() is False, (
         "nothing was written into the deleted problem")
     assert [r.name for r in research.researchers()] == ["main"]
     assert research.tree.problem((LOOPS,)).status is Status.DONE
     assert result.status is RunStatus.ERROR and "deleted or renamed by hand" in result.message
+    [record] = [r for r in rounds(research.root) if r["researcher"] == CACHE]
+    assert (record["outcome"], record["message"]) == ("error", None)
+
+
+async def test_a_round_cancelled_after_its_problem_was_deleted_is_still_recorded(
+        research: Research, model: ScriptedModel) -> None:
+    import shutil
+
+    delegated(research, model, Hold("Half a thought"), Hold("Another half"))
+    task = asyncio.ensure_future(run(research, model))
+    await asyncio.to_thread(model.wait_for, lambda m: m.holding == 2)
+    shutil.rmtree(research.root / "Subproblems" / CACHE)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cancelled = {r["researcher"]: r["outcome"] for r in rounds(research.root)}
+    assert cancelled == {CACHE: "cancelled", LOOPS: "cancelled"}, "in the journal, though its session is gone"
+
+
+async def test_cancelling_as_a_researchers_last_message_commits_records_its_round_once(
+        research: Research, model: ScriptedModel) -> None:
+    """The run is cancelled while the message that ends a delegated researcher commits: the
+    commit finishes, and the round is recorded once (with it), not again as cancelled."""
+    delegated(research, model, Say(solve("the L1 size")), Hold(""))
+    executor = GatedExecutor(before=False)
+    client = CountingClient(model.base_url, MODEL, None, max_retries=0)
+    task = asyncio.ensure_future(Fleet(research, client, Settings(parallel=2), executor=executor).run())
+    await asyncio.wait_for(executor.waiting.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await client.close()
+    assert research.tree.problem((CACHE,)).status is Status.DONE
+    assert [(r["researcher"], r["outcome"]) for r in rounds(research.root)] == [(CACHE, "executed"), (LOOPS, "cancelled")]
 
 
 async def test_the_grammar_of_each_researcher_admits_only_its_own_subtree(research: Research) -> None:
@@ -320,10 +381,8 @@ async def test_each_round_record_names_its_researcher_for_the_accounting(researc
 
 async def test_a_shutdown_by_any_researcher_ends_the_run_once_the_rounds_in_flight_end(
         research: Research, model: ScriptedModel) -> None:
-    planned(research)
-    research.execute(DELEGATE)
-    model.add_for(CACHE, Say("The tools are broken.\nSHUT_DOWN_DEEP_RESEARCHER\n"))
-    model.add_for(LOOPS, Hold("///add_criteria Names an order\n"))
+    delegated(research, model, Say("The tools are broken.\nSHUT_DOWN_DEEP_RESEARCHER\n"),
+              Hold("///add_criteria Names an order\n"))
     shut = asyncio.Event()
 
     class Ended(Observer):

@@ -10,11 +10,13 @@ import pytest
 
 from deep_research.autopilot.client import ModelClient
 from deep_research.autopilot.fleet import Fleet
-from deep_research.autopilot.loop import ApprovalRequest, Decision, Observer, RunResult, RunStatus, Settings
+from deep_research.autopilot.loop import (
+    ApprovalRequest, Decision, EngineExecutor, Observer, RunResult, RunStatus, Settings,
+)
 from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.state import Phase, Status
-from tests.autopilot.conftest import ROUND_KEYS, rounds
+from tests.autopilot.conftest import ROUND_KEYS, GatedExecutor, rounds
 from tests.roomy import roomy
 from tests.scripted_model import (
     BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, MODEL, SOLVE_SUB, WHOLE_RESEARCH, Cut, Fail, Hold, Malformed, Say,
@@ -99,9 +101,10 @@ async def test_the_session_reaches_the_model_as_chat_turns_that_only_grow(resear
     assert [t["content"] for t in sent[4][1::2]] == [s.rstrip() for s in steps[1:4]], "the messages as written"
     reply = sent[2][2]["content"]
     assert reply.startswith("## Execution Status Report") and "Added criterion 1" in reply
-    assert "## Criteria of Definition of Done (now)\n\n1. [ ] Names a tile size" in reply, "what changed since the opening"
-    assert "## Criteria of Definition of Done (now)\n\n1. [✓] Names a tile size\n2. [ ] Has a sketch" in sent[4][6]["content"]
-    assert "Breakdown Structure (now)" not in sent[4][6]["content"], "only what changed"
+    assert "# What changed" in reply, "what changed since the opening"
+    assert "## Criteria of Definition of Done\n\n1. [ ] Names a tile size" in reply.split("# What changed")[1]
+    assert "## Criteria of Definition of Done\n\n1. [✓] Names a tile size\n2. [ ] Has a sketch" in sent[4][6]["content"]
+    assert "## Breakdown Structure" not in sent[4][6]["content"], "only what changed"
 
 
 async def test_a_message_above_the_approval_mode_waits_in_the_document(research: Research, model: ScriptedModel) -> None:
@@ -153,19 +156,103 @@ async def test_cancelling_while_the_model_is_slow_to_start_changes_nothing(resea
     assert [(r["outcome"], r["message"], r["first_token_ms"]) for r in rounds(research.root)] == [("cancelled", None, None)]
 
 
-async def test_cancelling_keeps_the_partial_reply_as_an_unexecuted_draft(research: Research, model: ScriptedModel) -> None:
-    model.add(Hold("I will define\n<<< define_problem\n///title\nTiling"))
+PARTIAL = "I will define\n<<< define_problem\n///title\nTiling"
+
+
+@pytest.mark.parametrize("partial, person, kept", [
+    (PARTIAL, None, PARTIAL),
+    ("I will define\x00 Tiling", None, ""),  # not text: it could never run, so it is not kept
+    (PARTIAL, "My own note\n", "My own note\n"),  # a person wrote there meanwhile: theirs stays
+], ids=["kept", "not-text", "a-person-wrote-there"])
+async def test_cancelling_keeps_the_partial_reply_as_an_unexecuted_draft(
+        research: Research, model: ScriptedModel, partial: str, person: str | None, kept: str) -> None:
+    model.add(Hold(partial))
     observer = Streamed("Tiling")
     task = asyncio.ensure_future(run(research, model, observer=observer))
     await asyncio.wait_for(observer.arrived.wait(), 30)
+    if person is not None:
+        (research.root / "message.dr").write_text(person, encoding="utf-8")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     await asyncio.to_thread(model.wait_for, lambda m: m.disconnects == 1)
-    assert message(research) == "I will define\n<<< define_problem\n///title\nTiling"
+    assert message(research) == kept
     assert research.state().messages == 0 and research.tree.problem(()) is None
     [record] = rounds(research.root)
     assert (record["outcome"], record["message"]) == ("cancelled", None)
+
+
+async def test_a_document_that_is_not_text_stops_the_researcher_and_is_left_as_it_is(
+        research: Research, model: ScriptedModel) -> None:
+    (research.root / "message.dr").write_bytes(b"///add_criteria A\x00B\n")
+    result = await run(research, model)
+    assert result.status is RunStatus.ERROR and "NUL" in result.message and "Empty it" in result.message
+    assert (research.root / "message.dr").read_bytes() == b"///add_criteria A\x00B\n" and model.requests == []
+
+
+async def test_a_reply_holding_a_nul_while_a_person_writes_in_the_document_leaves_their_text(
+        research: Research, model: ScriptedModel) -> None:
+    model.add(Hold("Half a thought\x00"))
+    task = asyncio.ensure_future(run(research, model))
+    await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)
+    (research.root / "message.dr").write_text("///add_criteria Mine\n", encoding="utf-8")
+    model.release()
+    result = await task
+    assert result.status is RunStatus.WAITING, "the person's text waits for them; nothing of it was lost"
+    assert message(research) == "///add_criteria Mine\n"
+    assert [r["outcome"] for r in rounds(research.root)] == ["not-text"]
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before-the-commit", "after-the-commit"])
+async def test_cancelling_while_the_message_runs_records_the_round_once(
+        research: Research, model: ScriptedModel, before: bool) -> None:
+    model.add(Say(DEFINE))
+    executor = GatedExecutor(before)
+    client = ModelClient(model.base_url, MODEL, None)
+    task = asyncio.ensure_future(Fleet(research, client, Settings(), executor=executor).run())
+    await asyncio.wait_for(executor.waiting.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await client.close()
+    [record] = rounds(research.root)
+    if before:
+        assert (record["outcome"], record["message"]) == ("cancelled", None) and research.state().messages == 0
+        assert message(research) == DEFINE, "the reply stays in the document, not run"
+    else:
+        assert (record["outcome"], record["message"]) == ("executed", 1) and research.tree.problem(()) is not None
+
+
+async def test_a_reply_someone_ran_meanwhile_is_not_run_again(research: Research, model: ScriptedModel) -> None:
+    """Another process (or the editor) executed the document the reply was written to, between
+    the write and the round's own execution: it ran once, and this researcher stops saying so."""
+
+    class Elsewhere(EngineExecutor):
+        async def execute(self, research, text, **kwargs):
+            assert Research.open(research.root).execute(text, consume=kwargs["consume"]).executed
+            return await super().execute(research, text, **kwargs)
+
+    model.add(Say(DEFINE))
+    client = ModelClient(model.base_url, MODEL, None)
+    try:
+        result = await Fleet(research, client, Settings(), executor=Elsewhere()).run()
+    finally:
+        await client.close()
+    assert result.status is RunStatus.ERROR and "did not run (already-run)" in result.message
+    assert research.state().messages == 1, "once"
+    [record] = rounds(research.root)
+    assert (record["outcome"], record["message"]) == ("error", None)
+
+
+async def test_a_reply_the_file_system_refuses_stops_with_the_reason(research: Research, model: ScriptedModel) -> None:
+    (research.root / "message.dr").unlink()
+    (research.root / "message.dr").mkdir()  # in the way of the reply's file, as a full or read-only disk would be
+    model.add(Say(DEFINE))
+    result = await run(research, model)
+    assert result.status is RunStatus.ERROR and "could not be written to" in result.message
+    assert research.state().messages == 0
+    [record] = rounds(research.root)
+    assert record["outcome"] == "error" and "nothing ran" in record["error"]
 
 
 @pytest.mark.parametrize("fault, kind", [(Cut("<<< define_problem\n///title\nHalf"), "not executed"), (Malformed(), "malformed")])

@@ -370,3 +370,32 @@ def test_ctrl_c_stops_every_researcher_cleanly_and_keeps_their_drafts(folder: Pa
     assert "Half a thought about loops".startswith(loops.read_text(encoding="utf-8"))
     assert sorted(r["researcher"] for r in rounds(folder) if r["outcome"] == "cancelled") == ["Cache sizes", "Loop order"]
     deep_research("check", folder, code=0)
+
+
+def test_the_delegator_reads_its_researchers_reports_within_its_session(folder: Path) -> None:
+    """Issue 33: four researchers report and end; main writes the root report only once all
+    four findings are in what the model was sent (the scripted model acts on nothing else)."""
+    from tests.parallel_script import PARTS, finding, script_reading
+
+    with ScriptedModel(route=by_problem) as model:
+        script_reading(model)
+        result = deep_research("run", folder, "--base-url", model.base_url, "--parallel", "4", "--max-breadth", "4")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "The research is finished." in result.stdout
+    root = [body for body in model.requests if by_problem(body) == ROOT_TITLE]
+    assert len(root) == 2, "plan and delegate, then the report at once: no round without the reports"
+    report = deep_research("report", folder, code=0).stdout
+    assert all(finding(part) in report for part in PARTS)
+
+
+def test_a_reply_holding_a_nul_is_a_round_that_ran_nothing_and_the_run_goes_on(folder: Path,
+                                                                               model: ScriptedModel) -> None:
+    model.add(Say("I will define it.\x00\n" + DEFINE), Say(DEFINE))
+    result = deep_research("run", folder, "--base-url", model.base_url, "--max-rounds", "2", code=4)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("round ")]
+    assert lines[0].startswith("round 1 (main): not-text;") and lines[1].startswith("round 2 (main): executed;")
+    assert "internal error" not in result.stdout + result.stderr
+    assert [r["outcome"] for r in rounds(folder)] == ["not-text", "executed"]
+    assert "NUL" in rounds(folder)[0]["error"]
+    assert (folder / "message.dr").read_text(encoding="utf-8") == "", "never written to the document"
+    assert Research.open(folder).tree.problem(()).title == "Tiled matrix multiplication for teaching"

@@ -70,22 +70,26 @@ def writes(client) -> list:
 
 
 async def test_a_whole_research_driven_by_the_autopilot(client, research: Path, model: ScriptedModel):
+    """…with one reply that is not text (it holds a NUL) on the way: that round runs nothing and
+    the run goes on (issue 33)."""
     await use_model(client, model)
-    model.add(*[Say(text) for text in WHOLE_RESEARCH])
+    steps = [Say(text) for text in WHOLE_RESEARCH]
+    steps.insert(1, Say("Breaking it down.\x00\n" + BREAK_DOWN))
+    model.add(*steps)
     uri = open_doc(client, research / "message.dr", "")
     assert await run(client, uri) == {"started": True}
     done, _ = await until_state(client, "finished", "stopped", "error")
     assert done.state == "finished", done
-    assert done.round == 5 and done.tokens > 0 and done.researchers == 1
+    assert done.round == 6 and done.tokens > 0 and done.researchers == 1
     state = json.loads((research / ".deep-research" / "state.json").read_text())
     assert state["phase"] == "finished" and state["messages"] == 5
     child = research / "Subproblems" / "Cache sizes"
     assert "32 KiB" in (child / "Report 3 Pager.md").read_text()
-    assert [r["outcome"] for r in rounds(research)] == ["executed"] * 5
+    assert [r["outcome"] for r in rounds(research)] == ["executed", "not-text"] + ["executed"] * 4
     # The replies were written into the document as they streamed, a few edits per reply
     # (never one per streamed piece), and each ran as a save does: consumed, then empty.
     pieces = sum(-(-len(text) // 16) for text in WHOLE_RESEARCH)
-    assert 5 <= len(writes(client)) <= 3 * 5 < pieces
+    assert 5 <= len(writes(client)) <= 3 * 6 < pieces
     written = "".join(e.new_text for w in writes(client)
                       for c in (w.edit.document_changes or []) for e in c.edits)
     written += "".join(e.new_text for w in writes(client) for es in (w.edit.changes or {}).values() for e in es)
@@ -192,31 +196,28 @@ async def test_run_refuses_a_document_holding_an_unexecuted_message(client, rese
     assert model.requests == []
 
 
-async def test_delegated_researchers_run_from_their_own_documents(client, research: Path) -> None:
+async def test_delegated_researchers_run_from_their_own_documents_and_main_reads_their_reports(
+        client, research: Path) -> None:
     """deepResearch.parallel: the editor's run gives the delegated researchers rounds too; their
-    messages run as theirs (their documents, their problems), main's in the open buffer."""
-    from deep_research.engine.research import Research
+    messages run as theirs (their documents, their problems), main's in the open buffer. Main
+    writes the root report only once all four findings are in what the model was sent (issue 33:
+    the reports reach the delegator within its session)."""
+    from tests.parallel_script import PARTS, ROOT, finding, script_reading
     from tests.scripted_model import by_problem
 
-    opened = Research.open(research)
-    assert opened.execute(DEFINE).executed and opened.execute(BREAK_DOWN).executed
     with ScriptedModel(route=by_problem) as routed:
-        root = "Tiled matrix multiplication for teaching"
-        routed.add_for(root, Say("///delegate Cache sizes\n///delegate Loop order\n"), Say(
-            "///mark_criteria_as_done 1\n///mark_criteria_as_done 2\n<<< write_report\n///content\nSummarized problem "
-            "definition: tiling.\nConclusion: 16x16.\n>>>\n///focus_up\n"))
-        for title in ("Cache sizes", "Loop order"):
-            routed.add_for(title, Say(f"///add_criteria Answers {title}\n///mark_criteria_as_done 1\n<<< write_report\n"
-                                      f"///content\nSummarized problem definition: {title}.\nConclusion: done.\n>>>\n"
-                                      "///focus_up\n"))
-        await use_model(client, routed, parallel=2)
+        script_reading(routed)
+        await use_model(client, routed, parallel=4, maxBreadth=4)
         uri = open_doc(client, research / "message.dr", "")
         assert await run(client, uri) == {"started": True}
         done, _ = await until_state(client, "finished", "stopped", "error")
     assert done.state == "finished", done
-    assert {r["researcher"] for r in rounds(research)} == {"main", "Cache sizes", "Loop order"}
-    for title in ("Cache sizes", "Loop order"):
+    assert sum(by_problem(body) == ROOT for body in routed.requests) == 2, "no round of main without the reports"
+    assert sorted(r["researcher"] for r in rounds(research)) == sorted(["main"] * 3 + list(PARTS))
+    for title in PARTS:
         child = research / "Subproblems" / title
-        assert f"Answers {title}" in (child / "Criteria of Definition of Done.md").read_text()
+        assert "States the finding" in (child / "Criteria of Definition of Done.md").read_text()
         assert (child / "message.dr").read_text() == ""
+    report = (research / "Report 3 Pager.md").read_text(encoding="utf-8")
+    assert all(finding(part) in report for part in PARTS)
     assert text_of(client, uri) == ""

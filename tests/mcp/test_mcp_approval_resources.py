@@ -9,6 +9,7 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from deep_research.engine.research import Research
 from tests.cli.dr_cli_support import snapshot
 
 from .mcp_client import call, connect
@@ -134,6 +135,13 @@ async def test_resources_read_listed_and_notified(tmp_path: Path):
         await call(session, "execute_message", research="a/b", message="///add_criteria Answered\n")
         await notes.wait_for(lambda: len(notes.updated()) > count)
         assert notes.updated()[count:] == [prompt_uri]
+        # Another writer (here the engine in this process, as `deep-research run` or an editor would):
+        # what it changes is announced too, without a call to this server.
+        count = len(notes.updated())
+        assert Research.open(tmp_path / "a" / "b").execute("///add_criteria From elsewhere\n").executed
+        await notes.wait_for(lambda: len(notes.updated()) > count)
+        assert notes.updated()[count:] == [prompt_uri]
+        assert "From elsewhere" in (await session.read_resource(prompt_uri)).contents[0].text
         await session.unsubscribe_resource(prompt_uri)
 
         from mcp.shared.exceptions import MCPError

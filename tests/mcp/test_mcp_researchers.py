@@ -82,7 +82,17 @@ async def test_each_researcher_is_listed_prompted_and_runs_its_own_messages(tmp_
         assert [r["name"] for r in listed] == ["main", "L2", "L3"]
         sentence = await refused(session, "get_prompt", {"research": "r", "researcher": "L1"})
         assert "L1" in sentence
-    assert {r["researcher"] for r in commands(tmp_path / "r")} == {"main", "L1", "L2"}
+
+        # The delegator reads what its researchers found (issue 33): L2 and L3 end at once, as
+        # sub-agents do; main's next prompt holds every report, and no longer says to wait.
+        async with anyio.create_task_group() as group:
+            for part in ("L2", "L3"):
+                group.start_soon(lambda part=part: call(session, "execute_message", research="r", researcher=part,
+                                                        message=REPORT.format(part=part)))
+        prompt = await call(session, "get_prompt", research="r")
+        assert all(f"{part} holds three 16x16 tiles." in prompt for part in PARTS), prompt
+        assert "Still being researched" not in prompt
+    assert {r["researcher"] for r in commands(tmp_path / "r")} == {"main", *PARTS}
 
 
 async def test_research_tree_shows_a_researchers_own_subtree_with_its_focus(tmp_path: Path):
@@ -205,6 +215,9 @@ async def test_without_elicitation_a_delegated_researcher_is_told_its_own_docume
     async with connect(tmp_path) as (session, _):
         reply = await call(session, "execute_message", research="r", researcher="L3",
                            message="<<< append_to_problem_definition\n///content\nData caches only.\n>>>\n")
+        assert "Data caches only." not in (folder / "Subproblems" / "L3" / DEFINITION).read_text(encoding="utf-8")
+        undone = await call(session, "undo_message", research="r")  # another sub-agent's undo: it names whose
     document = folder / "Subproblems" / "L3" / "message.dr"
     assert f"deep-research execute {document}" in reply
-    assert "Data caches only." not in (folder / "Subproblems" / "L3" / DEFINITION).read_text(encoding="utf-8")
+    assert undone.startswith("The researcher “L3”’s last message was not executed: it waits for approval. So it left "
+                             "nothing to undo; the undo took back the one before it."), undone

@@ -41,7 +41,7 @@ from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
 from ..engine.research import DryRun, Execution, NoSuchResearcher, Research, message_digest
 from ..engine.settings import FIELDS, SETTINGS, Config
-from ..engine.state import MAIN, Phase, now
+from ..engine.state import MAIN, Phase, State, now
 from ..engine.store import Guard, atomic_write
 from ..engine.text import NotText, message_text, refuse_not_text
 from .client import ModelClient, ModelError, Reply
@@ -304,6 +304,19 @@ class Crew:
         return OneAtATime(self.approver, self.approvals)
 
 
+@dataclass
+class _Round:
+    """One round in progress: its number, its journal record, what streamed of the reply, the
+    reply, and its times (for the observer's report)."""
+
+    number: int
+    record: dict[str, Any]
+    tick: float  # when it began (time.monotonic)
+    pieces: list[str] = field(default_factory=list)
+    reply: Reply | None = None
+    model_time: float = 0.0
+
+
 # -- one researcher --------------------------------------------------------------------------------
 
 
@@ -330,8 +343,13 @@ class Pilot:
         approval), else one round. None: the researcher goes on; a Stop: it stops."""
         self.slot = slot
         try:
-            if self.document.read().strip():  # its turn deals with that message (the run goes on after it)
-                stopped = await self._pending_message()
+            try:
+                held = self.document.read()
+                refuse_not_text(held, str(self.document.path))
+            except NotText as error:  # nothing of it runs; the researcher cannot go on over it
+                return self._stop(RunStatus.ERROR, str(error) + " Empty it or write a message there, then run again.")
+            if held.strip():  # its turn deals with that message (the run goes on after it)
+                stopped = await self._pending_message(held)
                 if stopped is None and self.document.read().strip():  # approved, yet it did not run
                     stopped = self._stop(RunStatus.WAITING, (
                         f"{self.document.path} still holds a message that did not run: read it, run it with "
@@ -352,16 +370,9 @@ class Pilot:
 
     # -- before a round ------------------------------------------------------------------------
 
-    async def _pending_message(self) -> Stop | None:
+    async def _pending_message(self, text: str) -> Stop | None:
         """A message already in the document is never dropped silently: it runs only with
         approval (a person decides), or the researcher stops and says how to deal with it."""
-        try:
-            text = self.document.read()
-            refuse_not_text(text, str(self.document.path))
-        except NotText as error:  # nothing of it runs; the researcher cannot go on over it
-            return self._stop(RunStatus.ERROR, str(error) + " Empty it or write a message there, then run again.")
-        if not text.strip():
-            return None
         state = self.research.state(self.name)
         if message_digest(text) == state.last_message:
             self.crew.observer.notice(f"{self._where()} still held the last executed message; emptied it.")
@@ -389,6 +400,11 @@ class Pilot:
         return None
 
     # -- one round ------------------------------------------------------------------------------
+    #
+    #   _round: the prompt, the budget ─▶ _ask: the model (cancelled / failed: the draft kept)
+    #   ─▶ not text, or empty: _ran_nothing ─▶ into the document (someone wrote there: _not_written)
+    #   ─▶ _run: the dry run, execution (approval asked there: _not_approved); the researcher gone
+    #   under it: _gone
 
     async def _round(self, slot: int | None) -> Stop | None:
         crew, research = self.crew, self.research
@@ -399,9 +415,8 @@ class Pilot:
         number, limit = crew.budget.admit(prompt)
         if limit:
             return self._stop(RunStatus.LIMIT, limit)
-        reserved = prompt + crew.budget.max_reply_tokens
         self.rounds += 1
-        record = self._record(number, state)
+        this = _Round(number, self._record(number, state), tick)
         grammar: MessageGrammar | str | None = None
         if crew.use_grammar:
             grammar = MessageGrammar(research, crew.config, max_reply_tokens=crew.settings.max_reply_tokens,
@@ -411,10 +426,36 @@ class Pilot:
         self.focus = tuple(self._focus_titles(state))
         crew.observer.round_started(number, list(self.focus), crew.budget.tokens, time.monotonic() - crew.budget.started,
                                     researcher=self.name)
-        pieces: list[str] = []
+        failed = await self._ask(this, messages, prompt, grammar, slot)
+        if failed is not None:
+            return failed
+        text = this.reply.text
+        if this.reply.finish_reason == "length" and grammar is not None:
+            # Cut off by the reply's token limit inside a command: that command could not run
+            # (an unclosed block, a half line); what the message finished runs.
+            text = MessageGrammar.complete_part(text)
+        if "\x00" in text:  # not text: never run (as any message), and not left in the document it streamed into
+            return await self._ran_nothing(this, "not-text", "the model's reply held NUL characters; it was not run")
+        if not text.strip():
+            return await self._ran_nothing(this, "empty", "the model's reply was empty")
+        try:
+            await self.document.replace(text)
+        except (DocumentChanged, OSError) as error:
+            return self._not_written(this, error)
+        try:
+            return await self._run(this, text, grammar)
+        except NoSuchResearcher:
+            return self._gone(this)
+
+    async def _ask(self, this: _Round, messages: list[dict[str, str]], prompt: int,
+                   grammar: MessageGrammar | str | None, slot: int | None) -> Stop | None:
+        """The model's reply, streamed into the document as it comes, into `this` (None), or the
+        stop of a model error (the partial reply kept as a draft). Cancelled: the draft kept."""
+        crew = self.crew
+        reserved = prompt + crew.budget.max_reply_tokens
 
         async def on_text(delta: str) -> None:
-            pieces.append(delta)
+            this.pieces.append(delta)
             crew.observer.text(delta, researcher=self.name)
             await self.document.stream(delta)
 
@@ -429,101 +470,105 @@ class Pilot:
             )
         except asyncio.CancelledError:
             crew.budget.spend(reserved, 0)
-            await self._keep_draft(pieces)
-            self._finish(record, "cancelled", error="cancelled by the user")
-            self._log([record])
+            await self._keep_draft(this.pieces)
+            self._finish(this.record, "cancelled", error="cancelled by the user")
+            self._log([this.record])
             raise
         except ModelError as error:
             crew.budget.spend(reserved, 0)
-            kept = await self._keep_draft(pieces)
-            self._finish(record, "error", error=error.message)
-            self._log([record])
-            crew.observer.round_ended(RoundReport(number, record, None, None, 0.0, self.name))
+            kept = await self._keep_draft(this.pieces)
+            self._finish(this.record, "error", error=error.message)
+            self._log([this.record])
+            crew.observer.round_ended(RoundReport(this.number, this.record, None, None, 0.0, self.name))
             where = f" It is kept in {self.document.path}." if kept else ""
             return self._stop(RunStatus.ERROR, error.message + "." + where)
-        model_time = time.monotonic() - before_model
+        this.reply, this.model_time = reply, time.monotonic() - before_model
         crew.budget.spend(reserved, reply.prompt_tokens + reply.completion_tokens)
         if not reply.tokens_estimated and reply.prompt_tokens:
             self.tokens_per_char = reply.prompt_tokens / max(1, sum(len(m["content"]) for m in messages))
-        record.update(
+        this.record.update(
             model=crew.client.model, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
             tokens_estimated=reply.tokens_estimated, latency_ms=reply.latency_ms,
             first_token_ms=reply.first_token_ms, finish_reason=reply.finish_reason, cached_tokens=reply.cached_tokens,
         )
-        text = reply.text
-        if reply.finish_reason == "length" and grammar is not None:
-            # Cut off by the reply's token limit inside a command: that command could not run
-            # (an unclosed block, a half line); what the message finished runs.
-            text = MessageGrammar.complete_part(text)
-        if "\x00" in text:  # not text: never written to the document, never run (as any message)
-            self.count.idle += 1
-            self._finish(record, "not-text", error="the model's reply held NUL characters; it was not run")
-            self.research.record([record])
-            self._report(number, record, reply, None, tick, model_time)
-            return None
-        if not text.strip():
-            self.idle += 1
-            self._finish(record, "empty", error="the model's reply was empty")
-            self._log([record])
-            self._report(number, record, reply, None, tick, model_time)
-            return None
-        try:
-            await self.document.replace(text)
-        except (DocumentChanged, OSError) as error:
-            return self._not_written(number, record, reply, tick, model_time, error)
-        try:
-            state = research.state(self.name)
-        except NoSuchResearcher:
-            return self._gone(number, record, reply, tick, model_time)
+        return None
+
+    async def _ran_nothing(self, this: _Round, outcome: str, why: str) -> None:
+        """A reply that cannot be a message (empty, or not text): the round counts as one in which
+        nothing ran, and what streamed of it into the document is taken out."""
+        self.idle += 1
+        self._finish(this.record, outcome, error=why)
+        self._log([this.record])
+        await self._clear_stream(this.pieces)
+        self._report(this)
+        return None
+
+    async def _run(self, this: _Round, text: str, grammar: MessageGrammar | str | None) -> Stop | None:
+        """The reply, now in the document, runs as this researcher's message (one transaction, with
+        the round's record), asked about first if it needs approval. Raises NoSuchResearcher if
+        the researcher no longer works."""
+        crew, research, record = self.crew, self.research, this.record
+        state = research.state(self.name)  # as it is now: others committed while the model wrote
         # The dry run execution takes (checked and analysed once): the grammar's, which followed the reply.
         dry = grammar.dry_run(text, self.document.path) if isinstance(grammar, MessageGrammar) else research.dry_run(
             text, consume=self.document.path, researcher=self.name, roots=crew.roots)
         analysis = dry.analysis
         assert analysis is not None  # the text is not empty
-        outcome = "executed" if analysis.outcomes or analysis.shutdown else "no-command"
-        self._finish(record, outcome, analysis.outcomes)
+        self._finish(record, "executed" if analysis.outcomes or analysis.shutdown else "no-command", analysis.outcomes)
         record.pop("message")  # execute fills in the message's number
         mode = crew.settings.approval
         try:
             execution = await self._execute(text, mode, [record], approver=crew.asking, prepared=dry)
         except asyncio.CancelledError:
-            if research.state().messages == state.messages:  # the commit did not happen
+            if not self._committed(text, state):
                 self._finish(record, "cancelled", error="cancelled by the user")
                 self._log([{**record, "message": None}])
             raise
-        except NoSuchResearcher:
-            return self._gone(number, {**record, "message": None}, reply, tick, model_time)
-        if execution.reason == "needs-approval":  # the approver stopped it: it waits in the document
-            record["message"] = None
-            self._finish(record, "waiting-approval", analysis.outcomes)
-            self._log([record])
-            self._report(number, record, reply, None, tick, model_time)
-            names = ", ".join(sorted({f"`{o.label}`" for o in analysis.needing_approval(mode)}))
-            return self._stop(RunStatus.WAITING, (
-                f"The model's message needs approval ({names} above the approval mode "
-                f"`{mode.label}`). It waits in {self.document.path}: read it, then run it with "
-                f"`deep-research execute {self.document.path}` and start `deep-research run` again "
-                "(or run with a higher --approval)."
-            ))
-        if execution.reason == "declined":  # the approver skipped it: the model writes another
-            record["message"] = None
-            self._finish(record, "waiting-approval", analysis.outcomes, skipped_all=True)
-            await self._decline(text, record, "the user did not approve it")
-            self.idle += 1
-            self._report(number, record, reply, None, tick, model_time)
-            return None
-        if not execution.executed:  # the research changed under us (another writer)
+        if execution.reason in ("needs-approval", "declined"):
+            return await self._not_approved(this, text, execution.reason, analysis, mode)
+        if not execution.executed:  # someone ran it meanwhile (another process, or the editor)
             self._finish(record, "error", error=f"the message did not run ({execution.reason})")
             self._log([{**record, "message": None}])
-            self._report(number, record, reply, execution, tick, model_time)
+            self._report(this, execution)
             return self._stop(RunStatus.ERROR, (
                 f"The model's message did not run ({execution.reason}); it is in {self.document.path}."
             ))
         record["message"] = research.state().messages
         ran = len(execution.analysis.ran) if execution.analysis else 0
         self.idle = 0 if ran or (execution.analysis and execution.analysis.shutdown) else self.idle + 1
-        self._report(number, record, reply, execution, tick, model_time)
+        self._report(this, execution)
         return None
+
+    async def _not_approved(self, this: _Round, text: str, reason: str, analysis, mode: ApprovalMode) -> Stop | None:
+        """The approver stopped the message (it waits in the document: a Stop) or declined it (the
+        model is told, and writes another: None)."""
+        record = this.record
+        record["message"] = None
+        if reason == "declined":
+            self._finish(record, "waiting-approval", analysis.outcomes, skipped_all=True)
+            await self._decline(text, record, "the user did not approve it")
+            self.idle += 1
+            self._report(this)
+            return None
+        self._finish(record, "waiting-approval", analysis.outcomes)
+        self._log([record])
+        self._report(this)
+        names = ", ".join(sorted({f"`{o.label}`" for o in analysis.needing_approval(mode)}))
+        return self._stop(RunStatus.WAITING, (
+            f"The model's message needs approval ({names} above the approval mode "
+            f"`{mode.label}`). It waits in {self.document.path}: read it, then run it with "
+            f"`deep-research execute {self.document.path}` and start `deep-research run` again "
+            "(or run with a higher --approval)."
+        ))
+
+    def _committed(self, text: str, before: State) -> bool:
+        """Whether `text` committed as this researcher's message since `before` (a round cancelled
+        while it ran: a commit that had begun is finished)."""
+        try:
+            after = self.research.state(self.name)
+        except NoSuchResearcher:  # its own message ended it (or a hand deletion did)
+            return True
+        return after.messages > before.messages and after.last_message == message_digest(text)
 
     async def _execute(self, text: str, mode: ApprovalMode, journal: list[dict[str, Any]], *,
                        approver: Approver | None = None, prepared: DryRun | None = None) -> Execution:
@@ -531,22 +576,21 @@ class Pilot:
         return await self.crew.executor.execute(self.research, text, mode=mode, consume=self.document.path,
                                                 journal=journal, approver=approver, prepared=prepared)
 
-    def _not_written(self, number: int, record: dict[str, Any], reply: Reply, tick: float, model_time: float,
-                     error: Exception) -> Stop:
+    def _not_written(self, this: _Round, error: Exception) -> Stop:
         """The reply could not go into the document: a person wrote there during the round (their
         text is kept), the researcher's problem was deleted, or the file system refused. Nothing
         runs; this researcher stops."""
         if not self._works():
-            return self._gone(number, record, reply, tick, model_time)
+            return self._gone(this)
         if isinstance(error, DocumentChanged):
             why = (f"{self.document.path} was edited while the model was writing this researcher's message, so the "
                    "reply was not written there and nothing ran; the text there is kept. Execute it or empty the "
                    "file, then run again")
         else:
             why = f"the reply could not be written to {self.document.path} ({error.strerror or error}); nothing ran"
-        self._finish(record, "error", error=why)
-        self._log([record])
-        self._report(number, record, reply, None, tick, model_time)
+        self._finish(this.record, "error", error=why)
+        self._log([this.record])
+        self._report(this)
         return self._stop(RunStatus.ERROR, why[0].upper() + why[1:] + ".")
 
     def _works(self) -> bool:
@@ -556,17 +600,21 @@ class Pilot:
             return False
         return True
 
-    def _gone(self, number: int, record: dict[str, Any], reply: Reply, tick: float, model_time: float) -> Stop:
+    def _gone(self, this: _Round) -> Stop:
         """The researcher ended under the round: its problem's folder was deleted or renamed by hand."""
         why = (f"the researcher \"{self.name}\" no longer works on this research (its problem was deleted or "
                "renamed by hand meanwhile), so its reply was not executed")
-        self._finish(record, "error", error=why)
-        self.crew.research.record([record])  # in the journal only: its session is gone with it
-        self._report(number, record, reply, None, tick, model_time)
+        self._finish(this.record, "error", error=why)
+        this.record["message"] = None
+        self.crew.research.record([this.record])  # in the journal only: its session is gone with it
+        self._report(this)
         return self._stop(RunStatus.ERROR, why[0].upper() + why[1:] + ".")
 
     async def _keep_draft(self, pieces: list[str]) -> bool:
         partial = "".join(pieces)
+        if "\x00" in partial:  # not text: it could never run, so it is not kept
+            await self._clear_stream(pieces)
+            return False
         if partial.strip():
             try:
                 await self.document.replace(partial)
@@ -574,6 +622,15 @@ class Pilot:
                 return False
             return True
         return False
+
+    async def _clear_stream(self, pieces: list[str]) -> None:
+        """Take out of the document what streamed into it (an editor's buffer shows the reply as
+        it comes), unless someone wrote there meanwhile (theirs stays)."""
+        if pieces:
+            try:
+                await self.document.replace("")
+            except (DocumentChanged, OSError):
+                pass
 
     async def _decline(self, text: str, record: dict[str, Any] | None, why: str) -> None:
         """A message the user did not approve: kept in the transcript, not run; the model
@@ -621,10 +678,9 @@ class Pilot:
             counts[{Status.OK: "ok", Status.FAILED: "failed", Status.SKIPPED: "skipped"}[status]] += 1
         record.update(outcome=outcome, commands=counts, error=error, ended=now())
 
-    def _report(self, number: int, record: dict[str, Any], reply: Reply | None, execution: Execution | None,
-                tick: float, model_time: float) -> None:
-        overhead = (time.monotonic() - tick - model_time) * 1000
-        self.crew.observer.round_ended(RoundReport(number, record, reply, execution, overhead, self.name))
+    def _report(self, this: _Round, execution: Execution | None = None) -> None:
+        overhead = (time.monotonic() - this.tick - this.model_time) * 1000
+        self.crew.observer.round_ended(RoundReport(this.number, this.record, this.reply, execution, overhead, self.name))
 
     def _focus_titles(self, state) -> list[str]:
         if state.phase is Phase.NO_PROBLEM:

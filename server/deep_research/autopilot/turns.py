@@ -3,14 +3,19 @@ last one.
 
 The engine renders the conversation from disk (`Research.conversation`: the prompt without
 its session opens it, then the session's messages and the system's replies as assistant and
-user turns). Its opening shows the current problem as it is now, so rendered afresh every
+user turns). Its opening shows the researcher's view as it is now, so rendered afresh every
 round it would change whenever a command changed the problem, and a server's prompt cache
 (llama.cpp's, or a hosted endpoint's prefix caching) would serve only the part before the
 first change. So within a session `Turns` keeps the opening it sent first and only appends:
-the new turns from disk, and to the newest user turn what of the current problem changed
-since the conversation showed it (`Research.update`: criteria, breakdown, new attachments …)
-and how many of this visit's rounds are left (engine/budgets.py). Everything sent before
-stays byte for byte the same.
+the new turns from disk, and to the newest user turn every section of the view whose text
+is not what the conversation last showed of it (`engine.prompt.render_update`: a child's
+report come in, a parent's definition appended, a new attachment, the context given by
+`continue`, whatever another researcher's commit changed) and how many of this visit's
+rounds are left (engine/budgets.py). Everything sent before stays byte for byte the same.
+So what the conversation shows of the view is what the researcher's `prompt.md` shows,
+before every round (issue 33). It keeps, for that, what each turn it sent showed of the
+view (`shown`): a section is shown again exactly when it differs from its last showing
+still in the conversation.
 
 When the kept conversation no longer fits `max_prompt_tokens`, it is cut so that the opening
 stays a cached prefix: the opening as sent is kept, a note saying what was left out is added
@@ -18,7 +23,8 @@ at its end, and the oldest turns after it are left out, so many that the opening
 `CACHED` of what is sent (the round after a cut then reads the turns again, not the opening)
 and the whole is at most `REFIT` of the budget (room to grow: the rounds after extend it
 again). The newest turn is never cut. Only when even that does not fit does the engine fit a
-conversation afresh (shortening the opening's parts too).
+conversation afresh (shortening the opening's parts too; the sections shown after it are cut
+the same way).
 
 It starts afresh from disk (one cache miss) when the session changes, when the turns on disk
 are no longer the ones it sent (another writer, an undo, a restart), or when a cut that keeps
@@ -29,7 +35,7 @@ again unchanged.
 from __future__ import annotations
 
 from ..engine.budgets import rounds_note
-from ..engine.prompt import Conversation, Turn
+from ..engine.prompt import Conversation, Fit, Turn, render_update, shown_by
 from ..engine.state import MAIN, Phase
 
 REFIT = 0.7  # a conversation cut or fitted afresh takes at most this share of max_prompt_tokens: room to grow
@@ -46,6 +52,9 @@ class Turns:
         self.first = ""  # the opening as first sent: the prefix a cut keeps
         self.sent: list[Turn] = []  # as sent (the newest user turns with their notes; old ones maybe cut)
         self.bare: list[Turn] = []  # the session's turns on disk that `sent` accounts for, as they are there
+        self.opened: dict[str, str] = {}  # what the opening shows of the view: text by section (and item) key
+        self.updates: list[dict[str, str]] = []  # for each turn of `sent`, what of the view its update showed
+        self.fit = Fit()  # how the opening's parts were cut (the sections shown after it are cut alike)
         self.left_out = 0  # turns of the session a cut left out (not in `sent`)
         self.fresh_starts = 0  # conversations started afresh
         self.cuts = 0  # conversations cut, keeping their opening
@@ -59,18 +68,31 @@ class Turns:
         note = self._note(research, state)
         if key == self.key and list(whole.turns[: self.left_out + len(self.bare)])[self.left_out:] == self.bare:
             added = list(whole.turns[self.left_out + len(self.bare):])
-            sent = self.sent + added
-            if added and added[-1].role == "user":
-                shown = self.opening + "".join(t.content for t in sent)
-                extra = "\n\n".join(part for part in (research.update(shown, researcher=self.researcher), note) if part)
-                if extra:
-                    sent[-1] = Turn("user", sent[-1].content + "\n\n" + extra)
-            candidate = Conversation(self.opening, tuple(sent))
+            sent, updates, opening, opened = self.sent + added, self.updates + [{} for _ in added], self.opening, self.opened
+            # What changed goes to the newest user turn (a session's turns end with the system's
+            # reply), or after the opening while nothing is said (the session's first reply was empty).
+            now = whole.sections if self.fit == Fit() else research.sections(self.researcher, self.fit)
+            update, showing = render_update(now, _merged(opened, updates))
+            extra = "\n\n".join(part for part in (update, note if added else "") if part)
+            if extra and sent:
+                sent[-1] = Turn(sent[-1].role, sent[-1].content + "\n\n" + extra)
+                updates[-1] = {**updates[-1], **showing}
+            elif extra:
+                opening, opened = opening + "\n\n" + extra, {**opened, **showing}
+            candidate = Conversation(opening, tuple(sent))
             if budget is None or candidate.characters() <= budget:
-                self.sent, self.bare = sent, self.bare + added
+                self.first += opening[len(self.opening):]  # (no turns yet: no cut has happened)
+                self.opening, self.opened, self.sent, self.bare, self.updates = (
+                    opening, opened, sent, self.bare + added, updates)
                 return candidate.messages()
-            if self._cut(sent, self.bare + added, budget):
-                return Conversation(self.opening, tuple(self.sent)).messages()
+            if opening == self.opening and self._cut(sent, self.bare + added, updates, budget):
+                update, showing = render_update(now, _merged(self.opened, self.updates))
+                if update:  # what the turns left out showed of the view, shown again
+                    self.sent[-1] = Turn(self.sent[-1].role, self.sent[-1].content + "\n\n" + update)
+                    self.updates[-1] = {**self.updates[-1], **showing}
+                candidate = Conversation(self.opening, tuple(self.sent))
+                if candidate.characters() <= budget:
+                    return candidate.messages()
         return self._afresh(research, key, whole, budget, max_tokens, note)
 
     @staticmethod
@@ -81,10 +103,11 @@ class Turns:
         rounds = research.rounds(state)
         return rounds_note(rounds, research.rules()) if rounds else ""
 
-    def _cut(self, sent: list[Turn], bare: list[Turn], budget: int) -> bool:
+    def _cut(self, sent: list[Turn], bare: list[Turn], updates: list[dict[str, str]], budget: int) -> bool:
         """Leave out the oldest turns after the opening (in pairs: a message and its reply), so
         that the opening stays the prefix the server has cached. False when that is not enough,
-        or when what was sent is not turn for turn what is on disk (the engine fitted it)."""
+        or when what was sent is not turn for turn what is on disk (the engine fitted it). What
+        the turns left out showed of the view is no longer shown: the next update shows it again."""
         if len(sent) != len(bare):
             return False
         room = min(int(budget * REFIT), int(len(self.first) / CACHED))
@@ -95,7 +118,7 @@ class Turns:
             return False
         self.left_out += drop
         self.opening = self.first + _cut_note(self.left_out)
-        self.sent, self.bare = sent[drop:], bare[drop:]
+        self.sent, self.bare, self.updates = sent[drop:], bare[drop:], updates[drop:]
         self.cuts += 1
         return True
 
@@ -114,7 +137,17 @@ class Turns:
             opening += "\n\n" + note
         self.key, self.opening, self.first = key, opening, opening
         self.sent, self.bare, self.left_out = turns, list(whole.turns), 0
+        self.opened, self.updates, self.fit = shown_by(fitted.sections), [{} for _ in turns], fitted.fit
         return Conversation(opening, tuple(turns)).messages()
+
+
+def _merged(opened: dict[str, str], updates: list[dict[str, str]]) -> dict[str, str]:
+    """What a conversation shows of the view, by section and item key: what its opening shows,
+    then each update in it, oldest first (a later showing replaces an earlier one)."""
+    shown = dict(opened)
+    for showing in updates:
+        shown.update(showing)
+    return shown
 
 
 def _cut_note(left_out: int) -> str:

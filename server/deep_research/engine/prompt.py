@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, replace
-from typing import Protocol
+from typing import Callable, Mapping, Protocol, Sequence
 
 from . import budgets, commands, staleness
 from .commands import ArgType, Finish, Form, Growth
@@ -95,7 +95,7 @@ class Bookkeeping:
 
 
 @dataclass(frozen=True)
-class _Fit:
+class Fit:
     """How far the parts that may be shortened are cut (None: not at all)."""
 
     definition_chars: int | None = None  # of each subproblem definition in a breakdown
@@ -113,21 +113,23 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: i
     """The prompt; with `max_tokens`, shortened to fit that many tokens (estimated as
     characters / 4) if it can be, in the order the module's docstring gives."""
     budget = None if max_tokens is None else max_tokens * 4 - len(_size_line("x" * max_tokens * 4)) - 4
-    head, shown = _fitted(view, state, book, budget)
-    text = head + "\n\n" + _transcript(*shown, state=state)
+    fitted = _fitted(view, state, book, budget)
+    text = _head(fitted.sections) + "\n\n" + _transcript(*fitted.shown, state=state)
     return text + "\n\n" + _size_line(text) + "\n"
 
 
-def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None) -> tuple[str, tuple[list[Entry], int, int]]:
-    """The head (everything before the session) and the session's entries to show (with how
-    many entries and assistant messages were left out), fitted to `budget` characters."""
-    def body(fit: _Fit) -> str:
-        if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
-            return _no_problem_form(book, fit)
-        return _problem_form(view, state, book, fit)
+@dataclass(frozen=True)
+class _Fitted:
+    sections: list[Section]  # the head (everything before the session), fitted
+    fit: Fit  # how its parts were cut
+    shown: tuple[list[Entry], int, int]  # the session's entries to show, and how many entries and messages were left out
 
-    fit = _Fit()
-    head = body(fit)
+
+def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None) -> _Fitted:
+    """The head and the session's entries to show, fitted to `budget` characters."""
+    fit = Fit()
+    sections = view_sections(view, state, book, fit)
+    head = _head(sections)
     shown: tuple[list[Entry], int, int] = (book.transcript, 0, 0)
     if budget is not None:
         if _length(head, _transcript(*shown, state=state)) > budget:
@@ -135,11 +137,94 @@ def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None)
         steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
-        for fit in steps:
+        for step in steps:
             if _length(head, _transcript(*shown, state=state)) <= budget:
                 break
-            head = body(fit)
-    return head, shown
+            fit = step
+            sections = view_sections(view, state, book, fit)
+            head = _head(sections)
+    return _Fitted(sections, fit, shown)
+
+
+# -- the view as sections ------------------------------------------------------------------------
+
+
+UNCHANGED = "[… unchanged …]"
+
+
+@dataclass(frozen=True)
+class Item:
+    """A part of a section whose `body` can be left out when it is as shown before: an
+    attachment's content, a subproblem's definition, a child's report, a parent's definition
+    or criteria. Its `lead` (a heading, an opening tag: what changes often, the counts, the
+    status) and `after` are always shown (`render_update`)."""
+
+    key: str
+    lead: str
+    body: str
+    after: str = ""
+    before: str = "\n\n"  # what separates it from what precedes it in its section
+
+    @property
+    def text(self) -> str:
+        return self.lead + self.body + self.after
+
+    @property
+    def brief(self) -> str:
+        return self.lead + UNCHANGED + self.after
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of what the prompt shows of a researcher's view, exactly as the prompt shows it:
+    the prompt's head is its sections joined by blank lines (`view_sections`). `key` names it
+    (and its items' keys, theirs) from one rendering to the next. A section with items is its `head`, each item (after its
+    separator), and its `tail`."""
+
+    key: str
+    head: str
+    items: tuple[Item, ...] = ()
+    tail: str = ""
+
+    @property
+    def text(self) -> str:
+        return self.abridged(lambda item: False)
+
+    @property
+    def frame(self) -> str:
+        """The section with every item as its brief: what it shows besides the items' bodies."""
+        return self.abridged(lambda item: True)
+
+    def abridged(self, unchanged: Callable[[Item], bool]) -> str:
+        """The section with each item for which `unchanged` holds shown as its brief."""
+        shown = (item.before + (item.brief if unchanged(item) else item.text) for item in self.items)
+        return self.head + "".join(shown) + self.tail
+
+
+def view_sections(view: TreeView, state: State, book: Bookkeeping, fit: Fit = Fit()) -> list[Section]:
+    """What the prompt shows of the researcher's view, in the prompt's order: the prompt is
+    these sections' texts joined by blank lines, then the session (`render_prompt`)."""
+    if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
+        return _no_problem_form(book, fit)
+    return _problem_form(view, state, book, fit)
+
+
+def shown_by(sections: Sequence[Section]) -> dict[str, str]:
+    """What a conversation that shows `sections` shows, by key (for `render_update`): each
+    section's frame and each item's body."""
+    shown = {section.key: section.frame for section in sections}
+    shown.update((item.key, item.body) for section in sections for item in section.items)
+    return shown
+
+
+def _head(sections: Sequence[Section]) -> str:
+    return "\n\n".join(section.text for section in sections)
+
+
+def _plain(key: str, text: str) -> Section:
+    return Section(key, text)
+
+
 
 
 # -- the session as chat turns -------------------------------------------------------------------
@@ -162,6 +247,8 @@ class Conversation:
 
     opening: str
     turns: tuple[Turn, ...]
+    sections: tuple[Section, ...] = ()  # what the opening shows of the view (`view_sections`, fitted)
+    fit: Fit = Fit()  # how the opening's parts were cut to fit
 
     def messages(self) -> list[dict[str, str]]:
         """The OpenAI chat-completions `messages`."""
@@ -179,7 +266,8 @@ def render_conversation(view: TreeView, state: State, book: Bookkeeping, max_tok
     same way (the oldest turns first, then the head's parts). `deep-research prompt` and
     `prompt.md` stay the single text of `render_prompt`."""
     budget = None if max_tokens is None else max_tokens * 4 - 200
-    head, (entries, dropped, assistants) = _fitted(view, state, book, budget)
+    fitted = _fitted(view, state, book, budget)
+    head, (entries, dropped, assistants) = _head(fitted.sections), fitted.shown
     turns: list[Turn] = []
     for entry in entries:
         role = "assistant" if entry.role == "assistant" else "user"
@@ -190,7 +278,7 @@ def render_conversation(view: TreeView, state: State, book: Bookkeeping, max_tok
     opening = head + "\n\n" + _session_opening(dropped, assistants)
     if turns and turns[0].role == "user":  # the session's first system note belongs to the opening
         opening += "\n\n" + turns.pop(0).content
-    return Conversation(opening, tuple(turns))
+    return Conversation(opening, tuple(turns), tuple(fitted.sections), fitted.fit)
 
 
 def _session_opening(dropped: int, assistants: int) -> str:
@@ -202,33 +290,30 @@ def _session_opening(dropped: int, assistants: int) -> str:
     return text
 
 
-def render_update(view: TreeView, state: State, shown: str, rules: Rules = Rules()) -> str:
-    """What of the current problem changed since a conversation's opening: its sections
-    (attachments, definition, criteria, breakdown, current report) whose text as it is now is
-    not in `shown` (the opening and the turns so far), for the newest user turn. Empty when
-    nothing changed. Pure text: a section is shown again exactly when its text differs."""
-    if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
-        return ""
-    chain = _chain(view, state.focus)
-    focus = chain[-1]
-    parts = []
-    for attachment in view.attachments(focus.path):
-        element = _attachments_block([(attachment, focus.title)], ATTACHMENT_CHARS, ATTACHMENTS_TOTAL)
-        element = element.removeprefix("<attachments>\n").removesuffix("\n</attachments>")
-        if element.split("\n", 1)[0] not in shown:
-            parts.append("## New attachment\n\n" + element)
-    sections = [
-        ("Problem Definition", focus.definition or "_(empty)_"),
-        ("Criteria of Definition of Done", _criteria_section(focus, rules)),
-        ("Breakdown Structure", _breakdown_section(view, focus, rules, None, state)),
-        ("Current Report", focus.report or "No report yet for the current problem."),
-    ]
-    for name, text in sections:
-        if text not in shown:
-            parts.append(f"## {name} (now)\n\n{text}")
+UPDATE_HEADING = "# What changed"
+
+
+def render_update(now: Sequence[Section], shown: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """What of a researcher's view changed since a conversation showed it, for the newest user
+    turn: every section of `now` that is not as `shown` last showed it (its frame and each of
+    its items, by key: `shown_by`), as the prompt shows it, except that an item as last shown
+    stands as its brief. Returns the text ("" when nothing changed) and what it shows in full,
+    by key. Pure text: a section is shown again exactly when its text differs from what was
+    last shown of it."""
+    parts: list[str] = []
+    showing: dict[str, str] = {}
+    for section in now:
+        fresh = [item for item in section.items if shown.get(item.key) != item.body]
+        if not fresh and shown.get(section.key) == section.frame:
+            continue
+        parts.append(section.abridged(lambda item: item not in fresh))
+        showing[section.key] = section.frame
+        showing.update((item.key, item.body) for item in fresh)
     if not parts:
-        return ""
-    return f"# Current Problem now: {focus.title}\n\n" + "\n\n".join(parts)
+        return "", {}
+    intro = (f"{UPDATE_HEADING}\n\nWhat you see of the research changed since this conversation last showed it. "
+             "Each part below is as it is now, and replaces the part under the same heading shown before.")
+    return intro + "\n\n" + "\n\n".join(parts), showing
 
 
 def _length(head: str, transcript: str) -> int:
@@ -255,21 +340,20 @@ def _size_line(body: str) -> str:
 # -- the form before a problem exists ---------------------------------------------------------
 
 
-def _no_problem_form(book: Bookkeeping, fit: _Fit) -> str:
+def _no_problem_form(book: Bookkeeping, fit: Fit) -> list[Section]:
     [define] = commands.valid_in(Phase.NO_PROBLEM)  # the one command before a problem exists
-    return "\n\n".join([
-        "# Deep Research Interface",
-        _NO_PROBLEM_INTRO,
-        RULE + "\n# Attachments\n\n"
-        "These attachments were given by the user for defining the problem. When the problem is defined they "
-        "are copied to it, so nothing here is lost.\n\n" + _attachments_block(
-            [(a, None) for a in book.pending_attachments], ATTACHMENT_CHARS, fit.attachments_total),
+    return [
+        _plain("title", "# Deep Research Interface"),
+        _plain("introduction", _NO_PROBLEM_INTRO),
+        _attachments_section(
+            "attachments", RULE + "\n# Attachments\n\nThese attachments were given by the user for defining the "
+            "problem. When the problem is defined they are copied to it, so nothing here is lost.\n\n",
+            [(a, None) for a in book.pending_attachments], fit.attachments_total),
         _context(book),
-        _instruction(book),
-        RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
-        + _worded(define.example())
-        + "\n```",
-    ])
+        _plain("instruction", _instruction(book)),
+        _plain("how to define", RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
+               + _worded(define.example()) + "\n```"),
+    ]
 
 
 _NO_PROBLEM_INTRO = """\
@@ -302,26 +386,29 @@ def _worded(example: str) -> str:
     return example
 
 
-def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) -> str:
+def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: Fit) -> list[Section]:
     chain = _chain(view, state.focus)
     focus = chain[-1]
-    return "\n\n".join([
-        "# Deep Research Interface",
-        "## Introduction\n\n" + _INTRODUCTION.format(**asdict(book.rules), closing=budgets.closing_moves(),
-                                                    fan_out=budgets.fan_out_line(book.rules)),
-        "## Block Commands\n\n" + _command_help(),
+    every = view.children(focus.path)
+    return [
+        _plain("title", "# Deep Research Interface"),
+        _plain("introduction", "## Introduction\n\n" + _INTRODUCTION.format(
+            **asdict(book.rules), closing=budgets.closing_moves(), fan_out=budgets.fan_out_line(book.rules))),
+        _plain("commands", "## Block Commands\n\n" + _command_help()),
         _current_attachments(view, chain, fit.attachments_total),
         _context(book),
-        _instruction(book),
-        RULE + f"\n# Current Problem: {focus.title}",
-        "## Problem Hierarchy\n\n" + _hierarchy(chain, state),
-        "## Problem Definition\n\n" + (focus.definition or "_(empty)_"),
-        "## Criteria of Definition of Done\n\n" + _criteria_section(focus, book.rules),
-        "## Breakdown Structure\n\n" + _breakdown_section(view, focus, book.rules, fit.definition_chars, state),
-        "## Completed Reports\n\n" + _reports(view, focus, fit.report_chars, book.rules.report_max_words),
-        "## Parent chain\n\n" + _parent_chain(view, chain[:-1], fit.definition_chars, state),
-        "## Goal\n\n" + _goal(state, focus),
-    ])
+        _plain("instruction", _instruction(book)),
+        _plain("problem", RULE + f"\n# Current Problem: {focus.title}"),
+        _plain("hierarchy", "## Problem Hierarchy\n\n" + _hierarchy(chain, state)),
+        _plain("definition", "## Problem Definition\n\n" + (focus.definition or "_(empty)_")),
+        _plain("criteria", "## Criteria of Definition of Done\n\n" + _criteria_section(focus, book.rules)),
+        _breakdown_section(view, focus, every, book.rules, fit.definition_chars, state),
+        _child_reports(every, fit.report_chars, book.rules.report_max_words),
+        _plain("current report", "### Current Report\n\n" + _current_report(view, focus, every,
+                                                                          book.rules.report_max_words)),
+        _parent_chain(view, chain[:-1], fit.definition_chars, state),
+        _plain("goal", "## Goal\n\n" + _goal(state, focus)),
+    ]
 
 
 def _chain(view: TreeView, focus: ProblemPath) -> list[Problem]:
@@ -399,31 +486,32 @@ def _command_help() -> str:
     return "\n".join(lines)
 
 
-def _current_attachments(view: TreeView, chain: list[Problem], total: int) -> str:
+def _current_attachments(view: TreeView, chain: list[Problem], total: int) -> Section:
     items: list[tuple[Attachment, str | None]] = []
     for problem in reversed(chain):  # the current problem's first, then upwards
         items += [(a, problem.title) for a in view.attachments(problem.path)]
-    return (
-        RULE + "\n# Attachments Of Current Problem\n\n"
-        "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n"
-        + _attachments_block(items, ATTACHMENT_CHARS, total)
-    )
+    return _attachments_section(
+        "attachments", RULE + "\n# Attachments Of Current Problem\n\n"
+        "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n",
+        items, total)
 
 
-def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, total: int) -> str:
+def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str | None]], total: int) -> Section:
+    """`intro`, then the attachments (each an item), at most ATTACHMENT_CHARS of each and `total`
+    of all."""
     if not items:
-        return "No attachments."
-    out = ["<attachments>"]
+        return Section(key, intro + "No attachments.")
+    elements = []
     left = total
     for attachment, owner in items:
         owner_attr = f' problem="{_attr(owner)}"' if owner else ""
         source_attr = f' source="{_attr(attachment.source)}"' if attachment.source else ""
-        content, note = _cut(attachment.content, min(each, max(left, 0)))
+        content, note = _cut(attachment.content, min(ATTACHMENT_CHARS, max(left, 0)))
         left -= len(content)
-        out.append(
-            f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n{content}{note}\n</attachment>')
-    out.append("</attachments>")
-    return "\n".join(out)
+        elements.append(Item(f"{key}\n{owner or ''}\n{attachment.name}",
+                             f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n',
+                             content + note, "\n</attachment>", "\n"))
+    return Section(key, intro + "<attachments>", tuple(elements), "\n</attachments>")
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
@@ -444,21 +532,21 @@ def _attr(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
-def _context(book: Bookkeeping) -> str:
+def _context(book: Bookkeeping) -> Section:
     text = (
         RULE + "\n# Context\n\nContext given by the user before the research started. It stays here, "
         "unchanged, in every session, whatever the current problem.\n\n"
     )
     if not book.context:
-        return text + "No context was given."
-    out = ["<contextAttachments>"]
+        return Section("context", text + "No context was given.")
+    elements = []
     left = CONTEXT_TOTAL
     for item in book.context:
         content, note = _cut(item.content, min(CONTEXT_CHARS, max(left, 0)))
         left -= len(content)
-        out.append(f'<contextAttachment name="{_attr(item.name)}">\n{content}{note}\n</contextAttachment>')
-    out.append("</contextAttachments>")
-    return text + "\n".join(out)
+        elements.append(Item(f"context\n{item.name}", f'<contextAttachment name="{_attr(item.name)}">\n',
+                             content + note, "\n</contextAttachment>", "\n"))
+    return Section("context", text + "<contextAttachments>", tuple(elements), "\n</contextAttachments>")
 
 
 def _instruction(book: Bookkeeping) -> str:
@@ -493,43 +581,47 @@ def _criteria_section(focus: Problem, rules: Rules) -> str:
     return _criteria(focus) + "\n\n" + budgets.criteria_line(focus, rules)
 
 
-def _breakdown_section(view: TreeView, focus: Problem, rules: Rules, limit: int | None = None,
-                       state: State | None = None) -> str:
-    """The current problem's breakdown (which subproblems other researchers hold), and what the
-    breadth and depth budgets leave."""
-    children = view.children(focus.path)
-    return _breakdown(children, "###", limit, state) + "\n\n" + budgets.breakdown_line(focus, len(children), rules)
-
-
-def _breakdown(children: list[Problem], level: str, limit: int | None = None, state: State | None = None) -> str:
+def _breakdown_section(view: TreeView, focus: Problem, children: list[Problem], rules: Rules, limit: int | None,
+                       state: State) -> Section:
+    """The current problem's breakdown (which subproblems other researchers hold; each an item),
+    and what the breadth and depth budgets leave."""
+    budget = "\n\n" + budgets.breakdown_line(focus, len(children), rules)
     if not children:
-        return "No subproblems yet."
-    parts = []
-    for child in children:
-        definition = _shortened(child.definition, limit, "definition") if child.definition else "_(no definition)_"
-        label = status_label(child.status)
-        holder = state.held_by_other(child.path) if state is not None else None
-        if holder is not None and holder.root == child.path:
-            label += f", delegated: being researched by the researcher \"{holder.name}\""
-        parts.append(f"{level} {child.title} {child.counts} ({label})\n" + definition)
-    return "\n\n".join(parts)
+        return Section("breakdown", "## Breakdown Structure\n\nNo subproblems yet." + budget)
+    items = tuple(_subproblem(f"breakdown/{child.path[-1]}", child, "###", limit, state) for child in children)
+    return Section("breakdown", "## Breakdown Structure", items, budget)
 
 
-def _reports(view: TreeView, focus: Problem, limit: int | None = None, max_words: int | None = None) -> str:
-    every = view.children(focus.path)
+def _subproblem(key: str, child: Problem, level: str, limit: int | None, state: State, before: str = "\n\n") -> Item:
+    """A subproblem in a breakdown: its heading (counts, status, who holds it), its definition."""
+    definition = _shortened(child.definition, limit, "definition") if child.definition else "_(no definition)_"
+    label = status_label(child.status)
+    holder = state.held_by_other(child.path)
+    if holder is not None and holder.root == child.path:
+        label += f", delegated: being researched by the researcher \"{holder.name}\""
+    return Item(key, f"{level} {child.title} {child.counts} ({label})\n", definition, before=before)
+
+
+def _child_reports(every: list[Problem], limit: int | None, max_words: int | None) -> Section:
+    """The children's reports (each an item), under the heading of the reports."""
+    head = "## Completed Reports\n\n### Child Reports"
     children = [c for c in every if c.report or c.status is Status.FAILED]
-    child_text = "\n\n".join(
-        f"#### {c.title} ({status_label(c.status)})\n"
-        + (_shortened(_within_words(c.report, max_words), limit, "report") if c.report else
-           f"{FAILED_HEADING} {NO_REASON}")
-        for c in children
-    ) or "No subproblem has a report yet."
+    if not children:
+        return Section("child reports", head + "\n\nNo subproblem has a report yet.")
+    items = tuple(Item(
+        f"child reports/{c.path[-1]}", f"#### {c.title} ({status_label(c.status)})\n",
+        _shortened(_within_words(c.report, max_words), limit, "report") if c.report else f"{FAILED_HEADING} {NO_REASON}")
+        for c in children)
+    return Section("child reports", head, items)
+
+
+def _current_report(view: TreeView, focus: Problem, every: list[Problem], max_words: int | None) -> str:
     current = _within_words(focus.report, max_words) if focus.report else "No report yet for the current problem."
     changed = staleness.changes(view, focus, every)
     if changed:
         current = (f"**This report is out of date.** {staleness.sentence(changed)} Write it again with "
                    "`<<< write_report` so that the parent reads what is true now.\n\n" + current)
-    return f"### Child Reports\n\n{child_text}\n\n### Current Report\n\n{current}"
+    return current
 
 
 def _within_words(text: str, max_words: int | None) -> str:
@@ -560,22 +652,27 @@ def _first_words(text: str, count: int) -> str:
     return text
 
 
-def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None = None,
-                  state: State | None = None) -> str:
+def _parent_chain(view: TreeView, parents: list[Problem], limit: int | None, state: State) -> Section:
+    """The problems above the current one, each with its subproblems (items each: a sibling's
+    progress changes one line)."""
+    head = "## Parent chain"
     if not parents:
-        return "The current problem is the root problem: it has no parents."
-    parts = []
-    if state is not None and not state.is_main:
-        parts.append("The problems above your root problem are context: other researchers work on them, and you "
-                     "cannot change them.")
+        return Section("parent chain", head + "\n\nThe current problem is the root problem: it has no parents.")
+    if not state.is_main:
+        head += ("\n\nThe problems above your root problem are context: other researchers work on them, and you "
+                 "cannot change them.")
+    items = []
     for depth, problem in enumerate(parents):
         name = "Root Problem" if depth == 0 else "Problem"
-        parts.append(
-            f"### L{depth} {name}: {problem.title} {problem.counts}\n{problem.definition or '_(empty)_'}\n\n"
-            f"#### L{depth} Criteria of Definition of Done\n{_criteria(problem)}\n\n"
-            f"#### L{depth} Problem Breakdown Structure\n{_breakdown(view.children(problem.path), '#####', limit, state)}"
-        )
-    return "\n\n".join(parts)
+        children = view.children(problem.path)
+        structure = f"#### L{depth} Problem Breakdown Structure" + ("" if children else "\nNo subproblems yet.")
+        items.append(Item(f"parent chain/{depth}", f"### L{depth} {name}: {problem.title} {problem.counts}\n",
+                          problem.definition or "_(empty)_"))
+        items.append(Item(f"parent chain/{depth}:criteria", f"#### L{depth} Criteria of Definition of Done\n",
+                          _criteria(problem), "\n\n" + structure))
+        items += [_subproblem(f"parent chain/{depth}/{child.path[-1]}", child, "#####", limit, state,
+                              "\n" if n == 0 else "\n\n") for n, child in enumerate(children)]
+    return Section("parent chain", head, tuple(items))
 
 
 def _goal(state: State, focus: Problem) -> str:

@@ -29,7 +29,9 @@ from .evidence import Evidence
 from .model import Attachment, Problem
 from .names import name_key, title_key, unique_component
 from .parser import ParsedMessage, parse
-from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
+from .prompt import (
+    Bookkeeping, Conversation, Entry, Fit, Section, render_conversation, render_prompt, view_sections,
+)
 from .reply import render_reply
 from .rules import Rules, rules_of
 from .settings import Config
@@ -514,10 +516,10 @@ class Research:
         return render_conversation(self.tree, self.state(researcher), self.bookkeeping(researcher=researcher),
                                    max_tokens)
 
-    def update(self, shown: str, researcher: str = MAIN) -> str:
-        """The current problem's parts that changed since a conversation showed `shown`
-        (engine.prompt.render_update)."""
-        return render_update(self.tree, self.state(researcher), shown, self.rules())
+    def sections(self, researcher: str = MAIN, fit: Fit = Fit()) -> list[Section]:
+        """What the researcher's prompt shows of its view, section by section, its parts cut as
+        `fit` says (engine.prompt.view_sections; for engine.prompt.render_update)."""
+        return view_sections(self.tree, self.state(researcher), self.bookkeeping([], researcher), fit)
 
     def write_prompt(self, researcher: str = MAIN) -> Path:
         target = self.prompt_file(researcher)

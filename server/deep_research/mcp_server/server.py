@@ -36,6 +36,7 @@ from .workspace import Refusal, Workspace
 log = logging.getLogger("deep_research.mcp")
 
 MAX_SUBSCRIPTIONS = 200
+WATCH_SECONDS = 1.0  # how often subscribed resources are checked for what others wrote
 
 INSTRUCTIONS = """\
 Deep Research: you are the researcher of a research kept on disk as a tree of problems. \
@@ -57,8 +58,11 @@ class DeepResearchMCP:
     def __init__(self, root: Path) -> None:
         self.workspace = Workspace(root)
         self.subscribed: dict[str, str] = {}  # resource URI -> digest of what the client last heard of
-        # Per research root: why the last message sent was not executed (approval), so that an undo
-        # right after it says that it takes back the message before (a hint for the reply only).
+        self.watcher: asyncio.Task | None = None  # checks the subscribed resources for what others wrote
+        self.calls = 0  # tool calls in progress (they announce what they change themselves)
+        # Per research root: why the last message sent was not executed (approval), and whose it was
+        # (sub-agents share the research), so that an undo right after it says that it takes back
+        # the message before (a hint for the reply only).
         self.not_executed: dict[Path, str] = {}
         self.bus = InMemorySubscriptionBus()  # the 2026-07-28 protocol's subscriptions/listen
         self.server: Server[Any] = Server(
@@ -72,7 +76,11 @@ class DeepResearchMCP:
     async def run_stdio(self) -> None:
         options = self.server.create_initialization_options(NotificationOptions(resources_changed=True))
         async with stdio_server() as (read, write):
-            await self.server.run(read, write, options)
+            try:
+                await self.server.run(read, write, options)
+            finally:
+                if self.watcher is not None:
+                    self.watcher.cancel()
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -83,6 +91,7 @@ class DeepResearchMCP:
         spec = TOOLS.get(params.name)
         if spec is None:
             return _error(f"There is no tool {params.name[:100]!r}; the tools are {', '.join(TOOLS)}.")
+        self.calls += 1
         try:
             arguments = check_arguments(spec, params.arguments)
             text, structured = await getattr(self, f"_tool_{spec.name}")(ctx, arguments)
@@ -97,6 +106,8 @@ class DeepResearchMCP:
             log.exception("%s failed", spec.name)
             return _error(f"Internal error in {spec.name}: {type(error).__name__}: {str(error)[:300]}. Nothing was "
                           "half-written (every change is one transaction); please report it.")
+        finally:
+            self.calls -= 1
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
 
     async def _tool_new_research(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
@@ -154,11 +165,11 @@ class DeepResearchMCP:
             if result.reason in ("needs-approval", "declined") and result.analysis is not None:
                 waiting = result.analysis.needing_approval(mode)
                 if result.reason == "needs-approval":  # the client cannot ask its user
-                    self.not_executed[research.root] = "Your last message was not executed: it waits for approval."
+                    self.not_executed[research.root] = _not_run(researcher, "it waits for approval")
                     document = await asyncio.to_thread(research.document, researcher)
                     return (approval.needs_approval_reply(research.root, waiting, mode, document),
                             _summary(None, "needs-approval", researcher))
-                self.not_executed[research.root] = "Your last message was not executed: the user declined it."
+                self.not_executed[research.root] = _not_run(researcher, "the user declined it")
                 return approval.declined_reply(waiting, mode), _summary(None, "declined", researcher)
             if not result.executed:
                 raise ToolFailure({
@@ -254,6 +265,8 @@ class DeepResearchMCP:
             raise MCPError(types.INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} resources can be subscribed at once; "
                                                  "unsubscribe from some first.")
         self.subscribed[uri] = await asyncio.to_thread(resources.digest, self.workspace, uri)
+        if self.watcher is None or self.watcher.done():
+            self.watcher = asyncio.get_running_loop().create_task(self._watch(ctx))
         return types.EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
@@ -263,20 +276,45 @@ class DeepResearchMCP:
     async def _changed(self, ctx: Any) -> None:
         """After a message (or an undo, a new research): the list changed; subscribed resources
         whose content changed are announced."""
+        await self._announce(ctx, await self._updated())
+
+    async def _watch(self, ctx: Any) -> None:
+        """While the client holds subscriptions, what others write (another process's messages:
+        `deep-research run`, an editor, another agent's server; hand edits) is announced within
+        WATCH_SECONDS, as this server's own calls announce what they change (not while one runs:
+        it announces its own once it ends)."""
+        while self.subscribed:
+            await asyncio.sleep(WATCH_SECONDS)
+            if self.calls:
+                continue
+            try:
+                updated = await self._updated()
+                if updated:
+                    await self._announce(ctx, updated)
+            except Exception:  # never the end of the server: the next call announces what changed
+                log.exception("checking the subscribed resources failed")
+
+    async def _updated(self) -> list[str]:
+        """The subscribed resources whose content is not what the client last heard of (it is now)."""
         changed = []
-        for uri, before in list(self.subscribed.items()):
+        for uri in list(self.subscribed):
             now = await asyncio.to_thread(resources.digest, self.workspace, uri)
-            if now != before and uri in self.subscribed:
+            if uri in self.subscribed and self.subscribed[uri] != now:
                 self.subscribed[uri] = now
                 changed.append(uri)
+        return changed
+
+    async def _announce(self, ctx: Any, updated: list[str]) -> None:
+        """The list changed (a message may move the focus, whose neighbourhood is listed), and so did
+        the `updated` resources."""
         try:
             await ctx.session.send_resource_list_changed()
-            for uri in changed:
+            for uri in updated:
                 await ctx.session.send_resource_updated(uri)
         except Exception as error:  # a client gone or a protocol without these notifications
             log.info("could not notify the client of changed resources: %s", error)
         await self.bus.publish(ResourcesListChanged())
-        for uri in changed:
+        for uri in updated:
             await self.bus.publish(ResourceUpdated(uri=uri))
 
 
@@ -298,6 +336,13 @@ def _next_prompt(name: str, researcher: str = MAIN) -> str:
     """Where an agent finds the next prompt: a tool, not a file (it may not read the disk)."""
     whose = f", researcher {researcher!r}" if researcher != MAIN else ""
     return f"Call get_prompt (research {name!r}{whose}) for the prompt of your next message."
+
+
+def _not_run(researcher: str, why: str) -> str:
+    """Why the last message sent was not executed, naming a delegated researcher's (an undo may come
+    from another sub-agent)."""
+    whose = "Your" if researcher == MAIN else f"The researcher “{researcher}”’s"
+    return f"{whose} last message was not executed: {why}."
 
 
 def _summary(result: Any, outcome: str, researcher: str) -> dict[str, Any]:
