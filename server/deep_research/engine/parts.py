@@ -60,6 +60,11 @@ def page_line(number: int) -> str:
     return PAGE_LINE.format(number=number)
 
 
+def is_pdf_type(content_type: str) -> bool:
+    """Whether an attachment's `content_type` says its text is a PDF's (its parts follow pages)."""
+    return content_type.split(";")[0].strip().lower() == PDF_TYPE
+
+
 @dataclass(frozen=True)
 class Heading:
     level: int

@@ -28,7 +28,7 @@ from .index import Source, key_of
 from .model import Attachment
 from .names import one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
-from .parts import PDF_TYPE, Layout, layout, part_name, split_reference
+from .parts import Layout, is_pdf_type, layout, part_name, split_reference
 from .store import BOOKKEEPING, CONTEXT
 from .text import Edit, Fix, attribute
 from .tree import attachment_files
@@ -59,16 +59,12 @@ class Readable:
         return self.attachment.name
 
     def layout(self, part_chars: int) -> Layout:
-        return layout(self.attachment.content, part_chars, pdf=is_pdf(self.attachment))
+        return layout(self.attachment.content, part_chars, pdf=is_pdf_type(self.attachment.content_type))
 
     def source(self, part_chars: int) -> Source:
         fallback = self.file.stem
         return Source(self.key, self.attachment.content, self.layout(part_chars), self.file if self.on_disk else None,
                       lambda text: formats.parse_attachment(text, fallback_name=fallback).content)
-
-
-def is_pdf(attachment: Attachment) -> bool:
-    return attachment.content_type.split(";")[0].strip().lower() == PDF_TYPE
 
 
 def sources_limit(part_chars: int) -> int:
