@@ -150,7 +150,7 @@ def _fix(arg: Arg, replacement: str) -> tuple[Fix, ...]:
 def _resolve(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, int, int]:
     """The source and the parts `arg` names (NAME, NAME#N, NAME#N-M), or CommandError saying
     what is visible here (and where a source of that name is, if it is not)."""
-    found = resolve_reference(arg.value, [(item.name, item) for item in scope])
+    found = citations.resolve_part(arg.value, [(item.name, item) for item in scope])
     if found is not None:
         item, first, last = found
         return item, first or 1, last or first or 1
@@ -164,18 +164,6 @@ def _resolve(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, i
                + ".") if names else "No attachment or context item is visible here yet."
     raise CommandError(f"No attachment or context item visible here is named {quote(name)}.{hint}"
                        + (f" {elsewhere}" if elsewhere else "") + f" {listing}", arg.span, fixes)
-
-
-def resolve_reference(text: str, named: list[tuple[str, object]]) -> tuple[object, int | None, int | None] | None:
-    """What `text` (NAME, NAME#N, NAME#N-M) names among (name, item) pairs, nearest first: the
-    name before its last `#N` if one bears it, else the whole text (parts.split_reference)."""
-    name, first, last = split_reference(text)
-    if first is not None:
-        item = citations.resolve(name, named)
-        if item is not None:
-            return item, first, last
-    item = citations.resolve(text.strip(), named)
-    return (item, None, None) if item is not None else None
 
 
 def where_else(draft: Draft, name: str) -> str:
