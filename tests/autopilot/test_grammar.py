@@ -21,7 +21,7 @@ from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_S
 pytestmark = pytest.mark.llm
 
 IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True,
-                         files=("notes/paper.pdf",))
+                         files=("notes/paper.pdf",), readable=(("Survey", 1), ("Attachment name", 12)))
 NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
 # The same problem once its subproblems are closed and its criteria done (it may write its report), once
 # reported (it may leave), and once the rounds of its visit are spent (it may be given up).
@@ -157,7 +157,8 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
     # no search without a provider; the report once the subproblems are closed, focusing up with a report
     # and failing once the rounds are spent
     assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {
-        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file"}, "no file to attach either"
+        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file", "read", "find"}, (
+        "no file to attach either, nor a source to read or search")
     for spec in commands.valid_in(Phase.IN_FOCUS):
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)

@@ -25,7 +25,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
 
-DEFAULT_PART_CHARS = 4_000
 PAGE_LINE = "[Page {number}]"  # what sources/extract.py writes before each page of a PDF
 PDF_TYPE = "application/pdf"
 
@@ -95,7 +94,7 @@ class Layout:
     parts: tuple[Part, ...]
     headings: tuple[Heading, ...]
     paged: bool
-    size: int = DEFAULT_PART_CHARS  # the part_chars it was divided with
+    size: int = 4_000  # the part_chars it was divided with
     pdf: bool = False  # divided as a PDF's text was asked for
     starts: tuple[int, ...] = ()  # each part's start, for look-ups by offset
     heading_starts: tuple[int, ...] = ()
@@ -135,7 +134,7 @@ _CACHE_SIZE = 512  # layouts are small (offsets); the texts are not kept
 _LOCK = Lock()
 
 
-def layout(text: str, part_chars: int = DEFAULT_PART_CHARS, *, pdf: bool = False) -> Layout:
+def layout(text: str, part_chars: int, *, pdf: bool = False) -> Layout:
     """The parts of `text` (see the module's docstring). `pdf`: the text is a PDF's (its
     pages are followed even if something was written before the first page marker); a text
     that starts with a page marker is read as pages too. Cached by the text's hash and length
