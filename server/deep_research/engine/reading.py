@@ -153,7 +153,9 @@ def _resolve(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, i
     found = citations.resolve_part(arg.value, [(item.name, item) for item in scope])
     if found is not None:
         item, first, last = found
-        return item, first or 1, last or first or 1
+        if first is None:
+            return item, 1, 1
+        return item, first, first if last is None else last
     name, _first, _last = split_reference(arg.value)
     names = [item.name for item in scope]
     near = citations.suggestion(name, names)
