@@ -77,7 +77,7 @@ class Part:
     start: int  # offsets of the part in the text: parts cover it end to end
     end: int
     pages: tuple[int, int] | None = None  # first and last page (a PDF's text)
-    section: str = ""  # the headings in force where the part starts ("Ownership › Borrowing")
+    section: str = ""  # the headings in force where the part starts, one it starts with included ("Ownership › Borrowing")
 
     @property
     def page_label(self) -> str:
@@ -122,7 +122,7 @@ class Layout:
     def heading_text(self, part: Part) -> str:
         """What the index ranks as the part's headings: the section it continues and the
         headings that start in it."""
-        own = [h.title for h in self.headings_in(part)]
+        own = [h.title for h in self.headings_in(part) if h.start > part.start]  # (one it starts with is in its section)
         return " \n".join(([part.section] if part.section else []) + own)
 
 
@@ -255,7 +255,7 @@ def _sections(headings: tuple[Heading, ...], starts: list[int]) -> list[str]:
     stack: list[Heading] = []
     index = 0
     for start in starts:
-        while index < len(headings) and headings[index].start < start:
+        while index < len(headings) and headings[index].start <= start:  # one the part starts with too
             heading = headings[index]
             while stack and stack[-1].level >= heading.level:
                 stack.pop()
