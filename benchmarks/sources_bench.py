@@ -23,7 +23,7 @@ Whole sources within reach (issue 32):
   attaching a 1 MB source (`///attach_file`) with this code against the code before the
   index (`--baseline-ref`, by default the parent of the commit that added engine/index.py,
   from `git archive`), each on a fresh copy of the same small research, in fresh processes,
-  alternating; and the index's size against the text's. `--quick`: 2 MB, 2 runs.
+  alternating; and the index's size against the text's. `--quick`: 1 MB, 1 run.
 - (c) `--model`: SmolLM2-135M (scripts/setup-local-llm) drives a research holding one long
   attachment for `--rounds` rounds with the grammar: how many `read` and `find` commands it
   wrote, and how many ran (the journal's records), with why the others did not. Only with
@@ -224,8 +224,8 @@ def _baseline_code(ref: str | None, into: Path) -> tuple[Path, str]:
 def bench_cost(args: argparse.Namespace) -> None:
     import shutil
 
-    megabytes = 2 if args.quick else args.megabytes
-    runs = 2 if args.quick else args.runs
+    megabytes = 1 if args.quick else args.megabytes
+    runs = 1 if args.quick else args.runs
     code = Path(__file__).resolve().parents[1] / "server"
     vocabulary = _vocabulary()
     with tempfile.TemporaryDirectory() as tmp:
