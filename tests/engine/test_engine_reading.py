@@ -426,3 +426,16 @@ def test_a_long_read_cannot_blow_the_prompts_budget(book: Research) -> None:
     assert len(fitted) <= budget * 4 + 400
     assert "more characters of these sources are not shown; read fewer parts at once" in fitted
     assert '<part name="Memory book#1"' in fitted and "## Continue" in fitted
+
+
+def test_what_new_and_continue_give_is_indexed_as_it_is_given(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    research = new_research(root, context=[("Brief", "Vectorised kernels only.")],
+                            attachments=[("Paper", "Strassen is rarely faster.")])
+    research.continue_with(context=[("More", "Register tiling matters.")])
+    ids = sqlite3.connect(root / BOOK / INDEX_FILE).execute("SELECT path FROM sources ORDER BY path").fetchall()
+    assert [p for (p,) in ids] == [f"{BOOK}/context/Brief.md", f"{BOOK}/context/More.md", "Attachments/Paper.md"]
+    puts = []
+    real = Index._put
+    monkeypatch.setattr(Index, "_put", lambda self, *a, **k: puts.append(a[1].key) or real(self, *a, **k))
+    assert set(best(research, "strassen vectorised register")) == {"Paper#1", "Brief#1", "More#1"}
+    assert puts == []

@@ -293,6 +293,12 @@ class Research:
         if not new and (instruction.strip() or context or attachments or reopened):
             undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
         tx.commit(self.cache)
+        if context or draft.new_attachments:  # indexed for `find` as they are added (engine/index.py)
+            index = Index(self.root, self.guard, durable=self.durable)
+            try:
+                self._index_new(index, attachment_files(book / CONTEXT, self.cache) + self._added(draft))
+            finally:
+                index.close()
         return reopened
 
     def _add_named(self, tx: Transaction, folder: Path, items: list[Attachment]) -> list[Attachment]:
@@ -553,8 +559,7 @@ class Research:
                 if cancelled is not None and cancelled():
                     return Execution(False, "cancelled", analysis, researcher=before.researcher)
                 execution = self._commit(text, analysis, before, consume, journal)
-                self._index_new(index, [(item.attachment, self.tree.folder(item.path) / ATTACHMENTS / item.file_name)
-                                        for item in analysis.draft.new_attachments])
+                self._index_new(index, self._added(analysis.draft))
                 return execution
             finally:
                 index.close()
@@ -629,6 +634,11 @@ class Research:
         changed = tx.commit(self.cache)
         consumed = consume is not None and Path(os.path.realpath(consume)) in changed
         return Execution(True, None, analysis, reply, prompt, changed, consumed, after.researcher)
+
+    def _added(self, draft: Draft) -> list[tuple[Attachment, Path]]:
+        """The attachments `draft` adds, with the files they are written to."""
+        return [(item.attachment, self.tree.folder(item.path) / ATTACHMENTS / item.file_name)
+                for item in draft.new_attachments]
 
     def _index_new(self, index: Index, added: Sequence[tuple[Attachment, Path]]) -> None:
         """Index what a transaction just added (after it, under the lock: engine/index.py says why).
