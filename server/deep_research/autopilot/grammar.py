@@ -8,7 +8,8 @@ parse, and only commands that can run now:
 - blocks with exactly their sections, in the table's order, each non-empty, closed by `>>>`;
 - `focus_down` and subproblem titles limited to the current subproblems, criterion
   numbers to the open criteria; a command that has nothing to act on is left out (and
-  `search` without a configured provider, `attach_url` and `search` in an offline research);
+  `search` in a research that sends no query (`provider = "none"`), `attach_url` and `search`
+  in an offline research);
   URLs name a host, not an address literal;
 - what would surely fail, or is surely wrong, is ruled out: a new subproblem or attachment
   named like an existing one, and the sample texts of the prompt's examples as arguments
@@ -38,8 +39,10 @@ cheaply); the prompt explains it.
 
 A grammar cannot remember what an earlier command of the same message did, so it follows the
 message as it is written (`MessageGrammar`, the client's `GrammarSteps`): after each complete
-command the engine's dry run of the message so far (`Research.analyze`, the code execution
-runs) gives the state that command left, and when the grammar built from it differs, the
+command the engine's dry run of the message so far (`incremental.DocumentAnalysis`, the
+editor's: equal to the analysis execution runs, resumed at the command that changed, so the
+reply is analysed once as it grows, and that analysis is the dry run its execution takes)
+gives the state that command left, and when the grammar built from it differs, the
 reply continues under the new one (only when the new state rules out something the grammar
 in effect admits; what only adds choices waits for the next continuation). So a title the
 message added is taken for the next `add_subproblem` (and can be focused on), a criterion it
@@ -59,9 +62,11 @@ from functools import lru_cache
 
 from ..engine import budgets, citations, commands, staleness
 from ..engine.commands import ArgType, CommandSpec, Form
-from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
+from ..engine.incremental import DocumentAnalysis
+from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
 from ..engine.parts import is_pdf_type, layout, split_reference
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
+from ..engine.research import DryRun, checked_message
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.evidence import MAX_FILE_BYTES
 from ..engine.state import MAIN, Phase, Status
@@ -92,7 +97,7 @@ class GrammarInputs:
     subproblems: tuple[str, ...] = ()
     open_criteria: tuple[int, ...] = ()
     attachments: tuple[str, ...] = ()
-    search: bool = False  # a search provider is configured (without one `search` surely fails)
+    search: bool = False  # the research may search (`config.search_provider`; else `search` surely fails)
     fetch: bool = True  # pages can be fetched (an offline research's `attach_url` surely fails)
     examples: frozenset[str] = field(default_factory=lambda: frozenset(example_texts()))
     written: int = 0  # commands already in the message (then it may end at once)
@@ -209,7 +214,9 @@ _NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FIL
 
 
 def _search(config) -> bool:
-    return bool(config is not None and config.search.provider and not config.fetch.offline)
+    from ..config import search_provider
+
+    return search_provider(config) is not None
 
 
 def _fetch(config) -> bool:
@@ -240,6 +247,10 @@ class MessageGrammar:
                                             context=self.context)
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
+        # The reply as it grows: parsed again only where it grew, analysed again only from the
+        # command it changed (the editor's incremental analysis, a checkpoint at every command).
+        self.parsed: ParsedMessage | None = None
+        self.analysis = DocumentAnalysis(research, every=1, roots=self.roots, researcher=researcher)
 
     def first(self) -> str:
         return self.grammar
@@ -248,12 +259,12 @@ class MessageGrammar:
         last = text.rstrip("\n").rsplit("\n", 1)[-1].rstrip("\r")
         if not (last.startswith(LINE_PREFIX) or last.strip() == BLOCK_CLOSE):
             return None  # free text, or inside a block
-        found = parse(text).commands
+        found = self._parse(text).commands
         if not found or not found[-1].closed or len(found) == self._commands:
             return None
         self._commands = len(found)
         # the dry run execution would do, from the researcher's state as it is now
-        analysis = self.research.analyze(text, self.research.state(self.researcher), roots=self.roots)
+        analysis = self.analysis.analyze(self._parse(text))
         after = analysis.after
         ended = analysis.focus_changed or analysis.shutdown or after.phase is not Phase.IN_FOCUS
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
@@ -270,6 +281,18 @@ class MessageGrammar:
         self.inputs = inputs
         self.grammar = "" if ended else build_grammar(inputs)
         return self.grammar
+
+    def dry_run(self, text: str, consume: Path | None = None) -> DryRun:
+        """The whole reply's dry run, for its execution (`Research.dry_run`'s equal): the
+        analysis that followed the reply, brought up to its end (nothing is done again when
+        it ended with the last command looked at)."""
+        text = checked_message(text, consume)
+        analysis = self.analysis.analyze(self._parse(text)) if text.strip() else None
+        return DryRun(text, self.researcher, consume, self.roots, analysis, self.analysis.reads)
+
+    def _parse(self, text: str) -> ParsedMessage:
+        self.parsed = parse(text) if self.parsed is None else reparse(self.parsed, text)
+        return self.parsed
 
     @staticmethod
     def complete_part(text: str) -> str:

@@ -221,6 +221,7 @@ def find(draft: Draft, args: Args) -> Result:
     _within_sources(draft, arg, limit * (ranking.PASSAGE_CHARS + _TAG_CHARS) + len(query) + 100)
     sources = "source" if len(scope) == 1 else "sources"
     if draft.index is None:  # a dry run: nothing is searched while typing
+        draft.searches += 1
         return Result(f"Will search the {len(scope):,} {sources} visible here for {quote(query)} when the message runs.")
     part_chars = draft.rules.part_chars
     by_key = {item.key: item for item in scope}
