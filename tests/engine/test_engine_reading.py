@@ -439,3 +439,13 @@ def test_what_new_and_continue_give_is_indexed_as_it_is_given(root: Path, monkey
     monkeypatch.setattr(Index, "_put", lambda self, *a, **k: puts.append(a[1].key) or real(self, *a, **k))
     assert set(best(research, "strassen vectorised register")) == {"Paper#1", "Brief#1", "More#1"}
     assert puts == []
+
+
+def test_the_same_read_or_find_twice_in_a_message_shows_it_once(book: Research) -> None:
+    """A small model writes the same command again and again: it runs, repeats nothing, and
+    leaves the reply's room to what is new."""
+    result = book.execute(line("read", "Memory book#2") * 3 + line("find", "tile size") + line("find", "Tile  SIZE?"))
+    assert statuses(result) == [("read", "ok")] * 3 + [("find", "ok")] * 2
+    assert result.reply.count('<part name="Memory book#2"') == 1 and result.reply.count("<passage ") <= 5
+    assert "Memory book#2 is already shown under Sources in this reply" in result.reply
+    assert 'A find for "Tile SIZE?" is already answered' in result.reply

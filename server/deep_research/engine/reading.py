@@ -122,6 +122,11 @@ def read(draft: Draft, args: Args) -> Result:
         raise CommandError(f"A read shows at most {READ_PARTS} parts at once; read `{part_name(item.name, first, upto)}` "
                            f"now and the rest in later commands or messages.", arg.span,
                            _fix(arg, part_name(item.name, first, upto)))
+    wanted = {f"{item.key}#{n}" for n in range(first, last + 1)}
+    if wanted <= draft.shown:  # a model may write the same read again and again
+        return Result(f"{part_name(item.name, first, last)} is already shown in this reply; nothing repeated.",
+                      [Warning_(f"{part_name(item.name, first, last)} is already shown under Sources in this reply: "
+                                "read another part instead.", arg.span)])
     text = item.attachment.content
     body = "\n".join(f'<part name="{attribute(part_name(item.name, n))}" of="{count}">\n{found.text(text, n)}\n</part>'
                      for n in range(first, last + 1))
@@ -130,6 +135,7 @@ def read(draft: Draft, args: Args) -> Result:
     entry = (f"Read {part_name(item.name, first, last)} ({'part' if first == last else 'parts'} "
              f"{first}{'' if first == last else f'–{last}'} of {count:,}{pages}, {where}).\n{body}")
     _within_sources(draft, arg, len(entry))
+    draft.shown = draft.shown | wanted
     shown = "part" if first == last else "parts"
     return Result(f"Read {shown} {first}{'' if first == last else f'–{last}'} of {count:,} of {quote(item.name)}; "
                   "the text is under Sources.", sources=entry)
@@ -217,8 +223,14 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError("There is nothing to search here: no attachment of the current problem or of its parents, "
                            "and no context. Attach sources first (`///attach_url`, `///attach_file`, `///search`).",
                            arg.span)
+    searched = "find " + " ".join(ranking.query_words(query))
+    if searched in draft.shown:
+        return Result("These words were already searched in this message; nothing repeated.",
+                      [Warning_(f"A find for {quote(query)} is already answered under Sources in this reply: search "
+                                "other words instead.", arg.span)])
     limit = draft.rules.find_results
     _within_sources(draft, arg, limit * (ranking.PASSAGE_CHARS + _TAG_CHARS) + len(query) + 100)
+    draft.shown = draft.shown | {searched}
     sources = "source" if len(scope) == 1 else "sources"
     if draft.index is None:  # a dry run: nothing is searched while typing
         draft.searches += 1
