@@ -29,6 +29,7 @@ from .model import Attachment
 from .names import one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
 from .parts import Layout, is_pdf_type, layout, part_name, split_reference
+from .rules import Rules
 from .store import BOOKKEEPING, CONTEXT
 from .text import Edit, Fix, attribute
 from .tree import attachment_files
@@ -67,8 +68,15 @@ class Readable:
                       lambda text: formats.parse_attachment(text, fallback_name=fallback).content)
 
 
-def sources_limit(part_chars: int) -> int:
-    return max(SOURCES_CHARS, part_chars + 4 * _TAG_CHARS)
+def sources_limit(rules: Rules) -> int:
+    """Characters of sources one reply holds: SOURCES_CHARS, or whatever one part or one find
+    of the research's rules takes, if more."""
+    return max(SOURCES_CHARS, rules.part_chars + 4 * _TAG_CHARS, _find_size(rules.find_results, MAX_QUERY_CHARS))
+
+
+def _find_size(passages: int, query: int) -> int:
+    """The most a find's entry takes: its passages, their tags, its first line."""
+    return passages * (ranking.PASSAGE_CHARS + _TAG_CHARS) + query + 200
 
 
 def readable(draft: Draft, path: ProblemPath | None = None) -> list[Readable]:
@@ -229,7 +237,7 @@ def find(draft: Draft, args: Args) -> Result:
                       [Warning_(f"A find for {quote(query)} is already answered under Sources in this reply: search "
                                 "other words instead.", arg.span)])
     limit = draft.rules.find_results
-    _within_sources(draft, arg, limit * (ranking.PASSAGE_CHARS + _TAG_CHARS) + len(query) + 100)
+    _within_sources(draft, arg, _find_size(limit, len(query)))
     draft.shown = draft.shown | {searched}
     sources = "source" if len(scope) == 1 else "sources"
     if draft.index is None:  # a dry run: nothing is searched while typing
@@ -258,7 +266,7 @@ def find(draft: Draft, args: Args) -> Result:
 
 def _within_sources(draft: Draft, arg: Arg, size: int) -> None:
     """Count `size` characters towards the message's Sources, or refuse past `sources_limit`."""
-    limit = sources_limit(draft.rules.part_chars)
+    limit = sources_limit(draft.rules)
     if draft.answered + size > limit:
         raise CommandError(f"Not shown: this message's reply already holds {draft.answered:,} characters of sources "
                            f"and a reply holds at most {limit:,}. Send this command again in your next message.",
