@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .parts import Layout
-from .store import BOOKKEEPING, RACY_NS, Guard, decode
+from .store import BOOKKEEPING, NO_FSYNC_FOR_TESTS, RACY_NS, Guard, decode
 
 log = logging.getLogger("deep_research.engine")
 
@@ -283,6 +283,7 @@ class _Unsafe(Exception):
 def _connect(name: str, *, durable: bool) -> sqlite3.Connection:
     db = sqlite3.connect(name, timeout=BUSY_SECONDS, isolation_level=None if name == ":memory:" else "DEFERRED",
                          check_same_thread=False)
+    durable = durable and os.environ.get(NO_FSYNC_FOR_TESTS) != "1"  # as store.fsync: tests turn it off
     db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
     if name == ":memory:":
         _create(db)

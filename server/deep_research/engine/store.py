@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar
 
+from .watch import current as current_watch
+
 
 DEFINITION = "Problem Definition.md"
 CRITERIA = "Criteria of Definition of Done.md"
@@ -134,11 +136,15 @@ class Reads:
     it again would read exactly the same; a folder's signature changes when an entry is
     added, removed or renamed in it, so listings are covered too."""
 
-    __slots__ = ("seen", "racy")
+    __slots__ = ("seen", "racy", "_vouched")
 
     def __init__(self) -> None:
         self.seen: dict[str, Signature | None] = {}
         self.racy = False  # something was read within RACY_NS of its change: never trust these
+        # With the process's inotify watch on (engine/watch.py): the watch's generation and
+        # layout when the stats last found all of it unchanged, the roots it lies in, and
+        # whether every folder on its paths was there to watch.
+        self._vouched: tuple[int, int, tuple[str, ...], bool] | None = None
 
     def note(self, path: str, st: os.stat_result | None) -> None:
         if path not in self.seen:  # the first look is the one the computation used
@@ -154,6 +160,15 @@ class Reads:
     def unchanged(self) -> bool:
         if self.racy:
             return False
+        watch = current_watch()
+        covered = None
+        if watch is not None:  # nothing reported since the stats last vouched for it: unchanged
+            vouched = self._vouched
+            if vouched is not None and watch.vouches(vouched):
+                return True
+            generation, layout = watch.poll(), watch.layout
+            # watched before the stats below, so that what changes after them is reported
+            covered = vouched[2:] if vouched is not None and vouched[1] == layout and vouched[3] else watch.cover(self.seen)
         stat = os.stat
         for path, signature in self.seen.items():
             try:
@@ -164,6 +179,8 @@ class Reads:
                 continue
             if signature is None or (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != signature:
                 return False
+        if covered is not None:
+            self._vouched = (generation, layout, *covered)
         return True
 
     def __len__(self) -> int:
@@ -608,6 +625,9 @@ class FileCache:
         with self._lock:
             if all(g.root != guard.root for g in self._guards):
                 self._guards = (*self._guards, guard)
+        watch = current_watch()
+        if watch is not None:
+            watch.add_root(guard.root)
 
     def _guard(self, name: str) -> Guard | None:
         """The guard of the research `name` is in; a guard that allows nothing for a path
@@ -788,7 +808,7 @@ def atomic_write(path: Path, text: str | bytes, *, durable: bool, scratch: Path 
                 handle.write(data)
                 if durable:
                     handle.flush()
-                    os.fsync(handle.fileno())
+                    fsync(handle.fileno())
             os.replace(tmp, path)
             break
         except FileNotFoundError:
@@ -806,12 +826,24 @@ def atomic_write(path: Path, text: str | bytes, *, durable: bool, scratch: Path 
         fsync_folder(path.parent)
 
 
+# What a test run sets for itself and every process it starts (tests/conftest.py), except the
+# tests about durability (tests/crash): the product never sets it, since without fsync a power
+# loss may undo or tear what a message wrote.
+NO_FSYNC_FOR_TESTS = "DEEP_RESEARCH_TEST_NO_FSYNC"
+
+
+def fsync(fd: int) -> None:
+    """`os.fsync`: what makes a write durable, here in one place (see NO_FSYNC_FOR_TESTS)."""
+    if os.environ.get(NO_FSYNC_FOR_TESTS) != "1":
+        os.fsync(fd)
+
+
 def fsync_folder(folder: Path) -> None:
     """Make the names in `folder` durable (created, replaced, removed); best effort."""
     with contextlib.suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
         try:
-            os.fsync(fd)
+            fsync(fd)
         finally:
             os.close(fd)
 
@@ -982,7 +1014,7 @@ def _apply(root: Path, pending: dict, durable: bool, cache: FileCache | None, *,
             handle.write(item["text"].encode("utf-8"))
             if durable:
                 handle.flush()
-                os.fsync(handle.fileno())
+                fsync(handle.fileno())
         if new and durable:
             fsync_folder(target.parent)  # the new file's name, not only its data
         changed.append(target)
@@ -1030,7 +1062,7 @@ def _remove(root: Path, pending: dict, durable: bool, cache: FileCache | None, *
             handle.truncate(size)
             if durable:
                 handle.flush()
-                os.fsync(handle.fileno())
+                fsync(handle.fileno())
         changed.append(target)
         if cache is not None:
             cache.forget(target)

@@ -22,8 +22,12 @@ def create_server() -> DeepResearchServer:
 
 
 def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
+    from ..engine import watch
     from .logs import setup_logging
 
+    # A request whose files did not change then costs a read of the inotify descriptor
+    # instead of a stat per file its answer rests on (engine/watch.py).
+    watch.start()
     server = create_server()
     setup_logging(server, log_file)
     if tcp:
