@@ -21,7 +21,7 @@ from dr_engine_support import DEFINITION, block, line
 
 @pytest.fixture
 def watching(monkeypatch) -> watch.Watch:
-    monkeypatch.setattr(store, "RACY_NS", 0)  # the files were just written; trust them anyway
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)  # the files were just written; trust them anyway
     started = watch.start()
     if started is None:
         pytest.skip("no inotify here")

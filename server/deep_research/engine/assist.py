@@ -20,7 +20,7 @@ from . import accounting, commands
 from .accounting import Figures
 from .budgets import Refusals
 from .rules import DEFAULT_PART_CHARS
-from .commands import ArgType, CommandSpec, Form
+from .commands import ArgType, CommandSpec, Form, Growth
 from .formats import status_label
 from .names import expand_home, find_title
 from .model import Attachment, Problem
@@ -346,7 +346,7 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
         if argument is not None and argument.cites and _open_citation(prefix) is not None:
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
-            full = snap.refused.full_subproblems if spec.name == "add_criteria_to_subproblem" else frozenset()
+            full = snap.refused.full_subproblems if argument.grows is Growth.CRITERIA else frozenset()
             return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), spec, full)
     return []
 

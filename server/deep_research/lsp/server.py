@@ -16,7 +16,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -33,12 +33,12 @@ from ..engine.state import MAIN, Phase
 from ..engine.store import STATE, FileCache, Reads, bookkeeping, recording, watched_stat
 from ..engine.text import split_lines
 from ..engine.watch import moment
-from .config import Settings
+from .config import SECTION, Settings
 from .convert import Positions
 from .tree_files import is_tree_markdown
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
+    from ..engine.settings import Config
     from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
@@ -71,10 +71,10 @@ class _Later:
         return incremental
 
     @functools.cached_property
-    def config(self):  # type: ignore[no-untyped-def]
-        from .. import config
+    def settings(self):  # type: ignore[no-untyped-def]
+        from ..engine import settings
 
-        return config
+        return settings
 
 
 later = _Later()
@@ -200,6 +200,9 @@ class DeepResearchServer(LanguageServer):
         self.shown_prompt_lines: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._ledgers: dict[Path, Ledger] = {}
+        # What brings every open document's diagnostics up to date (features/diagnostics.py
+        # sets it): features that change a research call `refresh_diagnostics`, not that feature.
+        self.diagnostics_refresher: Callable[[], None] = lambda: None
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -218,6 +221,25 @@ class DeepResearchServer(LanguageServer):
                 research.rule_overrides = overrides
                 self._analyses.clear()
                 self._snapshots.clear()  # what the budgets refuse depends on the rules too
+
+    async def refresh_settings(self) -> bool:
+        """Ask the client for `deepResearch`; False if it cannot answer."""
+        if not self.supports("workspace.configuration"):
+            return False
+        try:
+            result = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception as error:  # a client that fails to answer keeps the old settings
+            log.warning("could not read the deepResearch settings: %s", error)
+            return False
+        self.settings = Settings.from_client(result[0] if result else None)
+        log.info("%s", self.settings.describe())
+        return True
+
+    def refresh_diagnostics(self) -> None:
+        """A research changed under the open documents: bring all their diagnostics up to date."""
+        self.diagnostics_refresher()
 
     # -- errors go to the log, never to popups ------------------------------------------------
 
@@ -374,22 +396,25 @@ class DeepResearchServer(LanguageServer):
         return self._researches[root]
 
     def config(self, root: Path) -> "Config":
-        """The research's deep-research.toml (re-read when it changes; its mistakes logged
-        once) under the editor's settings, which override it."""
-        from ..config import CONFIG_FILE, load
-
+        """The research's deep-research.toml (the research's own reading: once per change of
+        the file; its mistakes logged once) under the editor's settings, which override it."""
         cached = self._configs.get(root)
         if cached is None or not cached[0].unchanged():
-            looked = _look_at(root / CONFIG_FILE)
-            config, problems = load(root)
+            read = later.settings.read
+            research = self._researches.get(root) or self._researches.get(root.resolve())
+            # Through the research's file cache (a folder that is not a research yet: read afresh),
+            # noting the look at the file, so that nothing is read again until it changes.
+            with recording() as looked:
+                config, problems = read(research.root, research.cache) if research is not None else read(root)
             for problem in problems:
                 log.warning("%s", problem)
             cached = self._configs[root] = (looked, config)
+        config = cached[1]
         # Merged once per file version and settings (replaced, never changed, on a change):
         # completion and diagnostics ask on every keystroke.
         merged = self._merged.get(root)
-        if merged is None or merged[0] is not cached[1] or merged[1] is not self.settings:
-            merged = self._merged[root] = (cached[1], self.settings, cached[1].merged(**self.settings.overrides()))
+        if merged is None or merged[0] is not config or merged[1] is not self.settings:
+            merged = self._merged[root] = (config, self.settings, config.merged(**self.settings.overrides()))
         return merged[2]
 
     def snapshot(self, place: Place) -> "Snapshot":
@@ -397,7 +422,7 @@ class DeepResearchServer(LanguageServer):
         stats); the focus and its subproblems only if the request needs them, and read
         again only when one of the files they came from changed."""
         Snapshot, Memo = later.assist.Snapshot, later.incremental.Memo
-        search_provider = later.config.search_provider
+        search_provider = later.settings.search_provider
         research = place.research
         if research is None:
             return Snapshot(Phase.NO_PROBLEM)

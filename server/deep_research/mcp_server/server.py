@@ -25,7 +25,6 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from ..config import load
 from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
 from ..engine.text import NotText
 from ..engine.undo import UndoRefused
@@ -146,8 +145,8 @@ class DeepResearchMCP:
         # Messages of different researchers overlap (gathering sources, asking for approval);
         # the engine's lock makes their transactions one at a time, each on the state before it.
         async with self.workspace.lock(research.root, researcher):
-            config, problems = load(research.root)
-            for problem in problems:
+            config = research.config()
+            for problem in research.config_problems():
                 log.warning("%s", problem)
             mode = approval.mode_of(config)
             result = await execute(research, text, config, mode=mode, researcher=researcher,
