@@ -293,7 +293,8 @@ def test_what_differs_per_command_is_declared_on_its_row() -> None:
 # `Research` and plain values, and what the grammar is made from. Never what changes a research
 # itself (operations, drafts, files' formats, the transaction, the lock): that is `Research`'s.
 AUTOPILOT_ENGINE = {"research", "approval", "state", "text", "settings", "rules", "budgets", "commands", "parser",
-                    "incremental", "analysis", "prompt", "staleness", "evidence", "store"}
+                    "incremental", "analysis", "prompt", "staleness", "evidence", "store",
+                    "citations", "parts"}  # a citation's key and an attachment's parts: the grammar's NAME#N
 AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping"}  # its own document read and drafted; and the layout's names
 
 

@@ -27,7 +27,7 @@ from .checks import Binding, bind
 from .commands import ApprovalMode, CommandSpec, Kind
 from .draft import Draft
 from .model import Attachment
-from .operations import Args, CommandError, citation_warnings
+from .operations import Args, CommandError, Warning_, citation_warnings
 from .parser import Command, ParsedMessage
 from .rules import Rules
 from .state import Phase, State
@@ -36,6 +36,7 @@ from .tree import Tree
 
 if TYPE_CHECKING:  # pragma: no cover
     from .evidence import Evidence, Need
+    from .index import Index
 
 
 class Status(str, Enum):
@@ -56,6 +57,7 @@ class Outcome:
     started: str | None = None
     ended: str | None = None
     replaced: bool = False  # it replaced what existed (operations.Result.replaced)
+    sources: str = ""  # its entry of the reply's Sources section (`read`, `find`)
 
     @property
     def kind(self) -> Kind | None:
@@ -101,6 +103,11 @@ class Analysis:
         return sum(1 for o in self.outcomes if o.status is status)
 
     @property
+    def searches(self) -> int:
+        """`find` commands a dry run left to execution (it has no index): its outcomes are not theirs."""
+        return self.draft.searches
+
+    @property
     def needs(self) -> list[Need]:
         """What the message needs from outside (a dry run's), once each, in message order."""
         return list(dict.fromkeys(self.draft.needs))
@@ -109,14 +116,17 @@ class Analysis:
 def analyze(
     parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list,
     *, evidence: Evidence | None = None, roots: Sequence[Path] = (), rules: Rules | None = None, rounds: int = 0,
+    index: Index | None = None,
 ) -> Analysis:
     """`pending` gives the attachments that `define_problem` copies to the new problem.
     Without `evidence` it is a dry run: commands that need the outside world record their
     needs (`Analysis.needs`); with it they use its results (engine/evidence.py). `rules`
     are the research's limits (the defaults if None); `rounds` the autopilot's rounds at the
-    focus in this visit (engine/budgets.py)."""
+    focus in this visit (engine/budgets.py); `index` the search index `find` uses (execution only:
+    without it `find` searches nothing)."""
     draft = Draft(tree, state, pending=pending, evidence=evidence,
-                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules(), rounds=rounds)
+                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules(), rounds=rounds,
+                  index=index)
     run = Run(parsed, draft)
     for command in parsed.commands:
         run.step(command)
@@ -253,7 +263,13 @@ def _run(
     outcome.ended = _timestamp()
     outcome.status, outcome.summary = Status.OK, result.summary
     outcome.replaced = result.replaced
+    outcome.sources = result.sources
     warnings = list(result.warnings)
+    if spec.changes_focus and draft.answered:
+        warnings.append(Warning_(
+            "What this message's `read` and `find` show is in this reply only: the focus change starts a new "
+            "session without it. Read in the new session, or keep what matters with `<<< add_attachment` first.",
+            code="answer-lost"))
     for argument in spec.arguments:
         if argument.cites and argument.name in binding.args:
             warnings += citation_warnings(draft, place, binding.args[argument.name])

@@ -47,6 +47,7 @@ class Result:
     # It replaced something that existed (a report written again): the command counts as an
     # `update` whatever its kind says, for approval, the journal and the accounting.
     replaced: bool = False
+    sources: str = ""  # what `read` and `find` show, for the reply's Sources section (engine/reading.py)
 
 
 class CommandError(Exception):
@@ -353,10 +354,14 @@ def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[War
     title = quote(problem.title) if problem is not None else "the problem"
     warnings = []
     for citation in found:
-        if citations.resolve(citation.name, scope) is not None:
+        span = _offset_span(arg, citation.name_start, citation.name_end)
+        cited = citations.resolve_part(citation.name, scope)
+        if cited is not None:
+            missing = citations.missing_part(citation.name, *cited, draft.rules.part_chars)
+            if missing is not None:
+                warnings.append(Warning_(missing + ".", span, "unknown-citation"))
             continue
         near = citations.suggestion(citation.name, names)
-        span = _offset_span(arg, citation.name_start, citation.name_end)
         listing = ("Its attachments and its parents' are: " + "; ".join(quote(n, 60) for n in names[:12])
                    + ("; …" if len(names) > 12 else "") + ".") if names else (
                   "Neither it nor its parents have attachments yet: save the source first, e.g. with `///attach_url`.")

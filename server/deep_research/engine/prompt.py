@@ -26,8 +26,11 @@ from .commands import ArgType, Finish, Form, Growth
 from .formats import status_label
 from .model import Attachment, Problem
 from .operations import FAILED_HEADING, NO_REASON
+from .reply import SOURCES_HEADING
 from .rules import Rules
 from .state import ROOT, Phase, ProblemPath, State, Status
+from .parts import Layout, is_pdf_type, layout, outline, part_name
+from .text import attribute
 
 RULE = "======================"
 ATTACHMENT_CHARS = 8_000  # one attachment is cut after this many characters
@@ -348,8 +351,9 @@ def _no_problem_form(book: Bookkeeping, fit: Fit) -> list[Section]:
         _attachments_section(
             "attachments", RULE + "\n# Attachments\n\nThese attachments were given by the user for defining the "
             "problem. When the problem is defined they are copied to it, so nothing here is lost.\n\n",
-            [(a, None) for a in book.pending_attachments], fit.attachments_total),
-        _context(book),
+            [(a, None) for a in book.pending_attachments], fit.attachments_total, book.rules.part_chars,
+            reading=False),
+        _context(book, reading=False),
         _plain("instruction", _instruction(book)),
         _plain("how to define", RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
                + _worded(define.example()) + "\n```"),
@@ -395,7 +399,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: Fit) -> 
         _plain("introduction", "## Introduction\n\n" + _INTRODUCTION.format(
             **asdict(book.rules), closing=budgets.closing_moves(), fan_out=budgets.fan_out_line(book.rules))),
         _plain("commands", "## Block Commands\n\n" + _command_help()),
-        _current_attachments(view, chain, fit.attachments_total),
+        _current_attachments(view, chain, fit.attachments_total, book.rules.part_chars),
         _context(book),
         _plain("instruction", _instruction(book)),
         _plain("problem", RULE + f"\n# Current Problem: {focus.title}"),
@@ -466,8 +470,8 @@ refused; the criteria and the breakdown of the current problem say what is left.
 research (the autopilot), each visit to a problem has at most {rounds_per_problem} of its messages; after them \
 only {closing} run, so that the problem gets closed.
 - Cite your sources: in a report or a problem definition, write `[[Attachment name]]` (the name \
-exactly as the attachment shows it) where a statement rests on an attachment of the current problem \
-or of a parent. A name that is not such an attachment is flagged in the reply.
+exactly as the attachment shows it; `#N` after it for a part) where a statement rests on an attachment \
+of the current problem or of a parent. A name that is not such an attachment is flagged in the reply.
 - Escape hatch: if the tool itself is broken and you cannot focus up, finish or navigate, write \
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 
@@ -486,32 +490,86 @@ def _command_help() -> str:
     return "\n".join(lines)
 
 
-def _current_attachments(view: TreeView, chain: list[Problem], total: int) -> Section:
+def _current_attachments(view: TreeView, chain: list[Problem], total: int, part_chars: int) -> Section:
     items: list[tuple[Attachment, str | None]] = []
     for problem in reversed(chain):  # the current problem's first, then upwards
         items += [(a, problem.title) for a in view.attachments(problem.path)]
     return _attachments_section(
         "attachments", RULE + "\n# Attachments Of Current Problem\n\n"
         "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n",
-        items, total)
+        items, total, part_chars)
 
 
-def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str | None]], total: int) -> Section:
-    """`intro`, then the attachments (each an item), at most ATTACHMENT_CHARS of each and `total`
-    of all."""
+def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str | None]], total: int,
+                         part_chars: int, *, reading: bool = True) -> Section:
+    """`intro`, then the attachments (each an item: `_sources`)."""
     if not items:
         return Section(key, intro + "No attachments.")
-    elements = []
+    elements = _sources(key, items, "attachment", ATTACHMENT_CHARS, total, part_chars, reading)
+    return Section(key, intro + "<attachments>", elements, "\n</attachments>")
+
+
+def _sources(key: str, items: list[tuple[Attachment, str | None]], tag: str, each: int, total: int,
+             part_chars: int, reading: bool) -> tuple[Item, ...]:
+    """One item per source, none left out for lack of room (SPEC §13): whole when it fits its
+    share (`each` characters at most, of what is left of `total`), else its outline and first part
+    and how to read on, else (nothing left) its name and size in parts. `reading`: `read` and
+    `find` can run now (not before the problem is defined). Each item's key is `key`, its owner
+    and its name; its lead the opening tag, its body what is shown of the source."""
+    shapes = [layout(a.content, part_chars, pdf=is_pdf_type(a.content_type)) for a, _ in items]
     left = total
-    for attachment, owner in items:
-        owner_attr = f' problem="{_attr(owner)}"' if owner else ""
-        source_attr = f' source="{_attr(attachment.source)}"' if attachment.source else ""
-        content, note = _cut(attachment.content, min(ATTACHMENT_CHARS, max(left, 0)))
-        left -= len(content)
-        elements.append(Item(f"{key}\n{owner or ''}\n{attachment.name}",
-                             f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n',
-                             content + note, "\n</attachment>", "\n"))
-    return Section(key, intro + "<attachments>", tuple(elements), "\n</attachments>")
+    out = []
+    for (attachment, owner), shape in zip(items, shapes):
+        body = _shown(attachment, shape, min(each, max(left, 0)), reading)
+        left -= len(body)
+        whole = body == attachment.content
+        attrs = f' name="{attribute(attachment.name)}"'
+        attrs += f' source="{attribute(attachment.source)}"' if attachment.source else ""
+        attrs += f' problem="{attribute(owner)}"' if owner else ""
+        attrs += f' parts="{shape.count}"' if shape.count > 1 or not whole else ""
+        out.append(Item(f"{key}\n{owner or ''}\n{attachment.name}", f"<{tag}{attrs}>\n", body, f"\n</{tag}>", "\n"))
+    return tuple(out)
+
+
+OUTLINE_LINES = 40  # headings (or runs of pages) an outline shows at most
+
+
+def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> str:
+    """What the prompt shows of a source in `room` characters (see `_sources`)."""
+    text, name, count = attachment.content, attachment.name, shape.count
+    if len(text) <= room:
+        return text
+    how = "" if reading else "once the problem is defined, "
+    if count == 1:  # one part, longer than the room: its start
+        note = f"[… cut to fit the prompt: {how}`///read {part_name(name, 1)}` shows it whole …]"
+        kept = max(0, room - len(note) - 1)
+        return (text[:kept] + "\n" + note).lstrip("\n") if kept >= 200 else note
+    read_on = (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
+               f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
+    if room < len(read_on) + 300:
+        return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
+    lines, more = outline(shape, OUTLINE_LINES)
+    kept_lines: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > room // 3:
+            more += len(lines) - len(kept_lines)
+            break
+        kept_lines.append(line)
+        used += len(line) + 1
+    parts = []
+    if kept_lines:
+        what = "pages" if shape.paged else "headings"
+        parts.append(f"Outline ({what}, each with its part #N):\n" + "\n".join(kept_lines)
+                     + (f"\n- … and {more:,} more" if more else ""))
+    first = shape.text(text, 1)
+    space = room - len(read_on) - sum(len(p) + 2 for p in parts) - 20
+    if len(first) > space:
+        cut_note = f"\n[… part 1 is cut here: `///read {part_name(name, 1)}` shows it whole …]"
+        first = first[: max(0, space - len(cut_note))].rstrip() + cut_note
+    parts.append(f"Part 1 of {count:,}:\n{first}")
+    parts.append(read_on)
+    return "\n\n".join(parts)
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
@@ -528,25 +586,17 @@ def _shortened(text: str, limit: int | None, what: str) -> str:
     return (kept + note).strip("\n")
 
 
-def _attr(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-
-
-def _context(book: Bookkeeping) -> Section:
+def _context(book: Bookkeeping, reading: bool = True) -> Section:
     text = (
         RULE + "\n# Context\n\nContext given by the user before the research started. It stays here, "
         "unchanged, in every session, whatever the current problem.\n\n"
     )
     if not book.context:
         return Section("context", text + "No context was given.")
-    elements = []
-    left = CONTEXT_TOTAL
-    for item in book.context:
-        content, note = _cut(item.content, min(CONTEXT_CHARS, max(left, 0)))
-        left -= len(content)
-        elements.append(Item(f"context\n{item.name}", f'<contextAttachment name="{_attr(item.name)}">\n',
-                             content + note, "\n</contextAttachment>", "\n"))
-    return Section("context", text + "<contextAttachments>", tuple(elements), "\n</contextAttachments>")
+    items: list[tuple[Attachment, str | None]] = [(item, None) for item in book.context]
+    elements = _sources("context", items, "contextAttachment", CONTEXT_CHARS, CONTEXT_TOTAL, book.rules.part_chars,
+                        reading)
+    return Section("context", text + "<contextAttachments>", elements, "\n</contextAttachments>")
 
 
 def _instruction(book: Bookkeeping) -> str:
@@ -733,7 +783,32 @@ def _fit_transcript(entries: list[Entry], room: int) -> tuple[list[Entry], int, 
     while dropped < newest and size(shown[dropped:]) > room:
         dropped += 1
     assistants = sum(1 for e in entries[:dropped] if e.role == "assistant")
-    return shown[dropped:], dropped, assistants
+    kept = shown[dropped:]
+    if size(kept) > room:  # the newest turn alone is over: what its read and find showed goes first
+        kept = _sources_cut(kept, size(kept) - room)
+    return kept, dropped, assistants
+
+
+def _sources_cut(entries: list[Entry], excess: int) -> list[Entry]:
+    """`entries` with `excess` characters cut from the end of their replies' Sources (the
+    newest turn is otherwise kept whole: a message's Sources are bounded, a prompt's budget may
+    still be smaller), each cut marked."""
+    out = list(entries)
+    for index in range(len(out) - 1, -1, -1):
+        entry = out[index]
+        heading = f"\n{SOURCES_HEADING}\n\n"
+        at = entry.text.find(heading) if entry.role == "system" else -1
+        if excess <= 0 or at < 0:
+            continue
+        start = at + len(heading)
+        end = entry.text.find("\n\n## ", start)
+        end = len(entry.text) if end < 0 else end
+        keep = max(0, end - start - excess - 200)
+        note = (f"\n[… cut to fit the prompt: {end - start - keep:,} more characters of these sources are not shown; "
+                "read fewer parts at once …]")
+        out[index] = Entry(entry.role, entry.text[:start + keep] + note + entry.text[end:], entry.at)
+        excess -= end - start - keep - len(note)
+    return out
 
 
 def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, *, state: State | None = None) -> str:

@@ -13,10 +13,12 @@ adopted (focus at the root, a new session) the first time a message runs.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -26,8 +28,10 @@ from .analysis import Analysis, Status, analyze
 from .commands import ApprovalMode
 from .draft import BREAKDOWN_ASPECT, Draft
 from .evidence import Evidence
+from .index import Index, Source, key_of
 from .model import Attachment, Problem
 from .names import name_key, title_key, unique_component
+from .parts import is_pdf_type, layout
 from .parser import ParsedMessage, parse
 from .prompt import (
     Bookkeeping, Conversation, Entry, Fit, Section, render_conversation, render_prompt, view_sections,
@@ -46,6 +50,9 @@ from .store import (
 )
 from .text import clean_text, refuse_not_text
 from .tree import Tree, attachment_files, ordered_attachments, problem_name, read_attachments
+
+
+log = logging.getLogger("deep_research.engine")
 
 
 class NotAResearch(Exception):
@@ -158,9 +165,10 @@ class DryRun:
     def reusable(self, before: State) -> Analysis | None:
         """The analysis, if execution may take it as it is: the researcher's state is still
         `before`, nothing it read changed, and it needs nothing from outside (a message that
-        does is analysed again with what was gathered)."""
+        does is analysed again with what was gathered), nor searches (a `find`, which a dry run
+        leaves to execution)."""
         analysis = self.analysis
-        if analysis is None or self.reads is None or analysis.needs or analysis.before != before:
+        if analysis is None or self.reads is None or analysis.needs or analysis.searches or analysis.before != before:
             return None
         return analysis if self.reads.unchanged() else None
 
@@ -328,6 +336,12 @@ class Research:
         if not new and (instruction.strip() or context or attachments or reopened):
             undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
         tx.commit(self.cache)
+        if context or draft.new_attachments:  # indexed for `find` as they are added (engine/index.py)
+            index = Index(self.root, self.guard, durable=self.durable)
+            try:
+                self._index_new(index, attachment_files(book / CONTEXT, self.cache) + self._added(draft))
+            finally:
+                index.close()
         return reopened
 
     def _add_named(self, tx: Transaction, folder: Path, items: list[Attachment]) -> list[Attachment]:
@@ -537,7 +551,7 @@ class Research:
 
     def analyze(
         self, text: str, state: State | None = None, parsed: ParsedMessage | None = None,
-        *, roots: Sequence[Path] = (), evidence: Evidence | None = None,
+        *, roots: Sequence[Path] = (), evidence: Evidence | None = None, index: Index | None = None,
     ) -> Analysis:
         """Everything executing `text` would do, without doing it. `parsed` is `parse(text)`
         if the caller already has it (an editor parses on every keystroke). `roots` are the
@@ -546,7 +560,7 @@ class Research:
         commands that need it use its results instead (what execution does)."""
         state = state or self.state()
         return analyze(parsed or parse(text), self.tree, state, self.pending_attachments,
-                       evidence=evidence, roots=roots, rules=self.rules(), rounds=self.rounds(state))
+                       evidence=evidence, roots=roots, rules=self.rules(), rounds=self.rounds(state), index=index)
 
     def dry_run(
         self, text: str, *, consume: Path | None = None, researcher: str | None = None, roots: Sequence[Path] = (),
@@ -610,15 +624,21 @@ class Research:
             before = self.state(name)
             if consume is not None and _already_run(text, before, self.guard.read_text(consume)):
                 return Execution(False, "already-run", researcher=before.researcher)
-            analysis = dry.reusable(before)
-            if analysis is None:
-                analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence(),
-                                        roots=dry.roots)
-            if analysis.needing_approval(mode):
-                return Execution(False, "needs-approval", analysis, researcher=before.researcher)
-            if cancelled is not None and cancelled():
-                return Execution(False, "cancelled", analysis, researcher=before.researcher)
-            return self._commit(text, analysis, before, consume, journal)
+            index = Index(self.root, self.guard, durable=self.durable)  # opened by the first `find`, if any
+            try:
+                analysis = dry.reusable(before)
+                if analysis is None:
+                    analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence(),
+                                            roots=dry.roots, index=index)
+                if analysis.needing_approval(mode):
+                    return Execution(False, "needs-approval", analysis, researcher=before.researcher)
+                if cancelled is not None and cancelled():
+                    return Execution(False, "cancelled", analysis, researcher=before.researcher)
+                execution = self._commit(text, analysis, before, consume, journal)
+                self._index_new(index, self._added(analysis.draft))
+                return execution
+            finally:
+                index.close()
 
     def record(self, journal: Iterable[Mapping[str, object]], transcript: Iterable[Entry] = (),
                researcher: str = MAIN) -> None:
@@ -691,6 +711,24 @@ class Research:
         consumed = consume is not None and Path(os.path.realpath(consume)) in changed
         return Execution(True, None, analysis, reply, prompt, changed, consumed, after.researcher)
 
+    def _added(self, draft: Draft) -> list[tuple[Attachment, Path]]:
+        """The attachments `draft` adds, with the files they are written to."""
+        return [(item.attachment, self.tree.folder(item.path) / ATTACHMENTS / item.file_name)
+                for item in draft.new_attachments]
+
+    def _index_new(self, index: Index, added: Sequence[tuple[Attachment, Path]]) -> None:
+        """Index what a transaction just added (after it, under the lock: engine/index.py says why).
+        A failure loses nothing: the next `find` sees the index behind and brings it up to date."""
+        if not added:
+            return
+        part_chars = self.rules().part_chars
+        try:
+            index.sync([Source(key, item.content, layout(item.content, part_chars, pdf=is_pdf_type(item.content_type)), file,
+                               partial(_body, fallback=file.stem))
+                        for item, file, key in ((a, f, key_of(self.root, f)) for a, f in added)], prune=False)
+        except Exception:  # derived data: never the reason a message fails
+            log.exception("indexing the new attachments of %s failed; the next find will", self.root)
+
     def _write_prompts(self, tx: Transaction, draft: Draft, after: State, transcripts: dict[str, list[Entry]],
                        book: Bookkeeping | None = None) -> str:
         """Write every working researcher's prompt as it is after the message into `tx` (a
@@ -719,6 +757,11 @@ class Research:
         """Take back the last executed message (see engine/undo.py); raises undo.UndoRefused
         (nothing changed) when that would lose a hand edit or nothing is left to undo."""
         return undoing.revert(self, document=document)
+
+
+def _body(text: str, fallback: str) -> str:
+    """An attachment file's text as the attachment's content (what the index holds of it)."""
+    return formats.parse_attachment(text, fallback_name=fallback).content
 
 
 def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachment]:

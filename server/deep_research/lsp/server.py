@@ -487,8 +487,9 @@ def _held(research: "Research", state) -> frozenset[str]:
 
 def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     """The focus, its subproblems and their folders, the attachments a citation may name
-    (the focus's and its parents', nearest first, with their files), and what the research's
-    budgets refuse there, for completion and hover."""
+    (the focus's and its parents', nearest first, with their files), what the research's
+    budgets refuse there, the context items (what `///read` may name besides) and the research's
+    part_chars (what NAME#N means), for completion and hover."""
     state = research.state(researcher)
     tree = research.tree
     focus = tree.problem(state.focus)
@@ -496,7 +497,12 @@ def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     cited = tuple(
         (attachment, file) for depth in range(len(state.focus), -1, -1)
         for attachment, file in tree.attachment_files(state.focus[:depth]))
-    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state)
+    from ..engine.store import CONTEXT
+    from ..engine.tree import attachment_files
+
+    context = tuple(attachment_files(bookkeeping(research.root) / CONTEXT, research.cache))
+    return (focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state), context,
+            research.rules().part_chars)
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:

@@ -13,7 +13,7 @@ Each part imports only those listed before it. The engine and its callers use th
 below, the store's API; the parts' own helpers stay in their parts.
 """
 
-from .cache import FileCache, Reads, Signature, recording, watched_stat
+from .cache import FileCache, Reads, Signature, is_racy, recording, watched_stat
 from .guard import MAX_READ_BYTES, Entry, Guard, OpenFolder, decode, read_bytes, read_text
 from .layout import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CONTEXT, CRITERIA, DEFINITION, INSTRUCTION, JOURNAL,
@@ -32,6 +32,6 @@ __all__ = [
     "REPORT", "RESEARCHERS", "SESSIONS", "STATE", "SUBPROBLEMS", "TMP_MARK",
     "BlockedPath", "Entry", "FileCache", "Guard", "OpenFolder", "Reads", "Signature", "StoreError", "Transaction",
     "UnsafePath", "atomic_write", "bookkeeping", "content_digest", "decode", "ensure_inside", "fsync", "fsync_folder",
-    "is_message_document", "journal_records", "locked", "make_folders", "pending_path", "read_bytes", "read_text",
+    "is_message_document", "is_racy", "journal_records", "locked", "make_folders", "pending_path", "read_bytes", "read_text",
     "recording", "recover", "researcher_folder", "session_file", "watched_stat",
 ]

@@ -33,7 +33,8 @@ def _signature(st: os.stat_result) -> Signature:
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _racy(st: os.stat_result) -> bool:
+def is_racy(st: os.stat_result) -> bool:
+    """Changed so recently that a later change may keep its signature: not to be trusted yet."""
     return time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS
 
 
@@ -56,7 +57,7 @@ class Reads:
     def note(self, path: str, st: os.stat_result | None) -> None:
         if path not in self.seen:  # the first look is the one the computation used
             self.seen[path] = None if st is None else _signature(st)
-            if st is not None and _racy(st):
+            if st is not None and is_racy(st):
                 self.racy = True
 
     def merge(self, other: Reads) -> None:
@@ -259,7 +260,7 @@ class FileCache:
             return None
         text = decode(data)
         value = parse(text)
-        if keep and not _racy(st) and len(text) <= self.max_chars // 4:
+        if keep and not is_racy(st) and len(text) <= self.max_chars // 4:
             self._store(key, (signature, value, len(text)))
         return value
 
