@@ -196,6 +196,12 @@ SETTINGS: tuple[Setting, ...] = (
             rule=True),
     Setting("rounds_per_problem", int, 6, "autopilot rounds at one focus before the problem must be closed "
             "(criteria marked, report, focus up, or failed)", minimum=1, maximum=200, flag=True, rule=True),
+    # What `///read` and `///find` work on (SPEC §13): the research's own, never an editor's, since
+    # a part's number in a citation must mean the same part to everyone.
+    Setting("part_chars", int, 4000, "the longest part of an attachment, in characters (`///read NAME#N`)",
+            minimum=500, maximum=20_000, editor=False, rule=True),
+    Setting("find_results", int, 5, "the passages `///find` answers", minimum=1, maximum=50, editor=False,
+            rule=True),
     Setting("fetch.offline", bool, False, "no page fetched and no search made", editor=False),
     Setting("fetch.allow_private_networks", bool, False, "attach_url may fetch from loopback and private networks"),
     Setting("fetch.allowed_roots", "folders", (), "folders attach_file may read besides the research",

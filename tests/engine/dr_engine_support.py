@@ -111,8 +111,8 @@ def files(root: Path, *, bookkeeping: bool = False) -> dict[str, str]:
             continue
         for name in names:
             rel = os.path.normpath(os.path.join(rel_dir, name))
-            if rel == "message.dr" or rel == os.path.join(BOOK, "lock"):
-                continue
+            if rel == "message.dr" or rel == os.path.join(BOOK, "lock") or rel.startswith(os.path.join(BOOK, "index.")):
+                continue  # (the search index is SQLite's binary file, derived from the attachments)
             out[rel] = Path(current, name).read_bytes().decode("utf-8", "replace")
     return out
 

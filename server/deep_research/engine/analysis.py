@@ -36,6 +36,7 @@ from .tree import Tree
 
 if TYPE_CHECKING:  # pragma: no cover
     from .evidence import Evidence, Need
+    from .index import Index
 
 
 class Status(str, Enum):
@@ -56,6 +57,7 @@ class Outcome:
     started: str | None = None
     ended: str | None = None
     replaced: bool = False  # it replaced what existed (operations.Result.replaced)
+    sources: str = ""  # its entry of the reply's Sources section (`read`, `find`)
 
     @property
     def kind(self) -> Kind | None:
@@ -109,14 +111,17 @@ class Analysis:
 def analyze(
     parsed: ParsedMessage, tree: Tree, state: State, pending: Callable[[], list[Attachment]] = list,
     *, evidence: Evidence | None = None, roots: Sequence[Path] = (), rules: Rules | None = None, rounds: int = 0,
+    index: Index | None = None,
 ) -> Analysis:
     """`pending` gives the attachments that `define_problem` copies to the new problem.
     Without `evidence` it is a dry run: commands that need the outside world record their
     needs (`Analysis.needs`); with it they use its results (engine/evidence.py). `rules`
     are the research's limits (the defaults if None); `rounds` the autopilot's rounds at the
-    focus in this visit (engine/budgets.py)."""
+    focus in this visit (engine/budgets.py); `index` the search index `find` uses (execution only:
+    without it `find` searches nothing)."""
     draft = Draft(tree, state, pending=pending, evidence=evidence,
-                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules(), rounds=rounds)
+                  roots=tuple(evidence.roots if evidence is not None else roots), rules=rules or Rules(), rounds=rounds,
+                  index=index)
     run = Run(parsed, draft)
     for command in parsed.commands:
         run.step(command)
@@ -253,6 +258,7 @@ def _run(
     outcome.ended = _timestamp()
     outcome.status, outcome.summary = Status.OK, result.summary
     outcome.replaced = result.replaced
+    outcome.sources = result.sources
     warnings = list(result.warnings)
     for argument in spec.arguments:
         if argument.cites and argument.name in binding.args:

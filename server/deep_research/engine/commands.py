@@ -77,6 +77,8 @@ class ArgType(Enum):
     URL = "URL"  # an http(s) address, fetched when the message runs
     PATH = "file path"  # a file, relative to the research folder or inside an allowed root
     QUERY = "search query"  # one line, sent to the configured search provider
+    PART = "source and part"  # an attachment or context item visible here, with its part: NAME#N (engine/reading.py)
+    WORDS = "words to find"  # one line of plain words, searched in the sources visible here
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,9 @@ class CommandSpec:
     # A move that closes the current problem (or an open subproblem of it first): what still
     # runs once the problem's autopilot rounds are spent (engine/budgets.py).
     closing: bool = False
+    # It answers in the reply's Sources section (`read`, `find`): what it shows lasts as long as
+    # the session, so a focus change in the same message would throw it away.
+    answers: bool = False
 
     @property
     def line_argument(self) -> Argument | None:
@@ -186,6 +191,7 @@ def _phases(*phases: Phase) -> frozenset[Phase]:
 def _build() -> dict[str, CommandSpec]:
     from . import evidence as ev
     from . import operations as op
+    from . import reading as rd
 
     in_focus = _phases(Phase.IN_FOCUS)
     specs = [
@@ -278,6 +284,31 @@ def _build() -> dict[str, CommandSpec]:
             "numbered) to the current problem as \"Search: <query>\". Then attach the pages worth "
             "reading with `///attach_url`.",
             ev.search,
+        ),
+        # Reading the sources (engine/reading.py): they show text in the reply and change
+        # nothing, so they are `read`, and valid whenever a problem is in focus.
+        CommandSpec(
+            "read", Form.LINE, Kind.READ, in_focus, False,
+            (Argument("part", ArgType.PART, "an attachment's or context item's name as the prompt shows it, with the "
+                      "part: NAME#N, NAME#N-M for several, NAME alone for part 1", "Attachment name#2"),),
+            "Show parts of an attachment or context item in the reply: NAME#N, NAME#N-M.",
+            "Shows part N of an attachment of the current problem or of a parent, or of a context item, in the "
+            "reply's Sources section (`NAME#N-M`: up to 5 parts; `NAME` alone: part 1). A long attachment is "
+            "shown in the prompt by its outline, each heading with its part, and its first part: read on "
+            "from there. What it shows stays only until the focus changes: keep what matters with "
+            "`<<< add_attachment`, or cite the part as `[[NAME#N]]`.",
+            rd.read, answers=True,
+        ),
+        CommandSpec(
+            "find", Form.LINE, Kind.READ, in_focus, False,
+            (Argument("query", ArgType.WORDS, "the words the passage would hold, one line (plain words: no "
+                      "operators or quotes are needed)", "cache blocking tile size"),),
+            "Search every attachment visible here and the context; the best passages come in the reply.",
+            "Searches every part of the attachments of the current problem and of its parents and of the "
+            "context, and shows the best passages, each with its part (`NAME#N`), in the reply's Sources "
+            "section. Use it when you do not know where something is; then `///read` the part around a "
+            "passage. Any text is taken as plain words. What it shows stays only until the focus changes.",
+            rd.find, answers=True,
         ),
         CommandSpec(
             "append_to_problem_definition", Form.BLOCK, Kind.UPDATE, in_focus, False,

@@ -24,6 +24,7 @@ from .tree import Tree
 
 if TYPE_CHECKING:  # pragma: no cover
     from .evidence import Evidence, Need
+    from .index import Index
 
 # What about a problem changed, hence which of its files must be written.
 DEFINITION_ASPECT = "definition"
@@ -74,6 +75,10 @@ class Draft:
     own_siblings: set[ProblemPath] | None = None
     rules: Rules = field(default_factory=Rules)  # the research's limits (engine/rules.py)
     rounds: int = 0  # the autopilot's rounds at the focus in this visit, before this message (engine/budgets.py)
+    # The search index `///find` uses when the message is executed (engine/index.py); None in a
+    # dry run, where `find` checks its query and searches nothing.
+    index: Index | None = None
+    answered: int = 0  # characters the message's `read` and `find` put in the reply so far (engine/reading.py)
 
     # -- reading (the same interface as Tree) ------------------------------------------
 
@@ -102,7 +107,8 @@ class Draft:
         shared, and copied by whichever side is about to change one."""
         frozen = Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                        {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
-                       self.evidence, self.roots, list(self.needs), rules=self.rules, rounds=self.rounds)
+                       self.evidence, self.roots, list(self.needs), rules=self.rules, rounds=self.rounds,
+                       index=self.index, answered=self.answered)
         self.own, self.own_siblings = set(), set()
         return frozen
 
@@ -111,7 +117,7 @@ class Draft:
         return Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                      {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
                      self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set(), rules=self.rules,
-                     rounds=self.rounds)
+                     rounds=self.rounds, index=self.index, answered=self.answered)
 
     def child_count(self, path: ProblemPath) -> int:
         return len(self._siblings(path).paths)
@@ -122,6 +128,13 @@ class Draft:
     def attachments(self, path: ProblemPath) -> list[Attachment]:
         extra = [n.attachment for n in self.new_attachments if n.path == path]
         return self.tree.attachments(path) + extra
+
+    def attachment_files(self, path: ProblemPath) -> list[tuple[Attachment, Path, bool]]:
+        """The problem's attachments with their files and whether each is on disk yet (one this
+        message adds is not until it is committed), oldest first."""
+        folder = self.tree.folder(path) / ATTACHMENTS
+        found = [(a, f, True) for a, f in self.tree.attachment_files(path)]
+        return found + [(n.attachment, folder / n.file_name, False) for n in self.new_attachments if n.path == path]
 
     def _siblings(self, path: ProblemPath) -> _Siblings:
         if path not in self.siblings:

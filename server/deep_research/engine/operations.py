@@ -47,6 +47,7 @@ class Result:
     # It replaced something that existed (a report written again): the command counts as an
     # `update` whatever its kind says, for approval, the journal and the accounting.
     replaced: bool = False
+    sources: str = ""  # what `read` and `find` show, for the reply's Sources section (engine/reading.py)
 
 
 class CommandError(Exception):

@@ -28,6 +28,7 @@ from .model import Attachment, Problem
 from .operations import FAILED_HEADING, NO_REASON
 from .rules import Rules
 from .state import ROOT, Phase, ProblemPath, State, Status
+from .text import attribute
 
 RULE = "======================"
 ATTACHMENT_CHARS = 8_000  # one attachment is cut after this many characters
@@ -416,12 +417,12 @@ def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, to
     out = ["<attachments>"]
     left = total
     for attachment, owner in items:
-        owner_attr = f' problem="{_attr(owner)}"' if owner else ""
-        source_attr = f' source="{_attr(attachment.source)}"' if attachment.source else ""
+        owner_attr = f' problem="{attribute(owner)}"' if owner else ""
+        source_attr = f' source="{attribute(attachment.source)}"' if attachment.source else ""
         content, note = _cut(attachment.content, min(each, max(left, 0)))
         left -= len(content)
         out.append(
-            f'<attachment name="{_attr(attachment.name)}"{source_attr}{owner_attr}>\n{content}{note}\n</attachment>')
+            f'<attachment name="{attribute(attachment.name)}"{source_attr}{owner_attr}>\n{content}{note}\n</attachment>')
     out.append("</attachments>")
     return "\n".join(out)
 
@@ -440,10 +441,6 @@ def _shortened(text: str, limit: int | None, what: str) -> str:
     return (kept + note).strip("\n")
 
 
-def _attr(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
-
-
 def _context(book: Bookkeeping) -> str:
     text = (
         RULE + "\n# Context\n\nContext given by the user before the research started. It stays here, "
@@ -456,7 +453,7 @@ def _context(book: Bookkeeping) -> str:
     for item in book.context:
         content, note = _cut(item.content, min(CONTEXT_CHARS, max(left, 0)))
         left -= len(content)
-        out.append(f'<contextAttachment name="{_attr(item.name)}">\n{content}{note}\n</contextAttachment>')
+        out.append(f'<contextAttachment name="{attribute(item.name)}">\n{content}{note}\n</contextAttachment>')
     out.append("</contextAttachments>")
     return text + "\n".join(out)
 

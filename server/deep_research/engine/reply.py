@@ -11,7 +11,7 @@ STATUS_WORDS = {Status.OK: "done", Status.FAILED: "FAILED", Status.SKIPPED: "NOT
 
 
 def render_reply(analysis: Analysis, focus_title: str | None) -> str:
-    parts = [_status_report(analysis), _errors_report(analysis)]
+    parts = [_status_report(analysis), _errors_report(analysis), _sources(analysis)]
     closing = _closing(analysis, focus_title)
     if closing:
         parts.append(closing)
@@ -69,6 +69,14 @@ def _errors_report(analysis: Analysis) -> str:
     else:
         lines += ["", "A failed command changed nothing; send it again, corrected, in your next message."]
     return "\n".join(lines)
+
+
+def _sources(analysis: Analysis) -> str:
+    """What the message's `read` and `find` commands show (engine/reading.py), in message order."""
+    entries = [o.sources for o in analysis.outcomes if o.status is Status.OK and o.sources]
+    if not entries:
+        return ""
+    return "## Sources\n\n" + "\n\n".join(entries)
 
 
 def _orphans(analysis: Analysis, *, errors: bool):

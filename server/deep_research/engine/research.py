@@ -13,10 +13,12 @@ adopted (focus at the root, a new session) the first time a message runs.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -26,9 +28,12 @@ from .analysis import Analysis, Status, analyze
 from .commands import ApprovalMode
 from .draft import BREAKDOWN_ASPECT, Draft
 from .evidence import Evidence
+from .index import Index, Source, key_of
 from .model import Attachment, Problem
 from .names import name_key, title_key, unique_component
+from .parts import layout
 from .parser import ParsedMessage, parse
+from .reading import is_pdf
 from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
 from .reply import render_reply
 from .rules import Rules, read_rules
@@ -42,6 +47,9 @@ from .store import (
 )
 from .text import clean_text, refuse_not_text
 from .tree import Tree, attachment_files, ordered_attachments, problem_name, read_attachments
+
+
+log = logging.getLogger("deep_research.engine")
 
 
 class NotAResearch(Exception):
@@ -485,7 +493,7 @@ class Research:
 
     def analyze(
         self, text: str, state: State | None = None, parsed: ParsedMessage | None = None,
-        *, roots: Sequence[Path] = (), evidence: Evidence | None = None,
+        *, roots: Sequence[Path] = (), evidence: Evidence | None = None, index: Index | None = None,
     ) -> Analysis:
         """Everything executing `text` would do, without doing it. `parsed` is `parse(text)`
         if the caller already has it (an editor parses on every keystroke). `roots` are the
@@ -494,7 +502,7 @@ class Research:
         commands that need it use its results instead (what execution does)."""
         state = state or self.state()
         return analyze(parsed or parse(text), self.tree, state, self.pending_attachments,
-                       evidence=evidence, roots=roots, rules=self.rules(), rounds=self.rounds(state))
+                       evidence=evidence, roots=roots, rules=self.rules(), rounds=self.rounds(state), index=index)
 
     def execute(
         self,
@@ -537,12 +545,20 @@ class Research:
             before = self.state(name)
             if consume is not None and _already_run(text, before, self.guard.read_text(consume)):
                 return Execution(False, "already-run", researcher=before.researcher)
-            analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence())
-            if analysis.needing_approval(mode):
-                return Execution(False, "needs-approval", analysis, researcher=before.researcher)
-            if cancelled is not None and cancelled():
-                return Execution(False, "cancelled", analysis, researcher=before.researcher)
-            return self._commit(text, analysis, before, consume, journal)
+            index = Index(self.root, self.guard, durable=self.durable)  # opened by the first `find`, if any
+            try:
+                analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence(),
+                                        index=index)
+                if analysis.needing_approval(mode):
+                    return Execution(False, "needs-approval", analysis, researcher=before.researcher)
+                if cancelled is not None and cancelled():
+                    return Execution(False, "cancelled", analysis, researcher=before.researcher)
+                execution = self._commit(text, analysis, before, consume, journal)
+                self._index_new(index, [(item.attachment, self.tree.folder(item.path) / ATTACHMENTS / item.file_name)
+                                        for item in analysis.draft.new_attachments])
+                return execution
+            finally:
+                index.close()
 
     def record(self, journal: Iterable[Mapping[str, object]], transcript: Iterable[Entry] = (),
                researcher: str = MAIN) -> None:
@@ -615,6 +631,19 @@ class Research:
         consumed = consume is not None and Path(os.path.realpath(consume)) in changed
         return Execution(True, None, analysis, reply, prompt, changed, consumed, after.researcher)
 
+    def _index_new(self, index: Index, added: Sequence[tuple[Attachment, Path]]) -> None:
+        """Index what a transaction just added (after it, under the lock: engine/index.py says why).
+        A failure loses nothing: the next `find` sees the index behind and brings it up to date."""
+        if not added:
+            return
+        part_chars = self.rules().part_chars
+        try:
+            index.sync([Source(key, item.content, layout(item.content, part_chars, pdf=is_pdf(item)), file,
+                               partial(_body, fallback=file.stem))
+                        for item, file, key in ((a, f, key_of(self.root, f)) for a, f in added)], prune=False)
+        except Exception:  # derived data: never the reason a message fails
+            log.exception("indexing the new attachments of %s failed; the next find will", self.root)
+
     def _write_prompts(self, tx: Transaction, draft: Draft, after: State, transcripts: dict[str, list[Entry]],
                        book: Bookkeeping | None = None) -> str:
         """Write every working researcher's prompt as it is after the message into `tx` (a
@@ -643,6 +672,11 @@ class Research:
         """Take back the last executed message (see engine/undo.py); raises undo.UndoRefused
         (nothing changed) when that would lose a hand edit or nothing is left to undo."""
         return undoing.revert(self, document=document)
+
+
+def _body(text: str, fallback: str) -> str:
+    """An attachment file's text as the attachment's content (what the index holds of it)."""
+    return formats.parse_attachment(text, fallback_name=fallback).content
 
 
 def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachment]:

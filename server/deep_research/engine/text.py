@@ -124,6 +124,11 @@ def refuse_not_text(text: str, shown: str = "The message") -> None:
         raise _not_text(shown, "it holds NUL characters")
 
 
+def attribute(text: str) -> str:
+    """Text as the value of an attribute of the prompt's and the reply's tags (`name="…"`)."""
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
 def split_lines(text: str) -> list[str]:
     """Split like an LSP client does: a trailing newline gives a last, empty line."""
     return _LINE_BREAK.split(text)

@@ -1,0 +1,338 @@
+"""An attachment's text divided into parts: what `///read NAME#N` shows and `///find` ranks.
+
+Pure functions of the text (no I/O). Parts are numbered from 1 and cover the text exactly,
+end to end, so every character is in one part and `read` reaches all of it:
+
+- a text is cut into parts of at most `part_chars` characters (a rule of the research), at a
+  heading where one starts in the last quarter of the part, else at a paragraph break (not
+  inside a fenced code block), else at a line break, a space, or exactly there;
+- a PDF's text (`sources/extract.py` writes `[Page N]` on a line of its own before each page)
+  follows its pages: one part per page, a page longer than `part_chars` going on in the next
+  part; each part knows its pages. The markers are read back tolerantly (a person may edit the
+  attachment's markdown): any line `[page N]`, whatever the case and spacing, starts page N.
+
+`NAME#N`, `NAME#N-M` (and the citation `[[NAME#N]]`): the part is the last `#` followed by
+digits (and a range) at the end; the rest is the name. A name that itself ends in `#` and
+digits (`Issue #42`) is still found whole when no attachment bears the shorter name; to read a
+part of it, add the part: `Issue #42#2` (`split_reference`, docs/evidence.md).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass
+from threading import Lock
+
+DEFAULT_PART_CHARS = 4_000
+PAGE_LINE = "[Page {number}]"  # what sources/extract.py writes before each page of a PDF
+PDF_TYPE = "application/pdf"
+
+# Line patterns, each found after a line break (a literal the regex engine scans for fast;
+# `^` with re.M tries every position) or at the text's start (`_lines`).
+_PAGE = r"[ \t]*\[[ \t]*[Pp][Aa][Gg][Ee][ \t]+(\d{1,6})[ \t]*\][ \t]*(?=\n|$)"
+_HEADING = r" {0,3}(#{1,6})[ \t]+([^\n]*?)(?:[ \t]+#+)?[ \t]*(?=\n|$)"
+_FENCE = r" {0,3}(`{3,}|~{3,})"
+_REFERENCE = re.compile(r"#[ \t]*(\d{1,9})(?:[ \t]*[-–][ \t]*(\d{1,9}))?[ \t]*$")
+
+
+class _Line:
+    """A pattern for whole lines: its matches, each with its line's start."""
+
+    def __init__(self, pattern: str) -> None:
+        self.first = re.compile(pattern)
+        self.after_break = re.compile("\n" + pattern)
+
+    def finditer(self, text: str) -> list[tuple[int, re.Match[str]]]:
+        found = []
+        first = self.first.match(text)
+        if first is not None:
+            found.append((0, first))
+        found += [(m.start() + 1, m) for m in self.after_break.finditer(text)]
+        return found
+
+
+_PAGES, _HEADINGS, _FENCES = _Line(_PAGE), _Line(_HEADING), _Line(_FENCE)
+
+
+def page_line(number: int) -> str:
+    return PAGE_LINE.format(number=number)
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    title: str
+    start: int  # offset of the heading's line in the text
+
+
+@dataclass(frozen=True)
+class Part:
+    number: int  # from 1
+    start: int  # offsets of the part in the text: parts cover it end to end
+    end: int
+    pages: tuple[int, int] | None = None  # first and last page (a PDF's text)
+    section: str = ""  # the headings in force where the part starts ("Ownership › Borrowing")
+
+    @property
+    def page_label(self) -> str:
+        if self.pages is None:
+            return ""
+        first, last = self.pages
+        return f"page {first}" if first == last else f"pages {first}–{last}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the parts of one text are (offsets only: the text is not kept)."""
+
+    parts: tuple[Part, ...]
+    headings: tuple[Heading, ...]
+    paged: bool
+    size: int = DEFAULT_PART_CHARS  # the part_chars it was divided with
+    pdf: bool = False  # divided as a PDF's text was asked for
+    starts: tuple[int, ...] = ()  # each part's start, for look-ups by offset
+    heading_starts: tuple[int, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return len(self.parts)
+
+    def part(self, number: int) -> Part:
+        return self.parts[number - 1]
+
+    def text(self, text: str, number: int) -> str:
+        """Part `number`'s text, without the blank lines at its ends."""
+        part = self.parts[number - 1]
+        return text[part.start:part.end].strip("\n")
+
+    def part_at(self, offset: int) -> int:
+        """The number of the part that holds `offset`."""
+        return max(1, bisect_right(self.starts, offset))
+
+    def headings_in(self, part: Part) -> tuple[Heading, ...]:
+        starts = self.heading_starts
+        return self.headings[bisect_left(starts, part.start):bisect_left(starts, part.end)]
+
+    def heading_text(self, part: Part) -> str:
+        """What the index ranks as the part's headings: the section it continues and the
+        headings that start in it."""
+        own = [h.title for h in self.headings_in(part)]
+        return " \n".join(([part.section] if part.section else []) + own)
+
+
+# -- dividing a text ----------------------------------------------------------------------------------
+
+
+_CACHE: OrderedDict[tuple, Layout] = OrderedDict()
+_CACHE_SIZE = 512  # layouts are small (offsets); the texts are not kept
+_LOCK = Lock()
+
+
+def layout(text: str, part_chars: int = DEFAULT_PART_CHARS, *, pdf: bool = False) -> Layout:
+    """The parts of `text` (see the module's docstring). `pdf`: the text is a PDF's (its
+    pages are followed even if something was written before the first page marker); a text
+    that starts with a page marker is read as pages too. Cached by the text's hash and length
+    (Python keeps a string's hash): an unchanged attachment is divided once per process."""
+    key = (hash(text), len(text), part_chars, pdf)
+    with _LOCK:
+        found = _CACHE.get(key)
+        if found is not None:
+            _CACHE.move_to_end(key)
+            return found
+    made = _divide(text, max(1, part_chars), pdf)
+    with _LOCK:
+        _CACHE[key] = made
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return made
+
+
+def _divide(text: str, size: int, pdf: bool) -> Layout:
+    fences = _fenced(text)
+    headings = tuple(h for h in _headings(text) if not fences.inside(h.start))
+    pages = [start for start, _ in _PAGES.finditer(text)]
+    numbers = [int(m.group(1)) for _, m in _PAGES.finditer(text)] if pages else []
+    paged = bool(pages) and (pdf or not text[: pages[0]].strip())
+    spans: list[tuple[int, int, tuple[int, int] | None]] = []
+    cut_at = [h.start for h in headings]
+    if paged:
+        preamble = text[: pages[0]]
+        if preamble.strip():
+            spans += [(a, b, None) for a, b in _cuts(text, 0, pages[0], size, cut_at, fences)]
+        for index, (page_start, number) in enumerate(zip(pages, numbers)):
+            start = 0 if index == 0 and not preamble.strip() else page_start
+            end = pages[index + 1] if index + 1 < len(pages) else len(text)
+            spans += [(a, b, (number, number)) for a, b in _cuts(text, start, end, size, cut_at, fences)]
+    else:
+        spans = [(a, b, None) for a, b in _cuts(text, 0, len(text), size, cut_at, fences)]
+    sections = _sections(headings, [a for a, _, _ in spans])
+    parts = tuple(Part(n, a, b, pages, section) for n, ((a, b, pages), section) in enumerate(zip(spans, sections), 1))
+    return Layout(parts, headings, paged, size, pdf, tuple(p.start for p in parts), tuple(h.start for h in headings))
+
+
+def _headings(text: str) -> list[Heading]:
+    found = []
+    for start, match in _HEADINGS.finditer(text):
+        title = match.group(2).strip()
+        if title:
+            found.append(Heading(len(match.group(1)), title, start))
+    return found
+
+
+class _Fences:
+    """Fenced code blocks: (start, end) offsets, in order, and their starts for look-ups."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.spans = spans
+        self.starts = [a for a, _ in spans]
+
+    def inside(self, offset: int) -> bool:
+        index = bisect_right(self.starts, offset) - 1
+        return index >= 0 and self.spans[index][0] < offset < self.spans[index][1]
+
+
+def _fenced(text: str) -> _Fences:
+    """The (start, end) offsets of fenced code blocks (an unclosed one runs to the end)."""
+    spans = []
+    opening: tuple[int, str] | None = None
+    for start, match in _FENCES.finditer(text):
+        fence = match.group(1)
+        if opening is None:
+            opening = (start, fence)
+        elif fence[0] == opening[1][0] and len(fence) >= len(opening[1]):
+            spans.append((opening[0], match.end()))
+            opening = None
+    if opening is not None:
+        spans.append((opening[0], len(text)))
+    return _Fences(spans)
+
+
+def _cuts(text: str, start: int, end: int, size: int, headings: list[int],
+          fences: _Fences) -> list[tuple[int, int]]:
+    """[start, end) cut into spans of at most `size` characters (see the module's docstring)."""
+    out = []
+    while end - start > size:
+        low, high = start + max(1, size * 3 // 4), start + size
+        cut = _heading_cut(headings, low, high) or _paragraph_cut(text, low, high, fences)
+        if cut is None:
+            line = text.rfind("\n", low, high)
+            space = text.rfind(" ", low, high) if line < 0 else -1
+            cut = line + 1 if line >= 0 else space + 1 if space >= 0 else high
+        out.append((start, cut))
+        start = cut
+    out.append((start, end))
+    return out
+
+
+def _heading_cut(headings: list[int], low: int, high: int) -> int | None:
+    """The last heading that starts in (low, high]: the part ends before it."""
+    index = bisect_right(headings, high) - 1
+    return headings[index] if index >= 0 and headings[index] > low else None
+
+
+def _paragraph_cut(text: str, low: int, high: int, fences: _Fences) -> int | None:
+    """Just after the last blank line in [low, high) that is not inside a code block."""
+    at = high
+    while True:
+        found = text.rfind("\n\n", low, at)
+        if found < 0:
+            return None
+        cut = found + 2
+        if not fences.inside(cut):
+            return cut
+        at = found + 1
+
+
+def _sections(headings: tuple[Heading, ...], starts: list[int]) -> list[str]:
+    """For each part start, the titles of the headings in force there, outermost first."""
+    out = []
+    stack: list[Heading] = []
+    index = 0
+    for start in starts:
+        while index < len(headings) and headings[index].start < start:
+            heading = headings[index]
+            while stack and stack[-1].level >= heading.level:
+                stack.pop()
+            stack.append(heading)
+            index += 1
+        out.append(" › ".join(h.title for h in stack))
+    return out
+
+
+# -- outlines ----------------------------------------------------------------------------------------------
+
+
+def outline(found: Layout, max_lines: int = 40) -> tuple[list[str], int]:
+    """The lines of an outline for the prompt, and how many headings (or pages) it leaves out:
+    the headings, each with the part it starts in, down to the deepest level whose headings
+    all fit in `max_lines` (the first `max_lines` of the top level if even those do not);
+    for a PDF's text, its pages with their parts."""
+    if found.paged:
+        return _page_outline(found, max_lines)
+    if not found.headings:
+        return [], 0
+    top = min(h.level for h in found.headings)
+    chosen = [h for h in found.headings if h.level == top]
+    for level in range(top + 1, 7):
+        deeper = [h for h in found.headings if h.level <= level]
+        if len(deeper) > max_lines:
+            break
+        chosen = deeper
+    lines = [f"{'  ' * (h.level - top)}- {h.title} (#{found.part_at(h.start)})" for h in chosen[:max_lines]]
+    return lines, len(found.headings) - len(lines)
+
+
+def _page_outline(found: Layout, max_lines: int) -> tuple[list[str], int]:
+    """Runs of pages that are one part each, then each page split over several parts."""
+    lines = []
+    run: list[Part] = []
+
+    def flush() -> None:
+        if not run:
+            return
+        first, last = run[0], run[-1]
+        if first is last:
+            lines.append(f"- {first.page_label}: #{first.number}")
+        else:
+            lines.append(f"- pages {first.pages[0]}–{last.pages[1]}: #{first.number}–#{last.number}, a page each")
+        run.clear()
+
+    by_page: dict[tuple[int, int] | None, list[Part]] = {}
+    for part in found.parts:
+        by_page.setdefault(part.pages, []).append(part)
+    pages = list(by_page.items())
+    for pages_of, parts in pages:
+        if pages_of is None:
+            flush()
+            lines.append(f"- before the first page: #{parts[0].number}" + (f"–#{parts[-1].number}" if len(parts) > 1 else ""))
+        elif len(parts) == 1 and (not run or run[-1].number + 1 == parts[0].number):
+            run.append(parts[0])
+        elif len(parts) == 1:
+            flush()
+            run.append(parts[0])
+        else:
+            flush()
+            lines.append(f"- page {pages_of[0]}: #{parts[0].number}–#{parts[-1].number}")
+    flush()
+    return lines[:max_lines], max(0, len(lines) - max_lines)
+
+
+# -- names of parts --------------------------------------------------------------------------------------
+
+
+def split_reference(text: str) -> tuple[str, int | None, int | None]:
+    """`NAME#N-M` as (NAME, N, M), `NAME#N` as (NAME, N, N), anything else as (text, None,
+    None): the last `#` followed only by digits (and a range) to the end is the part."""
+    text = text.strip()
+    match = _REFERENCE.search(text)
+    if match is None or not text[: match.start()].strip():
+        return text, None, None
+    first = int(match.group(1))
+    last = int(match.group(2)) if match.group(2) else first
+    return text[: match.start()].rstrip(), first, last
+
+
+def part_name(name: str, first: int, last: int | None = None) -> str:
+    return f"{name}#{first}" if last is None or last == first else f"{name}#{first}-{last}"
