@@ -268,6 +268,22 @@ class Index:
         return [Hit(keys[rowid >> PART_BITS], rowid & MAX_PARTS, score, marked) for rowid, score, marked in rows]
 
 
+    def frequencies(self, words: Sequence[str], ids: dict[str, int]) -> tuple[int, dict[str, int]]:
+        """How many parts the sources `ids` have, and in how many of them each of `words`
+        occurs (as FTS5 matches it: stemmed): what a word's weight in a query comes from."""
+        if not ids:
+            return 0, {}
+        db = self.connection()
+        wanted = ",".join(str(int(i)) for i in ids.values())
+        total = db.execute(f"SELECT coalesce(sum(parts), 0) FROM sources WHERE id IN ({wanted})").fetchone()[0]
+        found = {}
+        for word in words:
+            found[word] = db.execute(
+                f"SELECT count(*) FROM parts WHERE parts MATCH ? AND (rowid >> {PART_BITS}) IN ({wanted})",
+                ('"' + word.replace('"', '""') + '"',)).fetchone()[0]
+        return int(total), found
+
+
 class _Unsafe(Exception):
     pass
 
