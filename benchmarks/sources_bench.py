@@ -518,14 +518,15 @@ class FindMethod(Method):
             self.note = self._embed(endpoint, store)
 
     def _embed(self, endpoint, store) -> str:
-        """Every window embedded before the questions (from the bench's cache where it has them)."""
-        from deep_research.sources import semantic
+        """Every window embedded before the questions (from the bench's cache where it has them):
+        what the background backfill of a long-lived front end does after the attaching message."""
+        from deep_research.engine.vectors import VectorStore, wanted
+        from deep_research.sources.embeddings import visible_sources
 
-        wanted = semantic.wanted(self.research)
-        embed_cached(endpoint, store, wanted)
-        own = semantic.store_of(self.research)
-        own.put(store.get(wanted))
-        return f"{len(wanted):,} windows embedded"
+        needed = wanted(visible_sources(self.research), endpoint.model_key)
+        vectors = embed_cached(endpoint, store, needed)
+        VectorStore(self.research.root).put(vectors)
+        return f"{len(needed):,} windows embedded"
 
     def answer(self, question: Question, k: int) -> list[Retrieved]:
         import re

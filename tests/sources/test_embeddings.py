@@ -137,15 +137,13 @@ def test_backfill_embeds_only_what_has_no_vector_in_small_batches(web: HTTPServe
     wanted = {key_of(e.model_key, t): t for t in texts}
     old = next(iter(wanted))
     store.put({old: embed(e, [wanted[old]], "passage")[0]})
-    stale = key_of(e.model_key, "a passage the sources no longer have")
-    store.put({stale: embed(e, ["x"], "passage")[0]})
     web.clear_log()
     progress = Backfill().run(str(tmp_path), e, lambda: wanted, store)
     assert (progress.done, progress.total, progress.error, progress.running) == (len(texts), len(texts), None, False)
     batches = [sent(web, n)["input"] for n in range(len(web.log))]
     assert [len(b) for b in batches] == [BATCH, 2]  # the one already stored is not asked for again
     assert wanted[old] not in sum(batches, [])
-    assert set(store.get(list(wanted) + [stale])) == set(wanted)  # a vector nothing uses is dropped
+    assert set(store.get(wanted)) == set(wanted)
 
 
 def test_backfill_stops_at_the_first_failure_keeping_what_it_stored(web: HTTPServer, tmp_path: Path) -> None:

@@ -26,15 +26,19 @@ from __future__ import annotations
 import math
 import os
 import re
+import sqlite3
 from dataclasses import dataclass
 from typing import Sequence
 
 from .index import MARK_CLOSE, MARK_OPEN, Hit, Index, Source
+from .vectors import StoreUnusable, VectorStore, fuse, nearest
 
 PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
 WINDOWS_PER_PART = 2
 K1 = 1.2  # BM25's saturation of repeated words
+DENSE_CANDIDATES = 60  # windows the semantic ranking brings to the fusion
+FUSION_WEIGHTS = (1.0, 1.0)  # of the lexical and the semantic rankings in the fusion
 HEADING_WEIGHT = 0.5  # a query word in a part's headings counts this much of its weight more
 MAX_WORDS = 32  # distinct words of a query that count
 MAX_WORD_CHARS = 64
@@ -60,13 +64,38 @@ def query_words(query: str) -> list[str]:
     return (kept or found)[:MAX_WORDS]
 
 
-def rank(query: str, sources: Sequence[Source], index: Index, limit: int) -> list[Passage]:
-    """The best `limit` passages of `sources` for `query`, best first."""
+@dataclass
+class Semantic:
+    """What the second ranking needs (engine/vectors.py): the query's vector, made before the
+    message by the endpoint that made the passages' (`model_key`), and the research's stored
+    vectors; or, when the endpoint failed, why (`failure`). `rank` leaves in `note` a sentence
+    for the reply when semantic search did not rank every passage."""
+
+    vector: Sequence[float] | None
+    model_key: str = ""
+    store: VectorStore | None = None
+    failure: str = ""
+    note: str = ""
+
+
+def rank(query: str, sources: Sequence[Source], index: Index, limit: int,
+         semantic: Semantic | None = None) -> list[Passage]:
+    """The best `limit` passages of `sources` for `query`, best first (fused with the
+    embeddings' similarity when `semantic` has the query's vector)."""
     words = query_words(query)
     if not words or not sources:
         return []
     ids = index.sync(sources)
     by_key = {source.key: source for source in sources}
+    lexical = _lexical(words, ids, by_key, index, limit)
+    near = _nearest(semantic, sources) if semantic is not None else []
+    chosen = _fused(lexical, near, limit) if near else lexical[:limit]
+    return [Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen]
+
+
+def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source], index: Index,
+             limit: int) -> list[_Window]:
+    """The lexical ranking: passages of the candidate parts by their words, best first."""
     hits = index.lexical(words, ids, max(CANDIDATES, 4 * limit))
     if not hits:
         return []
@@ -79,9 +108,70 @@ def rank(query: str, sources: Sequence[Source], index: Index, limit: int) -> lis
         section = part.section if part is not None else ""
         headings = source.layout.heading_text(part) if part is not None else ""
         windows += _windows(hit, section, headings, words, weights)
-    # A second ranking (embeddings) is fused with this one here.
-    chosen = _best(windows, limit)
-    return [Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen]
+    windows.sort(key=lambda w: -w.score)
+    return windows
+
+
+def _nearest(semantic: Semantic, sources: Sequence[Source]) -> list[_Window]:
+    """The semantic ranking: the windows most similar to the query, best first, at most
+    `WINDOWS_PER_PART` a part; [] (and why, in `semantic.note`) when there is none."""
+    lexical_only = "this ranking is by the words alone"
+    if semantic.vector is None or semantic.store is None:
+        semantic.note = f"Semantic search was not used ({semantic.failure.rstrip('.')}); {lexical_only}."
+        return []
+    try:
+        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store)
+    except (StoreUnusable, sqlite3.Error, OSError) as error:
+        semantic.note = f"Semantic search was not used (its vectors cannot be read: {error}); {lexical_only}."
+        return []
+    if total and embedded == 0:
+        semantic.note = (f"Semantic search is not ready yet: none of the {total:,} passages of these sources is "
+                         f"embedded (that runs in the background); {lexical_only}.")
+    elif embedded < total:
+        semantic.note = (f"Semantic search covers {embedded:,} of the {total:,} passages of these sources so far (the "
+                         "rest are being embedded in the background); the others are ranked by their words alone.")
+    by_key = {source.key: source for source in sources}
+    out: list[_Window] = []
+    per_part: dict[tuple[str, int], list[_Window]] = {}
+    for item in near:
+        piece = item.slice
+        taken = per_part.setdefault((piece.source, piece.number), [])
+        if len(taken) >= WINDOWS_PER_PART or any(piece.start < w.end and w.start < piece.end for w in taken):
+            continue
+        source = by_key[piece.source]
+        part = source.layout.part(piece.number)
+        window = _Window(piece.source, piece.number, source.text[part.start:part.end], piece.start, piece.end,
+                         part.section, item.similarity)
+        taken.append(window)
+        out.append(window)
+        if len(out) >= DENSE_CANDIDATES:
+            break
+    return out
+
+
+def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Window]:
+    """The two rankings fused by reciprocal rank (engine/vectors.py `fuse`); a window of the
+    semantic ranking that overlaps one of the lexical ranking's in the same part is the same
+    passage (the lexical one, which starts at the matching words)."""
+    twin: dict[int, int] = {}
+    for n, window in enumerate(near):
+        for m, other in enumerate(lexical):
+            if (other.key, other.number) == (window.key, window.number) and \
+                    min(window.end, other.end) - max(window.start, other.start) >= (window.end - window.start) // 3:
+                twin[n] = m
+                break
+    ids = [("lexical", m) for m in range(len(lexical))]
+    dense = [("lexical", twin[n]) if n in twin else ("near", n) for n in range(len(near))]
+    order = fuse([ids, list(dict.fromkeys(dense))], weights=FUSION_WEIGHTS)
+    chosen: list[_Window] = []
+    for kind, n in order:
+        window = lexical[n] if kind == "lexical" else near[n]
+        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= WINDOWS_PER_PART:
+            continue
+        chosen.append(window)
+        if len(chosen) == limit:
+            break
+    return chosen
 
 
 @dataclass
@@ -148,11 +238,6 @@ def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weight
 def _heading_score(headings: str, words: Sequence[str], weights: dict[str, float]) -> float:
     found = {_word_of(token, words) for token in _WORD.findall(headings)} if headings else set()
     return HEADING_WEIGHT * sum(weights.get(word, 0.0) for word in found if word is not None)
-
-
-def _best(windows: list[_Window], limit: int) -> list[_Window]:
-    windows.sort(key=lambda w: -w.score)
-    return windows[:limit]
 
 
 def _passage(plain: str, start: int, section: str, limit: int = PASSAGE_CHARS) -> str:

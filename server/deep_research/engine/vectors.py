@@ -29,12 +29,16 @@ import stat as stat_module
 import sys
 import threading
 from array import array
+from collections import OrderedDict
 from dataclasses import dataclass
 from operator import mul
 from pathlib import Path
-from typing import Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence
 
 from .store import BOOKKEEPING, Guard
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .index import Source
 
 log = logging.getLogger("deep_research.engine")
 
@@ -89,6 +93,86 @@ def key_of(model_key: str, text: str) -> bytes:
     inputs were prefixed: the same text embedded otherwise is another vector)."""
     return hashlib.sha256(model_key.encode("utf-8", "surrogatepass") + b"\0" +
                           text.encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+# -- a source's windows -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One window of one part of a source, as it is embedded."""
+
+    key: bytes  # the store's key (`key_of` the model and the embedded text)
+    source: str  # the source's key (engine/index.py)
+    number: int  # its part
+    start: int  # the window's offsets in the part's text
+    end: int
+
+
+_SLICES: OrderedDict[tuple, tuple[Slice, ...]] = OrderedDict()
+_SLICES_KEPT = 256  # sources whose windows are remembered (offsets and keys: small)
+_SLICES_LOCK = threading.Lock()
+
+
+def slices(source: "Source", model_key: str) -> tuple[Slice, ...]:
+    """Every window of every part of `source` (engine/index.py's Source), with its key for
+    `model_key`; remembered per source text, so a find does not hash a large source again."""
+    text, found = source.text, source.layout
+    memo = (source.key, hash(text), len(text), found.size, found.pdf, model_key)
+    with _SLICES_LOCK:
+        kept = _SLICES.get(memo)
+        if kept is not None:
+            _SLICES.move_to_end(memo)
+            return kept
+    out = []
+    for part in found.parts:
+        body = text[part.start:part.end]
+        for window in windows(body):
+            embedded = embedded_text(body[window.start:window.end], part.section)
+            out.append(Slice(key_of(model_key, embedded), source.key, part.number, window.start, window.end))
+    made = tuple(out)
+    with _SLICES_LOCK:
+        _SLICES[memo] = made
+        while len(_SLICES) > _SLICES_KEPT:
+            _SLICES.popitem(last=False)
+    return made
+
+
+def slice_text(source: "Source", piece: Slice) -> str:
+    """What was embedded for `piece` (a slice of `source`)."""
+    part = source.layout.part(piece.number)
+    body = source.text[part.start:part.end]
+    return embedded_text(body[piece.start:piece.end], part.section)
+
+
+def wanted(sources: Iterable["Source"], model_key: str) -> dict[bytes, str]:
+    """What `sources` need embedded: each window's key and text (the backfill's work list)."""
+    out: dict[bytes, str] = {}
+    for source in sources:
+        for piece in slices(source, model_key):
+            if piece.key not in out:
+                out[piece.key] = slice_text(source, piece)
+    return out
+
+
+@dataclass(frozen=True)
+class Near:
+    """A window and its similarity to the query."""
+
+    similarity: float
+    slice: Slice
+
+
+def nearest(query: Sequence[float], sources: Sequence["Source"], model_key: str,
+            store: "VectorStore") -> tuple[list[Near], int, int]:
+    """The windows of `sources` by similarity to `query`, best first; how many windows have a
+    vector, and how many there are."""
+    every = [piece for source in sources for piece in slices(source, model_key)]
+    found = store.get(piece.key for piece in every)
+    target = query if isinstance(query, array) else array("f", query)
+    near = [Near(similarity(target, found[piece.key]), piece) for piece in every if piece.key in found]
+    near.sort(key=lambda item: -item.similarity)
+    return near, sum(1 for piece in every if piece.key in found), len(every)
 
 
 # -- vectors ----------------------------------------------------------------------------------------
@@ -258,17 +342,6 @@ class VectorStore:
             with _transaction(db):
                 db.executemany("INSERT OR REPLACE INTO vectors(key, vector) VALUES (?, ?)",
                                [(key, to_bytes(vector)) for key, vector in items.items()])
-
-    def keep_only(self, keys: Iterable[bytes]) -> int:
-        """Drop every vector but those of `keys` (what the research's sources have now); how
-        many were dropped."""
-        kept = set(keys)
-        with self._lock:
-            db = self._connection()
-            stale = [bytes(k) for (k,) in db.execute("SELECT key FROM vectors") if bytes(k) not in kept]
-            with _transaction(db):
-                db.executemany("DELETE FROM vectors WHERE key = ?", [(k,) for k in stale])
-        return len(stale)
 
     def count(self) -> int:
         with self._lock:

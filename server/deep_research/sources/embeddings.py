@@ -149,8 +149,10 @@ class Backfill:
     processes, one at a time per research: a lock file; another process's run is left alone)."""
 
     def __init__(self) -> None:
+        self.enabled = False  # set by a long-lived front end: only there is a background run worth starting
         self._threads: dict[str, threading.Thread] = {}
         self._progress: dict[str, Progress] = {}
+        self._pending: dict[str, tuple[Endpoint, Wanted, object]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -159,19 +161,31 @@ class Backfill:
             return self._progress.setdefault(root, Progress())
 
     def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object) -> bool:
-        """Start embedding what `wanted()` lists and `store` lacks, unless a run for `root` is
-        going on here; False if one is. Returns at once."""
+        """Start embedding what `wanted()` lists and `store` lacks; returns at once. If a run for
+        `root` is going on here, this work is done when it ends (the newest asked for) and
+        False is returned."""
         with self._lock:
             thread = self._threads.get(root)
             if thread is not None and thread.is_alive():
+                self._pending[root] = (endpoint, wanted, store)
                 return False
             progress = self._progress.setdefault(root, Progress())
             progress.running, progress.error = True, None
-            thread = threading.Thread(target=self._run, args=(root, endpoint, wanted, store, progress),
+            thread = threading.Thread(target=self._loop, args=(root, endpoint, wanted, store, progress),
                                       name=f"embeddings {root}", daemon=True)
             self._threads[root] = thread
         thread.start()
         return True
+
+    def _loop(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object, progress: Progress) -> None:
+        while True:
+            self._run(root, endpoint, wanted, store, progress)
+            with self._lock:
+                pending = self._pending.pop(root, None)
+                if pending is None or self._stopping.is_set():
+                    return
+                progress.running, progress.error = True, None
+            endpoint, wanted, store = pending
 
     def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object,
             report: Callable[[Progress], None] | None = None) -> Progress:
@@ -220,8 +234,6 @@ class Backfill:
                     progress.done += len(batch)
                     if report:
                         report(progress)
-                if not todo or progress.done == progress.total:
-                    store.keep_only(needed)  # type: ignore[attr-defined]
         except EmbeddingError as error:
             progress.error = error.message
             log.warning("embedding the sources of %s stopped: %s", root, error.message)
@@ -234,6 +246,9 @@ class Backfill:
         finally:
             progress.running = False
             progress.finished_at = time.monotonic()
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
 
 
 class _RunLock:
@@ -268,3 +283,47 @@ class _RunLock:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+
+
+BACKFILL = Backfill()  # the process's: long-lived front ends set `BACKFILL.enabled`
+
+
+def keep_up(research: object, execution: object, config: object, environ: Mapping[str, str]) -> bool:
+    """After a message that attached, searched or found (sources/gather.py): in a long-lived
+    front end, embed in the background what its researcher's next `find` will search. True if
+    a run started."""
+    from ..engine.vectors import VectorStore, wanted
+
+    endpoint = Endpoint.of(config, environ)
+    analysis = getattr(execution, "analysis", None)
+    if not BACKFILL.enabled or endpoint is None or analysis is None:
+        return False
+    sources = visible_sources(research, analysis.draft)
+    if not sources:
+        return False
+    store = VectorStore(research.root, research.guard)  # type: ignore[attr-defined]
+    return BACKFILL.start(str(research.root), endpoint, lambda: wanted(sources, endpoint.model_key), store)
+
+
+def visible_sources(research: object, draft: object = None) -> list:
+    """The sources a researcher's `find` searches (engine/reading.py): those visible from the
+    focus of `draft` (by default the main researcher's, as it is on disk) and the context."""
+    from ..engine.reading import readable
+
+    if draft is None:
+        draft = research.analyze("").draft  # type: ignore[attr-defined]
+    part_chars = research.rules().part_chars  # type: ignore[attr-defined]
+    return [item.source(part_chars) for item in readable(draft)]
+
+
+def gathered_query(query: str, config: object, environ: Mapping[str, str]) -> object:
+    """A find's query as gathered before its message (sources/gather.py): its vector, or why not."""
+    from ..engine.evidence import Failed, QueryVector
+
+    endpoint = Endpoint.of(config, environ)
+    if endpoint is None:  # pragma: no cover - gather leaves these needs out
+        return Failed("semantic search is not set up")
+    try:
+        return QueryVector(query_vector(endpoint, query), endpoint.model_key)
+    except EmbeddingError as error:
+        return Failed(error.message)

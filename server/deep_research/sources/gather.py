@@ -68,6 +68,8 @@ async def gather(
     environ = os.environ if environ is None else environ
     roots = tuple(config.fetch.allowed_roots)
     unique = list(dict.fromkeys(needs))
+    if not config.embeddings.enabled:  # semantic search not set up: finds are lexical, and say nothing of it
+        unique = [need for need in unique if need.kind is not NeedKind.EMBED]
     results: dict[Need, Gathered] = {}
     for extra in unique[MAX_NEEDS:]:
         results[extra] = Failed(f"Not done: a message may bring in at most {MAX_NEEDS} sources. Send this command "
@@ -109,6 +111,10 @@ async def gather(
 
 async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, limits: Limits,
                policy: AddressPolicy, environ: Mapping[str, str], readers: Readers | None) -> Gathered:
+    if need.kind is NeedKind.EMBED:  # its own endpoint, whether or not the research is offline (docs/evidence.md)
+        from .embeddings import gathered_query
+
+        return await asyncio.to_thread(gathered_query, need.target, config, environ)
     if config.fetch.offline and need.kind is not NeedKind.FILE:
         return Failed(f"Could not {need.label}: this research is offline (`offline = true` under [fetch] in "
                       f"{CONFIG_FILE}): no page is fetched and no search is made. Attach files instead.")
@@ -210,10 +216,15 @@ async def gather_and_execute(
                                 cancelled=cancelled, limits=limits, policy=policy, environ=environ)
     if evidence is None or (cancelled is not None and cancelled()):
         return Execution(False, "cancelled", analysis, researcher=researcher)
-    return await asyncio.to_thread(
+    execution = await asyncio.to_thread(
         research.execute, text, mode=mode, consume=consume, cancelled=cancelled, evidence=evidence,
         researcher=researcher, **execute_options,
     )
+    if execution.executed and analysis.needs:  # sources attached or searched: embed them, off this path
+        from .embeddings import keep_up
+
+        keep_up(research, execution, config, os.environ if environ is None else environ)
+    return execution
 
 
 def gather_and_execute_sync(research: Research, text: str, config: Config | None = None, **options: Any) -> Execution:
