@@ -116,9 +116,10 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
     return vectors  # type: ignore[return-value]
 
 
-def query_vector(endpoint: Endpoint, query: str, *, timeout: float = QUERY_SECONDS) -> array:
-    """A `find` query's vector (EmbeddingError when the endpoint fails or is slower than `timeout`)."""
-    return embed(endpoint, [query], "query", timeout=timeout)[0]
+def query_vector(endpoint: Endpoint, query: str, *, timeout: float | None = None) -> array:
+    """A `find` query's vector (EmbeddingError when the endpoint fails or is slower than
+    `timeout`, by default `QUERY_SECONDS`)."""
+    return embed(endpoint, [query], "query", timeout=QUERY_SECONDS if timeout is None else timeout)[0]
 
 
 def _short(error: object) -> str:
