@@ -176,6 +176,12 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("root", type=Path, nargs="?", default=Path("."),
                      help="the folder whose researches agents may use (default: the current folder)")
 
+    embed = command("embed", _embed, "Embed the sources every researcher's ///find searches now, for semantic search "
+                    "([embeddings] in DIR/deep-research.toml), and wait until it is done (the language server, `run`, "
+                    "MCP and the REPL do it in the background). Exit status: 0 done, 1 the endpoint failed, 2 semantic "
+                    "search is not set up or DIR is not a research.")
+    embed.add_argument("dir", type=Path)
+
     command("commands", _commands, "Print the reference of every command of the message language.")
 
     demo = command("demo", _demo, "Run a scripted research through the language server and show each step.")
@@ -375,6 +381,45 @@ def _tree(args: argparse.Namespace) -> int:
     for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
         print(printable(line))  # titles come from files anyone may have written
     sys.stdout.flush()  # `deep-research tree DIR | head`: a closed pipe ends it quietly (see `main`)
+    return EXIT_OK
+
+
+def _embed(args: argparse.Namespace) -> int:
+    from .config import load
+    from .engine.research import Research
+    from .engine.text import printable
+    from .engine.vectors import VectorStore, wanted
+    from .sources.embeddings import BACKFILL, Endpoint, visible_sources
+
+    research = Research.open(_folder(args.dir))
+    config, problems = load(research.root)
+    for problem in problems:
+        _err(printable(f"deep-research: warning: {problem}"))
+    endpoint = Endpoint.of(config, os.environ)
+    if endpoint is None:
+        _err(f"deep-research: semantic search is not set up in {research.root}: set `base_url` and `model` under "
+             "[embeddings] in its deep-research.toml (docs/evidence.md).")
+        return EXIT_USAGE
+    sources = {}
+    for researcher in research.researchers():
+        draft = research.analyze("", research.state(researcher.name)).draft
+        sources.update((source.key, source) for source in visible_sources(research, draft))
+    needed = wanted(sources.values(), endpoint.model_key)
+    interactive = sys.stderr.isatty()
+
+    def report(progress) -> None:
+        if interactive:
+            print(f"\rembedding: {progress.done:,} of {progress.total:,} passages", end="", file=sys.stderr, flush=True)
+
+    progress = BACKFILL.run(str(research.root), endpoint, lambda: needed, VectorStore(research.root, research.guard),
+                            report)
+    if interactive:
+        print(file=sys.stderr)
+    if progress.error:
+        _err(printable(f"deep-research: embedding stopped at {progress.done:,} of {progress.total:,} passages: "
+                       f"{progress.error}"))
+        return EXIT_COMMAND_FAILED
+    print(f"{progress.total:,} passages of {len(sources):,} sources have their vectors.")
     return EXIT_OK
 
 

@@ -54,6 +54,9 @@ class Options:
 def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     from .. import config as research_config
 
+    from ..sources.embeddings import keep_embedding
+
+    keep_embedding()
     research = Research.open(options.folder)
     config, problems = research_config.load(research.root)
     for problem in problems:

@@ -4,6 +4,7 @@ tests can make as many as they like), and running it on stdio or TCP. The featur
 
 from __future__ import annotations
 
+from ..sources.embeddings import keep_embedding
 from .server import DeepResearchServer
 
 
@@ -26,6 +27,7 @@ def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
 
     server = create_server()
     setup_logging(server, log_file)
+    keep_embedding()
     if tcp:
         host, _, port = tcp.rpartition(":")
         if not port.isdigit():

@@ -29,6 +29,7 @@ from ..config import load
 from ..engine.research import MAIN, Location, NoSuchResearcher, NotAResearch, Research, locate, refuse_as_research
 from ..engine.text import NotText
 from ..engine.undo import UndoRefused
+from ..sources.embeddings import keep_embedding
 from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
 from . import approval, resources
 from .tools import TOOLS, BadArguments, ToolFailure, ToolSpec, check_arguments
@@ -331,5 +332,6 @@ def run(root: Path) -> int:
 
     logging.basicConfig(level=os.environ.get("DEEP_RESEARCH_MCP_LOG", "WARNING").upper(),
                         format="deep-research mcp: %(levelname)s %(message)s")
+    keep_embedding()
     anyio.run(DeepResearchMCP(root).run_stdio)
     return 0

@@ -286,7 +286,14 @@ class _RunLock:
             self.fd = None
 
 
-BACKFILL = Backfill()  # the process's: long-lived front ends set `BACKFILL.enabled`
+BACKFILL = Backfill()  # the process's: long-lived front ends turn it on (`keep_embedding`)
+
+
+def keep_embedding() -> None:
+    """This process lives on after its messages (the language server, `run`, MCP, the REPL):
+    embed the sources its messages attach, in the background. A one-shot command does not (its
+    thread would die with it mid-batch): `deep-research embed DIR` is the one-shot way."""
+    BACKFILL.enabled = True
 
 
 def keep_up(research: object, execution: object, config: object, environ: Mapping[str, str]) -> bool:
