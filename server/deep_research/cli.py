@@ -217,12 +217,12 @@ def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources
     from .sources.inputs import InputError, Inputs, prepare_sync
 
     if args.instruction_file:
-        from .engine.evidence import MAX_TEXT_CHARS
+        from .engine.evidence import MAX_TYPED_CHARS
 
         instruction = _read(args.instruction_file, f"{outcome} Give plain UTF-8 text.")
-        if len(instruction) > MAX_TEXT_CHARS:
+        if len(instruction) > MAX_TYPED_CHARS:
             raise UserError(f"{args.instruction_file} holds {len(instruction):,} characters; an instruction is at "
-                            f"most {MAX_TEXT_CHARS:,}. {outcome}")
+                            f"most {MAX_TYPED_CHARS:,}. {outcome}")
     else:
         instruction = args.instruction
     inputs = Inputs(instruction, args.context, args.context_text, args.attach)

@@ -21,7 +21,7 @@ from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_S
 pytestmark = pytest.mark.llm
 
 IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True,
-                         files=("notes/paper.pdf",))
+                         files=("notes/paper.pdf",), readable=(("Survey", 1), ("Attachment name", 12)))
 NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
 # The same problem once its subproblems are closed and its criteria done (it may write its report), once
 # reported (it may leave), and once the rounds of its visit are spent (it may be given up).
@@ -157,7 +157,8 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
     # no search without a provider; the report once the subproblems are closed, focusing up with a report
     # and failing once the rounds are spent
     assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {
-        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file"}, "no file to attach either"
+        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file", "read", "find"}, (
+        "no file to attach either, nor a source to read or search")
     for spec in commands.valid_in(Phase.IN_FOCUS):
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)
@@ -380,3 +381,27 @@ def test_each_researcher_gets_the_grammar_of_its_own_view(gbnf, tmp_path) -> Non
     nested = MessageGrammar(research, researcher="Cache sizes").first()
     assert not gbnf.accepts(nested, "///focus_up\n"), "delegation nests: it waits for its own delegation"
     assert gbnf.accepts(nested, "///focus_down L2\n") and not gbnf.accepts(nested, "///focus_down L1\n")
+
+
+def test_read_takes_names_and_parts_that_exist_and_find_a_line_of_words(gbnf, tmp_path) -> None:
+    """SPEC §13: the grammar admits `read` of a visible name with a part it has, and `find` with
+    words; neither where there is nothing to read; no focus change after them in the message."""
+    inputs = replace(IN_FOCUS, readable=(("Memory book", 12), ("Issue #42", 3)))
+    grammar = build_grammar(inputs)
+    for good in ("///read Memory book\n", "///read Memory book#12\n", "///read Memory book#7\n",
+                 "///read Issue #42#3\n", "///find cache tile size\n"):
+        assert gbnf.accepts(grammar, good), good
+    for bad in ("///read Memory book#13\n", "///read Memory book#0\n", "///read Memory book#012\n",
+                "///read Nowhere\n", "///read Issue #42\n", "///find \n", "///find  two  spaces\n"):
+        assert not gbnf.accepts(grammar, bad), bad
+    nothing = build_grammar(replace(IN_FOCUS, readable=()))
+    assert not gbnf.accepts(nothing, "///find cache\n") and not gbnf.accepts(nothing, "///read Survey\n")
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    research.execute(DEFINE)
+    research.execute("<<< add_attachment\n///name\nNotes\n///content\n" + "Tiles fit the cache. " * 400 + "\n>>>\n")
+    research.execute(BREAK_DOWN)
+    steps = MessageGrammar(research)
+    assert gbnf.accepts(steps.first(), "///read Notes#3\n///focus_down Cache sizes\n"), "the first grammar may"
+    after = steps.next("///read Notes#3\n")
+    assert after and not gbnf.accepts(after, "///focus_down Cache sizes\n"), "what a read shows would be lost"
+    assert gbnf.accepts(after, "///read Notes#2\n")

@@ -281,7 +281,7 @@ def test_citations_link_to_their_attachments_and_sources(dossier: tuple[Path, st
     assert (f'<a class="cite" href="#{paper}">the paper on caches</a> <a class="cite-source" '
             'href="https://example.org/cache?a=1&amp;b=2"') in page
     assert f'<a class="cite" href="#{notes}">notes</a>' in page
-    assert '<span class="cite missing" title="not an attachment of this problem or its parents">[[Nowhere]]</span>' in page
+    assert '<span class="cite missing" title="not an attachment (or a part of one) of this problem or its parents">[[Nowhere]]</span>' in page
     sources = page[page.index('<div class="sources">'):]
     assert sources.index("Cache paper") < sources.index("Notes")  # in the order they are cited
     child = html[html.index('<section class="page problem" id="p1"'):]

@@ -196,7 +196,7 @@ def test_no_citation_completion_where_nothing_cites() -> None:
 
 def test_a_citation_leads_to_its_attachment() -> None:
     text, pos = cursor("<<< write_report\n///content\nSee [[intel MAN$0UAL|the manual]].\n>>>")
-    assert assist.definition_target(parse(text), pos, CITING) == Path("/r/Attachments/Intel manual.md")
+    assert assist.definition_target(parse(text), pos, CITING) == assist.Target(Path("/r/Attachments/Intel manual.md"))
     info = assist.hover(parse(text), pos, CITING)
     assert info is not None and "**Intel manual** (attachment)" in info.markdown and "48 KiB" in info.markdown
     text, pos = cursor("<<< write_report\n///content\nSee [[Miss$0ing]].\n>>>")

@@ -12,7 +12,7 @@ import pytest
 
 from deep_research.engine.analysis import Status
 from deep_research.engine.evidence import (
-    MAX_FILE_BYTES, MAX_TEXT_CHARS, NOT_GATHERED, Evidence, Failed, Found, Need, NeedKind,
+    MAX_FILE_BYTES, MAX_SOURCE_BYTES, NOT_GATHERED, Evidence, Failed, Found, Need, NeedKind,
 )
 from deep_research.engine.research import Research
 
@@ -218,11 +218,21 @@ def test_results_are_checked_like_arguments(research: Research) -> None:
     assert "has no readable text" in empty.reply
     bogus = research.execute(text, evidence=Evidence({need: "not a result"}))  # type: ignore[dict-item]
     assert statuses(bogus) == [("attach_url", "failed")]
-    noted = research.execute(text, evidence=Evidence({need: page(text="y" * (MAX_TEXT_CHARS + 5), notes=("Fallback used.",))}))
+    noted = research.execute(text, evidence=Evidence({need: page(text="y" * 1_500_000, notes=("Fallback used.",))}))
     assert "Warning: Fallback used." in noted.reply
-    assert f"Only the first {MAX_TEXT_CHARS:,} of {MAX_TEXT_CHARS + 5:,} characters were kept." in noted.reply
     [attachment] = research.tree.attachments(())
-    assert attachment.content.endswith("[… cut: 5 more characters were not kept …]")
+    assert attachment.content == "y" * 1_500_000  # a source is kept whole (the 1,000,000-character cut went)
+
+
+def test_a_source_over_what_a_file_may_hold_is_cut_where_it_can_still_be_read(research: Research) -> None:
+    text = line("attach_url", URL)
+    need = research.analyze(text).needs[0]
+    huge = "é" * (MAX_SOURCE_BYTES // 2 + 10)  # two bytes each: 20 over
+    result = research.execute(text, evidence=Evidence({need: page(text=huge)}))
+    assert f"Only the first {MAX_SOURCE_BYTES // 2:,} of {len(huge):,} characters were kept" in result.reply
+    [attachment] = research.tree.attachments(())
+    assert attachment.content.endswith("[… cut: 10 more characters were not kept …]")
+    assert attachment.content.startswith("é" * 1000)
 
 
 def test_search_results_become_one_attachment(research: Research) -> None:

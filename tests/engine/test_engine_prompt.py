@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from deep_research.engine.parts import layout
 from deep_research.engine.prompt import ATTACHMENT_CHARS, ATTACHMENTS_TOTAL
 from deep_research.engine.research import Research
 
@@ -156,34 +157,44 @@ def test_no_attachments(research: Research) -> None:
     assert "No attachments." in research.prompt()
 
 
-def test_long_attachment_is_cut_with_a_visible_note(research: Research) -> None:
-    content = " ".join(f"{n:05d}" for n in range(4000))  # 23,999 characters
+def test_a_long_attachment_is_shown_by_its_outline_and_first_part(research: Research) -> None:
+    """SPEC §13: one longer than its share is shown by its outline (each heading with its part),
+    its first part, and how to read on; nothing past its first part."""
+    chapters = [f"# Chapter {c}\n\n" + "".join(f"Paragraph {c}.{p} about tiles and caches. " * 12 + "\n\n"
+                                               for p in range(8)) for c in range(6)]
+    content = "".join(chapters)
     ok(research, attachment("Long source", content))
     prompt = research.prompt()
     body = prompt.split('<attachment name="Long source"', 1)[1].split("</attachment>", 1)[0]
-    assert content[:ATTACHMENT_CHARS] in body
-    assert content[ATTACHMENT_CHARS:ATTACHMENT_CHARS + 50] not in body
-    hidden = len(content) - ATTACHMENT_CHARS
-    assert f"cut to fit the prompt: {hidden:,} more characters" in body
+    shape = layout(content, 4000)
+    assert body.startswith(f' problem="{ROOT_TITLE}" parts="{shape.count}">\n')
+    for c in range(6):
+        assert f"- Chapter {c} (#{shape.part_at(content.index(f'# Chapter {c}'))})" in body
+    assert f"Part 1 of {shape.count}:\n" + shape.text(content, 1) in body
+    assert shape.text(content, 2)[:80] not in body
+    assert "`///read Long source#2` reads on" in body and "`///find WORDS`" in body
     section = prompt.split("# Attachments Of Current Problem", 1)[1].split("# Context", 1)[0]
     assert len(section) < len(content)
 
 
-def test_many_attachments_share_a_budget(research: Research) -> None:
-    count = ATTACHMENTS_TOTAL // ATTACHMENT_CHARS + 2
+def test_every_attachment_is_named_whatever_the_budget(research: Research) -> None:
+    count = ATTACHMENTS_TOTAL // 4_000 + 4  # more than their first parts can fill
     for n in range(count):
-        ok(research, attachment(f"Source {n}", chr(ord("a") + n) * ATTACHMENT_CHARS))
+        ok(research, attachment(f"Source {n}", (chr(ord("a") + n) * 60 + " ") * 200))  # 12,200 characters each
     prompt = research.prompt()
     section = prompt.split("# Attachments Of Current Problem", 1)[1].split("# Context", 1)[0]
-    assert section.count("<attachment name=") == count, "every attachment is named, even when cut"
-    assert section.count("cut to fit the prompt") >= 2
+    assert section.count("<attachment name=") == count, "every attachment is named, even when there is no room"
+    assert f'<attachment name="Source {count - 1}" problem="{ROOT_TITLE}" parts="4">' in section
+    assert f"not shown, for lack of room: `///read Source {count - 1}#1` reads it" in section
     assert len(section) < ATTACHMENTS_TOTAL + 3_000
 
 
-def test_long_context_is_cut_too(root: Path) -> None:
+def test_long_context_is_shown_by_its_first_part_too(root: Path) -> None:
     research = new_research(root, context=[("Huge", "z" * 30_000)])
     prompt = research.prompt()
-    assert "cut to fit the prompt" in prompt.split("# Context", 1)[1].split("# Instruction", 1)[0]
+    context = prompt.split("# Context", 1)[1].split("# Instruction", 1)[0]
+    assert '<contextAttachment name="Huge" parts="8">\nPart 1 of 8:\n' + "z" * 4000 in context
+    assert "`///read Huge#2` reads on" in context
     assert len(prompt) < 30_000
 
 

@@ -85,3 +85,36 @@ async def test_citations_complete_and_lead_to_their_attachment(client, research:
     location = await client.text_document_definition_async(types.DefinitionParams(
         text_document=doc_id(uri), position=types.Position(line=2, character=10)))
     assert location.uri == (research / "Attachments" / "Intel manual.md").as_uri()
+
+
+async def test_sources_are_read_and_cited_by_part(client, research: Path):
+    """SPEC §13 in the editor: `///read` checked as one types, its names and parts completed (and a
+    citation's after `[[NAME#`), hover shows the part, go to definition opens it at its first line."""
+    from .helpers import diagnostics
+    from .test_completion import complete
+
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    chapters = "".join(f"# Chapter {n}\n\n" + f"Chapter {n} explains tiling. " * 120 + "\n\n" for n in range(4))
+    change_doc(client, uri, f"<<< add_attachment\n///name\nMemory book\n///content\n{chapters}>>>\n")
+    assert (await execute(client, uri))["executed"]
+    change_doc(client, uri, "///read Memory book#99\n")
+    [problem] = [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+    assert problem.message.startswith('"Memory book" has 4 parts, so there is no part 99')
+    change_doc(client, uri, "///read Mem\n")
+    assert [i.label for i in await complete(client, uri, 0, 11)] == ["Memory book"]
+    change_doc(client, uri, "///read Memory book#\n")
+    items = await complete(client, uri, 0, 20)
+    assert [i.label for i in items] == [f"Memory book#{n}" for n in range(1, 5)]
+    assert items[1].detail == "part 2 of 4 · Chapter 1"
+    change_doc(client, uri, "///read Memory book#3\n")
+    shown = await hover(client, uri, 0, 12)
+    assert shown.startswith("**Memory book#3** (part 3 of 4, in Chapter 2)\n\n# Chapter 2\n\nChapter 2 explains tiling.")
+    location = await client.text_document_definition_async(types.DefinitionParams(
+        text_document=doc_id(uri), position=types.Position(line=0, character=12)))
+    file = research / "Attachments" / "Memory book.md"
+    assert location.uri == file.as_uri()
+    assert file.read_text(encoding="utf-8").split("\n")[location.range.start.line].startswith("# Chapter 2")
+    change_doc(client, uri, "<<< write_report\n///content\nAs [[Memory book#\n>>>\n")
+    cited = await complete(client, uri, 2, 17)
+    assert [i.label for i in cited][:2] == ["Memory book#1", "Memory book#2"] and cited[0].text_edit.new_text == "Memory book#1]]"

@@ -107,6 +107,8 @@ async def test_resources_read_listed_and_notified(tmp_path: Path):
         assert {t.uri_template for t in templates} == {
             "deep-research://research/{research}/prompt",
             *(f"deep-research://research/{{research}}/problem{{/path*}}/{a}" for a in ("definition", "criteria", "report")),
+            "deep-research://research/{research}/problem{/path*}/attachment/{name}/{part}",
+            "deep-research://research/{research}/context/{name}/{part}",
         }
         await call(session, "new_research", research="a/b", instruction="Question")
         prompt_uri = "deep-research://research/a%2Fb/prompt"

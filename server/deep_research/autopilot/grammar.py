@@ -57,9 +57,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
 
-from ..engine import budgets, commands, staleness
+from ..engine import budgets, citations, commands, staleness
 from ..engine.commands import ArgType, CommandSpec, Form
 from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
+from ..engine.parts import is_pdf_type, layout, split_reference
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.evidence import MAX_FILE_BYTES
@@ -117,6 +118,9 @@ class GrammarInputs:
     # Parallel research: the researcher's own subtree only.
     held: tuple[str, ...] = ()  # subproblems another researcher holds (delegated): not to enter or change
     waiting: bool = False  # delegations of the current problem are running: it cannot be left
+    # What `read` may name (the attachments visible here, nearest first, then the context items),
+    # each with its number of parts; `find` needs one of them.
+    readable: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, research, config=None, reply_chars: int | None = None, researcher: str = MAIN) -> GrammarInputs:
@@ -124,13 +128,14 @@ class GrammarInputs:
         state = research.state(researcher)
         return cls.of_view(research.tree, state, _search(config), reply_chars=reply_chars,
                            rules=research.rules(), rounds=research.rounds(state), fetch=_fetch(config),
-                           files=attachable(research.root))
+                           files=attachable(research.root), context=research.context())
 
     @classmethod
-    def of_view(cls, view, state, search: bool = False, *, rules=None, rounds: int = 0, **more) -> GrammarInputs:
+    def of_view(cls, view, state, search: bool = False, *, rules=None, rounds: int = 0, context=(),
+                **more) -> GrammarInputs:
         """From any reading view of the tree (a `Tree`, or a dry run's `Draft`) and a state, under
         the research's `rules` (engine.rules.Rules; the defaults if None) after `rounds` of the
-        autopilot at the focus in this visit."""
+        autopilot at the focus in this visit; `context` is the research's context items."""
         rules = rules or Rules()
         more.setdefault("report_words", rules.report_max_words)
         if state.phase is not Phase.IN_FOCUS:
@@ -157,12 +162,28 @@ class GrammarInputs:
             give_up=rounds >= rules.rounds_per_problem + FAIL_AFTER,
             held=tuple(child.title for child in children if state.held_by_other(child.path) is not None),
             waiting=state.waiting(),
+            readable=_readable(view, state.focus, context, rules.part_chars),
             **more,
         )
 
     @property
     def open_subproblems(self) -> tuple[str, ...]:
         return tuple(t for t in self.subproblems if t not in self.closed_subproblems)
+
+
+def _readable(view, focus, context, part_chars: int) -> tuple[tuple[str, int], ...]:
+    """The names `read` may take at `focus` with their parts: the focus's attachments and its
+    parents' (nearest first), then the context's; a name seen once hides the later ones."""
+    seen: set[str] = set()
+    out = []
+    items = [a for depth in range(len(focus), -1, -1) for a in view.attachments(focus[:depth])] + list(context)
+    for attachment in items:
+        key = citations.key(attachment.name)
+        if key not in seen and "\n" not in attachment.name and attachment.name.strip():
+            seen.add(key)
+            shape = layout(attachment.content, part_chars, pdf=is_pdf_type(attachment.content_type))
+            out.append((attachment.name, shape.count))
+    return tuple(out)
 
 
 def attachable(root: Path) -> tuple[str, ...]:
@@ -213,8 +234,10 @@ class MessageGrammar:
         self.rules = research.rules()
         self.rounds = research.rounds(state)  # at the message's start: the budget of this round
         self.files = attachable(research.root)
+        self.context = research.context()
         self.inputs = GrammarInputs.of_view(research.tree, state, self.search, reply_chars=self.max_chars,
-                                            rules=self.rules, rounds=self.rounds, fetch=self.fetch, files=self.files)
+                                            rules=self.rules, rounds=self.rounds, fetch=self.fetch, files=self.files,
+                                            context=self.context)
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
 
@@ -236,8 +259,11 @@ class MessageGrammar:
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
         inputs = GrammarInputs.of_view(
             analysis.draft, after, self.search, written=len(found), ended=ended, reply_chars=left,
-            rules=self.rules, rounds=self.rounds, fetch=self.fetch, files=self.files,
-            focus_change=not analysis.needs and all(o.status.value == "ok" for o in analysis.outcomes),
+            rules=self.rules, rounds=self.rounds, fetch=self.fetch, files=self.files, context=self.context,
+            # no focus change after a command that failed or may fail, nor after one whose answer
+            # the new session would not show (`read`, `find`)
+            focus_change=not analysis.needs and all(o.status.value == "ok" and not (o.spec and o.spec.answers)
+                                                    for o in analysis.outcomes),
         )
         if not _narrower(inputs, self.inputs):
             return None
@@ -393,6 +419,10 @@ class _Builder:
             return None
         if argument.type is ArgType.URL and not self.inputs.fetch:
             return None
+        if argument.type is ArgType.PART:  # a name visible here, with a part it has
+            return self._parts() if self.inputs.readable else None
+        if argument.type is ArgType.WORDS:  # a line of words, where there is something to search
+            return self._line_except(set(), self.title_examples, TITLE_CHARS, words=True) if self.inputs.readable else None
         if argument.type is ArgType.PATH:  # a file that is there (any other path surely fails)
             files = self.inputs.files
             return "(" + " | ".join(_literal(f) for f in files) + ")" if files else None
@@ -415,6 +445,17 @@ class _Builder:
             return self._report(lines)
         more = f' text-line{{0,{lines}}}' if lines > 0 else ""
         return f'{first} "\\n"{more}'
+
+    def _parts(self) -> str:
+        """`NAME` or `NAME#N` for each readable name, N one of its parts (a name that ends in `#`
+        and digits itself takes its part always: engine/parts.py)."""
+        alternatives = []
+        for index, (name, count) in enumerate(self.inputs.readable):
+            number = f"part-{index}"
+            self.rules[number] = _number_upto(count)
+            whole = split_reference(name)[1] is None
+            alternatives.append(f'{_literal(name)} ("#" {number})' + ("?" if whole else ""))
+        return "(" + " | ".join(alternatives) + ")"
 
     def _report(self, lines: int) -> str:
         """A report: the structure the report check looks for (`Summarized problem definition:`
@@ -499,6 +540,22 @@ def _complement(
 
     emit(trie, name, 0)
     return tuple(rules.items())
+
+
+def _number_upto(n: int) -> str:
+    """A GBNF expression for exactly the whole numbers 1 to `n`, written without leading zeros."""
+    digits = str(max(1, n))
+    shorter = [f"[1-9]{' [0-9]' * (length - 1)}" for length in range(1, len(digits))]
+    same = []  # as many digits as n: a prefix of n, then one digit below n's, then any digits
+    for at, char in enumerate(digits):
+        low = "1" if at == 0 else "0"
+        high = str(int(char) - 1)
+        if high >= low:
+            rest = " [0-9]" * (len(digits) - at - 1)
+            head = _literal(digits[:at]) + " " if at else ""
+            same.append(f"{head}[{low}-{high}]{rest}")
+    same.append(_literal(digits))
+    return " | ".join(f"({alternative})" for alternative in shorter + same)
 
 
 def _shortest(prefixes: set[str]) -> set[str]:

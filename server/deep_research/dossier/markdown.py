@@ -97,7 +97,7 @@ def _renderer() -> MarkdownIt:
         resolve = env.get("cite") if isinstance(env, dict) else None
         cited = resolve(name) if resolve is not None else None
         if cited is None:
-            return f'<span class="cite missing" title="not an attachment of this problem or its parents">[[{escape(name)}]]</span>'
+            return f'<span class="cite missing" title="not an attachment (or a part of one) of this problem or its parents">[[{escape(name)}]]</span>'
         env.setdefault("cited", {}).setdefault(cited.anchor, cited)
         out = f'<a class="cite" href="#{escape(cited.anchor)}">{escape(shown)}</a>'
         if cited.source:

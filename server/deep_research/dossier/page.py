@@ -23,6 +23,8 @@ from .. import __version__
 from ..engine import citations, formats, staleness
 from ..engine.accounting import Ledger, summary
 from ..engine.model import Attachment, Problem
+from ..engine.parts import is_pdf_type, layout, part_name
+from ..engine.rules import read_rules
 from ..engine.state import ProblemPath, Status
 from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping
 from ..engine.tree import Tree, read_attachments
@@ -59,6 +61,11 @@ def _anchor(node: Node, index: int) -> str:
     return f"{node.id}-a{index}"
 
 
+def _part_anchor(anchor: str, number: int) -> str:
+    """The id of one part of an attachment on the page (what `[[NAME#N]]` links to)."""
+    return f"{anchor}-p{number}"
+
+
 def _hash(text: str) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii")
 
@@ -72,6 +79,7 @@ class Page:
         self.ledger = Ledger(root)
         self.ids: dict[ProblemPath, Node] = {}
         self.problems = 0
+        self.rules = read_rules(root, tree.cache)  # part_chars: what `[[NAME#N]]` means
 
     # -- the skeleton --------------------------------------------------------------------
 
@@ -253,13 +261,26 @@ class Page:
     def _citations(self, node: Node, parents: tuple[Node, ...]):
         """What a citation in `node`'s texts links to: the attachments of the problem and of
         its parents (nearest first), each at its place on the page."""
-        scope: list[tuple[str, Cited]] = []
+        scope: list[tuple[str, tuple[Attachment, Cited]]] = []
         for owner in (node, *reversed(parents)):
             for index, (attachment, meta) in enumerate(self._attachments(self.tree.folder(owner.path) / ATTACHMENTS)):
                 source = next((meta[k].strip() for k in ("final_url", "source") if meta.get(k, "").strip().startswith(
                     ("http://", "https://")) and safe_url(meta[k])), "")
-                scope.append((attachment.name, Cited(attachment.name, _anchor(owner, index), source)))
-        return lambda name: citations.resolve(name, scope)
+                scope.append((attachment.name, (attachment, Cited(attachment.name, _anchor(owner, index), source))))
+        part_chars = self.rules.part_chars
+
+        def resolve(name: str) -> Cited | None:
+            found = citations.resolve_part(name, scope)
+            if found is None:
+                return None
+            (attachment, cited), first, last = found
+            if first is None:
+                return cited
+            if citations.missing_part(name, attachment, first, last, part_chars) is not None:
+                return None
+            return Cited(part_name(attachment.name, first, last), _part_anchor(cited.anchor, first), cited.source)
+
+        return resolve
 
     def _attachment(self, attachment: Attachment, meta: dict[str, str], anchor: str | None = None) -> None:
         details = []
@@ -278,7 +299,16 @@ class Page:
         extra = f' <span class="meta">· {" · ".join(details)}</span>' if details else ""
         where = f' id="{anchor}"' if anchor else ""
         self.out.write(f'<details class="attachment"{where}><summary>{escape(attachment.name)}{extra}</summary>\n')
-        self.out.write(self.md.render(attachment.content) or '<p class="none">Empty.</p>\n')
+        shape = layout(attachment.content, self.rules.part_chars, pdf=is_pdf_type(attachment.content_type))
+        if anchor is None:
+            self.out.write(self.md.render(attachment.content) or '<p class="none">Empty.</p>\n')
+        else:  # each part where `[[NAME#N]]` links to it
+            for part in shape.parts:
+                label = (f'<p class="part-name">{escape(part_name(attachment.name, part.number))}</p>\n'
+                         if shape.count > 1 else "")
+                text = shape.text(attachment.content, part.number)
+                self.out.write(f'<div class="part" id="{_part_anchor(anchor, part.number)}">\n{label}'
+                               + (self.md.render(text) or '<p class="none">Empty.</p>\n') + "</div>\n")
         self.out.write("</details>\n")
 
     # -- the journal ------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from .checks import Binding, bind
 from .commands import ApprovalMode, CommandSpec, Kind
 from .draft import Draft
 from .model import Attachment
-from .operations import Args, CommandError, citation_warnings
+from .operations import Args, CommandError, Warning_, citation_warnings
 from .parser import Command, ParsedMessage
 from .rules import Rules
 from .state import Phase, State
@@ -260,6 +260,11 @@ def _run(
     outcome.replaced = result.replaced
     outcome.sources = result.sources
     warnings = list(result.warnings)
+    if spec.changes_focus and draft.answered:
+        warnings.append(Warning_(
+            "What this message's `read` and `find` show is in this reply only: the focus change starts a new "
+            "session without it. Read in the new session, or keep what matters with `<<< add_attachment` first.",
+            code="answer-lost"))
     for argument in spec.arguments:
         if argument.cites and argument.name in binding.args:
             warnings += citation_warnings(draft, place, binding.args[argument.name])

@@ -18,11 +18,13 @@ from typing import Callable, Sequence
 from . import accounting, commands
 from .accounting import Figures
 from .budgets import Refusals
+from .rules import DEFAULT_PART_CHARS
 from .commands import ArgType, CommandSpec, Form
 from .formats import status_label
 from .names import expand_home, find_title
 from .model import Attachment, Problem
-from . import citations
+from . import citations, formats
+from .parts import Layout, is_pdf_type, layout, part_name, split_reference
 from .parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
 from .state import Phase, ProblemPath, Status
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
@@ -46,9 +48,10 @@ class Snapshot:
         citable: tuple[tuple[Attachment, Path], ...] = (),
         root: Path | None = None, roots: tuple[Path, ...] = (), search_provider: str | None = None,
         figures: Callable[[ProblemPath], Figures | None] | None = None,
-        held: frozenset[str] = frozenset(),
+        held: frozenset[str] = frozenset(), part_chars: int = DEFAULT_PART_CHARS,
     ) -> None:
         self.phase = phase
+        self.part_chars = part_chars  # the research's rule: what NAME#N means (engine/parts.py)
         # Titles of the focus's subproblems another researcher holds (delegated): nobody else may
         # focus into them, change them or delegate them again, so completion does not offer them.
         self.held = held
@@ -84,6 +87,23 @@ class Snapshot:
         """The attachments a citation may name now, nearest first, with their files."""
         part = self._part()
         return part[3] if len(part) > 3 else ()
+
+    @property
+    def readable(self) -> tuple[tuple[Attachment, Path], ...]:
+        """What `///read` may name now: the attachments a citation may name, then the context
+        items (the part after what budgets refuse), a nearer name hiding a farther one."""
+        part = self._part()
+        seen: set[str] = set()
+        out = []
+        for attachment, file in (*self.citable, *(part[5] if len(part) > 5 else ())):
+            key = citations.key(attachment.name)
+            if key not in seen:
+                seen.add(key)
+                out.append((attachment, file))
+        return tuple(out)
+
+    def layout(self, attachment: Attachment) -> Layout:
+        return layout(attachment.content, self.part_chars, pdf=is_pdf_type(attachment.content_type))
 
     @property
     def refused(self) -> Refusals:
@@ -180,6 +200,8 @@ def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos:
         return _criteria(snap, replace)
     if argument.type is ArgType.PATH:
         return _paths(snap, prefix[start:], Pos(pos.line, start), len(line))
+    if argument.type is ArgType.PART:
+        return _parts(snap, snap.readable, prefix[start:], replace, closing="")
     return []
 
 
@@ -312,7 +334,7 @@ def _open_citation(prefix: str) -> int | None:
 
 
 def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate]:
-    """The attachments in scope, to complete the citation being typed."""
+    """The attachments in scope, to complete the citation being typed (after `NAME#`: its parts)."""
     start = _open_citation(prefix)
     assert start is not None
     rest = line[len(prefix):]
@@ -320,6 +342,8 @@ def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate
     closed = close >= 0 and "[[" not in rest[:close]
     end = len(prefix) + close if closed else len(prefix)
     replace = Span(Pos(pos.line, start), Pos(pos.line, end))
+    if "#" in prefix[start:]:
+        return _parts(snap, snap.citable, prefix[start:], replace, closing="" if closed else "]]")
     seen: set[str] = set()
     items = []
     for attachment, _file in snap.citable:
@@ -335,6 +359,57 @@ def _citable(snap: Snapshot, prefix: str, line: str, pos: Pos) -> list[Candidate
             filter_text=attachment.name, sort_text=f"{len(items):04d}",
         ))
     return items
+
+
+MAX_PARTS_LISTED = 1_000  # parts offered after `NAME#` (the editor filters them as one types)
+
+
+def _parts(snap: Snapshot, scope: tuple[tuple[Attachment, Path], ...], typed: str, replace: Span,
+           closing: str) -> list[Candidate]:
+    """Completion of `NAME` or `NAME#N` (a `read`'s argument, a citation): the names in `scope`,
+    each with its size in parts; once `NAME#` is typed, that source's parts, each with its
+    section or pages and its first words."""
+    named = [(a.name, (a, f)) for a, f in scope]
+    name, _, _ = split_reference(typed + "1") if typed.rstrip().endswith("#") else split_reference(typed)
+    found = citations.resolve(name, named) if "#" in typed else None
+    if found is not None:
+        attachment, _file = found
+        shape = snap.layout(attachment)
+        items = []
+        for part in shape.parts[:MAX_PARTS_LISTED]:
+            label = part_name(attachment.name, part.number)
+            where = part.page_label or part.section or "start"
+            text = shape.text(attachment.content, part.number)
+            items.append(Candidate(
+                label=label, kind=ItemKind.ATTACHMENT, detail=f"part {part.number} of {shape.count} · {where}",
+                documentation=_part_markdown(attachment, shape, part.number, 400), replace=replace,
+                text=label + closing, filter_text=label, sort_text=f"{part.number:06d}"))
+        return items
+    items = []
+    seen: set[str] = set()
+    for attachment, _file in scope:
+        key = citations.key(attachment.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        count = snap.layout(attachment).count
+        items.append(Candidate(
+            label=attachment.name, kind=ItemKind.ATTACHMENT,
+            detail=f"{count:,} part{'s' if count != 1 else ''}" + (f" · {attachment.source}" if attachment.source else ""),
+            documentation=_part_markdown(attachment, snap.layout(attachment), 1, 400), replace=replace,
+            text=attachment.name + closing, filter_text=attachment.name, sort_text=f"{len(items):04d}"))
+    return items
+
+
+def _part_markdown(attachment: Attachment, shape: Layout, number: int, chars: int) -> str:
+    """A part for hover and completion: its name, place, and beginning."""
+    part = shape.part(number)
+    where = ", ".join(w for w in (part.page_label, f"in {part.section}" if part.section else "") if w)
+    text = shape.text(attachment.content, number)
+    shown = text if len(text) <= chars else text[:chars].rstrip() + " …"
+    source = f"\n\nSource: <{attachment.source}>" if attachment.source.startswith(("http://", "https://")) else ""
+    return (f"**{part_name(attachment.name, number)}** (part {number} of {shape.count}{', ' + where if where else ''})"
+            f"{source}\n\n{shown}")
 
 
 def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozenset[str] = frozenset()
@@ -440,14 +515,34 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
         return HoverInfo(f"The current problem has {len(snap.focus.criteria)} criteria.", span)
     if argument.type in (ArgType.URL, ArgType.PATH, ArgType.QUERY):
         return HoverInfo(_source_markdown(argument.type, value, span, snap), span)
+    if argument.type is ArgType.PART:
+        found = citations.resolve_part(value, [(a.name, a) for a, _ in snap.readable])
+        if found is None:
+            return HoverInfo(f"No attachment or context item visible here is named “{value.strip()}”.", span)
+        return HoverInfo(_reference_markdown(snap, *found), span)
     cited = _citation_at(target, pos)
     if cited is not None:
-        found = citations.resolve(cited[0], ((a.name, a) for a, _ in snap.citable))
+        found = citations.resolve_part(cited[0], [(a.name, a) for a, _ in snap.citable])
         if found is None:
             return HoverInfo(f"No attachment of the current problem or of its parents is named “{cited[0]}”.", cited[1])
-        source = f"Source: <{found.source}>\n\n" if found.source else ""
-        return HoverInfo(f"**{found.name}** (attachment)\n\n{source}{found.content[:600]}", cited[1])
+        if found[1] is None:
+            source = f"Source: <{found[0].source}>\n\n" if found[0].source else ""
+            return HoverInfo(f"**{found[0].name}** (attachment)\n\n{source}{found[0].content[:600]}", cited[1])
+        return HoverInfo(_reference_markdown(snap, *found), cited[1])
     return None
+
+
+def _reference_markdown(snap: Snapshot, attachment: Attachment, first: int | None, last: int | None) -> str:
+    """Hover of `NAME#N`: the part's text (its beginning), or why there is no such part."""
+    shape = snap.layout(attachment)
+    first = first or 1
+    if not 1 <= first <= shape.count:
+        return (f"“{attachment.name}” has {shape.count:,} part{'s' if shape.count != 1 else ''}, #1 to #{shape.count:,}: "
+                f"there is no part {first:,}.")
+    return _part_markdown(attachment, shape, first, HOVER_PART_CHARS)
+
+
+HOVER_PART_CHARS = 1_500
 
 
 def _citation_at(target, pos: Pos) -> tuple[str, Span] | None:
@@ -520,9 +615,17 @@ def _problem_markdown(problem: Problem) -> str:
     )
 
 
-def definition_target(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Path | None:
-    """The definition document of the subproblem named at `pos`, or the file of the
-    attachment a citation at `pos` names, for go-to-definition."""
+@dataclass(frozen=True)
+class Target:
+    """Where go-to-definition goes: a file, at a line (from 0)."""
+
+    path: Path
+    line: int = 0
+
+
+def definition_target(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Target | None:
+    """The definition document of the subproblem named at `pos`, or the file of the attachment a
+    citation or a `read` at `pos` names (at the line its part starts), for go-to-definition."""
     command = parsed.command_at(pos)
     spec = commands.get(command.name) if command else None
     if command is None or spec is None:
@@ -530,13 +633,30 @@ def definition_target(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Path |
     target = _argument_at(command, spec, pos)
     cited = _citation_at(target, pos)
     if cited is not None:
-        found = citations.resolve(cited[0], ((a.name, (a, f)) for a, f in snap.citable))
-        return found[1] if found is not None else None
+        return _part_target(snap, cited[0], snap.citable)
+    if target is not None and target[0].type is ArgType.PART:
+        return _part_target(snap, target[1], snap.readable)
     if target is None or target[0].type is not ArgType.SUBPROBLEM:
         return None
     found_title = find_title(" ".join(target[1].split()), snap.folder_of)
     folder = snap.folder_of.get(found_title) if found_title is not None else None
-    return folder / DEFINITION if folder else None
+    return Target(folder / DEFINITION) if folder else None
+
+
+def _part_target(snap: Snapshot, name: str, scope: tuple[tuple[Attachment, Path], ...]) -> Target | None:
+    """The file of the source `name` (NAME or NAME#N) names, at the line where its part starts:
+    the front matter's lines, then the lines of the text before the part."""
+    found = citations.resolve_part(name, [(a.name, (a, f)) for a, f in scope])
+    if found is None:
+        return None
+    (attachment, file), first, _last = found
+    shape = snap.layout(attachment)
+    if first is None or not 1 <= first <= shape.count:
+        return Target(file)
+    start = shape.part(first).start
+    start += len(attachment.content[start:]) - len(attachment.content[start:].lstrip("\n"))  # its first line of text
+    head = formats.render_attachment(attachment).count("\n") - attachment.content.rstrip().count("\n") - 1
+    return Target(file, max(0, head) + attachment.content.count("\n", 0, start))
 
 
 # -- outline, folding, colouring -------------------------------------------------------------------

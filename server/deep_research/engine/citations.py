@@ -1,4 +1,5 @@
-"""Citations: a report or a problem definition citing an attachment as `[[Attachment name]]`.
+"""Citations: a report or a problem definition citing an attachment as `[[Attachment name]]`,
+or one part of it as `[[Attachment name#N]]` (engine/parts.py: the part is the last `#N`).
 
 The wiki-link form of marksman, Foam and Obsidian; `[[Name|shown text]]` shows other text.
 A citation may name an attachment of its problem or of any parent (what the assistant sees
@@ -14,7 +15,9 @@ from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Iterable, Sequence, TypeVar
 
+from .model import Attachment
 from .names import title_key
+from .parts import is_pdf_type, layout, split_reference
 
 _LINK = re.compile(r"\[\[([^\[\]\n|]+)(?:\|([^\[\]\n]*))?\]\]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -87,6 +90,33 @@ def resolve(name: str, named: Iterable[tuple[str, T]]) -> T | None:
     """The item whose name `name` cites, among (name, item) pairs, nearest first."""
     wanted = key(name)
     return next((item for candidate, item in named if key(candidate) == wanted), None)
+
+
+def resolve_part(name: str, named: Iterable[tuple[str, T]]) -> tuple[T, int | None, int | None] | None:
+    """What `name` (NAME, NAME#N, NAME#N-M) cites among (name, item) pairs, nearest first, with
+    its parts (None, None for the whole): the name before its last `#N` if an item bears it,
+    else the whole text (a name that ends in `#` and digits itself)."""
+    named = list(named)
+    base, first, last = split_reference(name)
+    if first is not None:
+        item = resolve(base, named)
+        if item is not None:
+            return item, first, last
+    item = resolve(name, named)
+    return (item, None, None) if item is not None else None
+
+
+def missing_part(name: str, attachment: Attachment, first: int | None, last: int | None, part_chars: int) -> str | None:
+    """Why the citation `[[name]]` of parts `first`–`last` of `attachment` names no part of it
+    (None: every part it names is there, or it cites the whole)."""
+    if first is None:
+        return None
+    count = layout(attachment.content, part_chars, pdf=is_pdf_type(attachment.content_type)).count
+    last = first if last is None else last
+    if 1 <= first <= last <= count:
+        return None
+    return (f"[[{name}]] names a part “{attachment.name}” does not have: it has {count:,} "
+            f"part{'' if count == 1 else 's'}, #1 to #{count:,}")
 
 
 def suggestion(name: str, names: Sequence[str]) -> str | None:

@@ -28,14 +28,17 @@ from urllib.parse import urlsplit
 
 from .names import expand_home, one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
-from .store import watched_stat
+from .store import MAX_READ_BYTES, watched_stat
 from .text import Edit, Fix, visible
 
 if TYPE_CHECKING:  # pragma: no cover
     from .draft import Draft
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # attach_file: larger files are refused (a stat says so while typing)
-MAX_TEXT_CHARS = 1_000_000  # an attachment's text is cut after this, and the cut is marked
+# An attachment keeps its whole source, up to what the read guard reads of a file (its front
+# matter has the rest of the room): past this many bytes of UTF-8 its text is cut, marked.
+MAX_SOURCE_BYTES = MAX_READ_BYTES - 64 * 1024
+MAX_TYPED_CHARS = 1_000_000  # an instruction, or a context text typed in (not a source)
 MAX_QUERY_CHARS = 400
 MAX_TITLE_CHARS = 150  # attachment names made from page titles
 SCHEMES = ("http", "https")
@@ -297,13 +300,17 @@ def title_of(result: Found) -> str:
 
 
 def kept_text(text: str) -> tuple[str, str | None]:
-    """An attachment's text from outside (control characters replaced: `text.visible`), cut after
-    MAX_TEXT_CHARS with the cut marked, and what to say about the cut."""
+    """An attachment's text from outside (control characters replaced: `text.visible`), whole up
+    to MAX_SOURCE_BYTES (what a research's file may hold and still be read), cut there with the
+    cut marked; and what to say about the cut."""
     text = visible(text)
-    if len(text) <= MAX_TEXT_CHARS:
+    data = text.encode("utf-8", "replace")
+    if len(data) <= MAX_SOURCE_BYTES:
         return text, None
-    return (text[:MAX_TEXT_CHARS] + f"\n\n[… cut: {len(text) - MAX_TEXT_CHARS:,} more characters were not kept …]",
-            f"Only the first {MAX_TEXT_CHARS:,} of {len(text):,} characters were kept.")
+    kept = data[:MAX_SOURCE_BYTES].decode("utf-8", "ignore")
+    return (kept + f"\n\n[… cut: {len(text) - len(kept):,} more characters were not kept …]",
+            f"Only the first {len(kept):,} of {len(text):,} characters were kept: an attachment holds at most "
+            f"{size_text(MAX_SOURCE_BYTES)}.")
 
 
 def _free_name(draft: Draft, path: tuple[str, ...], title: str) -> str:

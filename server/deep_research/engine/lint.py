@@ -596,11 +596,16 @@ def _citations(research, target: Path, path: ProblemPath, text: str, start: int)
         (a.name, a) for depth in range(len(path), -1, -1) for a in research.tree.attachments(path[:depth])]
     names = list(dict.fromkeys(name for name, _ in scope))
     found = []
+    part_chars = research.rules().part_chars
     for citation in cited:
-        if citations.resolve(citation.name, scope) is not None:
-            continue
         line, col = citations.position(text, start + citation.name_start)
         span = Span.on_line(line, col, col + citation.name_end - citation.name_start)
+        where = citations.resolve_part(citation.name, scope)
+        if where is not None:
+            missing = citations.missing_part(citation.name, *where, part_chars)
+            if missing is not None:
+                found.append(Finding(target if isinstance(target, Path) else Path(target), span, missing))
+            continue
         near = citations.suggestion(citation.name, names)
         fixes = (Fix(f"Change to [[{near}]]", (Edit(span, near),)),) if near else ()
         found.append(Finding(target if isinstance(target, Path) else Path(target), span, (

@@ -354,10 +354,14 @@ def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[War
     title = quote(problem.title) if problem is not None else "the problem"
     warnings = []
     for citation in found:
-        if citations.resolve(citation.name, scope) is not None:
+        span = _offset_span(arg, citation.name_start, citation.name_end)
+        cited = citations.resolve_part(citation.name, scope)
+        if cited is not None:
+            missing = citations.missing_part(citation.name, *cited, draft.rules.part_chars)
+            if missing is not None:
+                warnings.append(Warning_(missing + ".", span, "unknown-citation"))
             continue
         near = citations.suggestion(citation.name, names)
-        span = _offset_span(arg, citation.name_start, citation.name_end)
         listing = ("Its attachments and its parents' are: " + "; ".join(quote(n, 60) for n in names[:12])
                    + ("; …" if len(names) > 12 else "") + ".") if names else (
                   "Neither it nor its parents have attachments yet: save the source first, e.g. with `///attach_url`.")

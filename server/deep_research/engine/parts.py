@@ -25,7 +25,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
 
-DEFAULT_PART_CHARS = 4_000
 PAGE_LINE = "[Page {number}]"  # what sources/extract.py writes before each page of a PDF
 PDF_TYPE = "application/pdf"
 
@@ -60,6 +59,11 @@ def page_line(number: int) -> str:
     return PAGE_LINE.format(number=number)
 
 
+def is_pdf_type(content_type: str) -> bool:
+    """Whether an attachment's `content_type` says its text is a PDF's (its parts follow pages)."""
+    return content_type.split(";")[0].strip().lower() == PDF_TYPE
+
+
 @dataclass(frozen=True)
 class Heading:
     level: int
@@ -73,7 +77,7 @@ class Part:
     start: int  # offsets of the part in the text: parts cover it end to end
     end: int
     pages: tuple[int, int] | None = None  # first and last page (a PDF's text)
-    section: str = ""  # the headings in force where the part starts ("Ownership › Borrowing")
+    section: str = ""  # the headings in force where the part starts, one it starts with included ("Ownership › Borrowing")
 
     @property
     def page_label(self) -> str:
@@ -90,7 +94,7 @@ class Layout:
     parts: tuple[Part, ...]
     headings: tuple[Heading, ...]
     paged: bool
-    size: int = DEFAULT_PART_CHARS  # the part_chars it was divided with
+    size: int = 4_000  # the part_chars it was divided with
     pdf: bool = False  # divided as a PDF's text was asked for
     starts: tuple[int, ...] = ()  # each part's start, for look-ups by offset
     heading_starts: tuple[int, ...] = ()
@@ -118,7 +122,7 @@ class Layout:
     def heading_text(self, part: Part) -> str:
         """What the index ranks as the part's headings: the section it continues and the
         headings that start in it."""
-        own = [h.title for h in self.headings_in(part)]
+        own = [h.title for h in self.headings_in(part) if h.start > part.start]  # (one it starts with is in its section)
         return " \n".join(([part.section] if part.section else []) + own)
 
 
@@ -130,7 +134,7 @@ _CACHE_SIZE = 512  # layouts are small (offsets); the texts are not kept
 _LOCK = Lock()
 
 
-def layout(text: str, part_chars: int = DEFAULT_PART_CHARS, *, pdf: bool = False) -> Layout:
+def layout(text: str, part_chars: int, *, pdf: bool = False) -> Layout:
     """The parts of `text` (see the module's docstring). `pdf`: the text is a PDF's (its
     pages are followed even if something was written before the first page marker); a text
     that starts with a page marker is read as pages too. Cached by the text's hash and length
@@ -251,7 +255,7 @@ def _sections(headings: tuple[Heading, ...], starts: list[int]) -> list[str]:
     stack: list[Heading] = []
     index = 0
     for start in starts:
-        while index < len(headings) and headings[index].start < start:
+        while index < len(headings) and headings[index].start <= start:  # one the part starts with too
             heading = headings[index]
             while stack and stack[-1].level >= heading.level:
                 stack.pop()

@@ -28,6 +28,7 @@ from .model import Attachment, Problem
 from .operations import FAILED_HEADING, NO_REASON
 from .rules import Rules
 from .state import ROOT, Phase, ProblemPath, State, Status
+from .parts import Layout, is_pdf_type, layout, outline, part_name
 from .text import attribute
 
 RULE = "======================"
@@ -214,7 +215,7 @@ def render_update(view: TreeView, state: State, shown: str, rules: Rules = Rules
     focus = chain[-1]
     parts = []
     for attachment in view.attachments(focus.path):
-        element = _attachments_block([(attachment, focus.title)], ATTACHMENT_CHARS, ATTACHMENTS_TOTAL)
+        element = _attachments_block([(attachment, focus.title)], ATTACHMENT_CHARS, ATTACHMENTS_TOTAL, rules.part_chars)
         element = element.removeprefix("<attachments>\n").removesuffix("\n</attachments>")
         if element.split("\n", 1)[0] not in shown:
             parts.append("## New attachment\n\n" + element)
@@ -264,8 +265,9 @@ def _no_problem_form(book: Bookkeeping, fit: _Fit) -> str:
         RULE + "\n# Attachments\n\n"
         "These attachments were given by the user for defining the problem. When the problem is defined they "
         "are copied to it, so nothing here is lost.\n\n" + _attachments_block(
-            [(a, None) for a in book.pending_attachments], ATTACHMENT_CHARS, fit.attachments_total),
-        _context(book),
+            [(a, None) for a in book.pending_attachments], ATTACHMENT_CHARS, fit.attachments_total,
+            book.rules.part_chars, reading=False),
+        _context(book, reading=False),
         _instruction(book),
         RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
         + _worded(define.example())
@@ -311,7 +313,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: _Fit) ->
         "## Introduction\n\n" + _INTRODUCTION.format(**asdict(book.rules), closing=budgets.closing_moves(),
                                                     fan_out=budgets.fan_out_line(book.rules)),
         "## Block Commands\n\n" + _command_help(),
-        _current_attachments(view, chain, fit.attachments_total),
+        _current_attachments(view, chain, fit.attachments_total, book.rules.part_chars),
         _context(book),
         _instruction(book),
         RULE + f"\n# Current Problem: {focus.title}",
@@ -359,6 +361,13 @@ message right after it. If an earlier command in the message fails, the focus ch
 so that you can see the errors.
 - You see the attachments of the current problem and of all its parents, and no others: when the \
 focus changes, the visible attachments change too. Save what a later step needs as an attachment.
+- Sources are divided into parts (`NAME#1`, `NAME#2`, …). One too long for the prompt is shown by its \
+outline (each heading with its part `#N`, or a PDF's pages) and its first part. `///read NAME#N` shows \
+a part in the reply (`NAME#N-M`: up to 5 at once); `///find WORDS` searches every part of every \
+attachment you see and of the context, and shows the best passages, each with its part. Find when you \
+do not know where something is; read when you do (a part an outline or a passage names). What they show \
+lasts only until the focus changes: keep what a later step needs with `<<< add_attachment` (the \
+excerpt, naming its part), or cite the part as `[[NAME#N]]`.
 - Break a problem down only as far as needed: a few well-separated subproblems are better than many \
 small ones, and every subproblem costs a full session.
 - Delegate subproblems that do not depend on each other: `///delegate <subproblem title>` gives an \
@@ -380,8 +389,9 @@ refused; the criteria and the breakdown of the current problem say what is left.
 research (the autopilot), each visit to a problem has at most {rounds_per_problem} of its messages; after them \
 only {closing} run, so that the problem gets closed.
 - Cite your sources: in a report or a problem definition, write `[[Attachment name]]` (the name \
-exactly as the attachment shows it) where a statement rests on an attachment of the current problem \
-or of a parent. A name that is not such an attachment is flagged in the reply.
+exactly as the attachment shows it), or `[[Attachment name#N]]` for its part N, where a statement rests \
+on an attachment of the current problem or of a parent. A name or part that is not there is flagged in \
+the reply.
 - Escape hatch: if the tool itself is broken and you cannot focus up, finish or navigate, write \
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 
@@ -400,31 +410,86 @@ def _command_help() -> str:
     return "\n".join(lines)
 
 
-def _current_attachments(view: TreeView, chain: list[Problem], total: int) -> str:
+def _current_attachments(view: TreeView, chain: list[Problem], total: int, part_chars: int) -> str:
     items: list[tuple[Attachment, str | None]] = []
     for problem in reversed(chain):  # the current problem's first, then upwards
         items += [(a, problem.title) for a in view.attachments(problem.path)]
     return (
         RULE + "\n# Attachments Of Current Problem\n\n"
         "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n"
-        + _attachments_block(items, ATTACHMENT_CHARS, total)
+        + _attachments_block(items, ATTACHMENT_CHARS, total, part_chars)
     )
 
 
-def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, total: int) -> str:
+def _attachments_block(items: list[tuple[Attachment, str | None]], each: int, total: int, part_chars: int,
+                       *, reading: bool = True) -> str:
     if not items:
         return "No attachments."
-    out = ["<attachments>"]
+    return "\n".join(["<attachments>", *_sources(items, "attachment", each, total, part_chars, reading),
+                      "</attachments>"])
+
+
+def _sources(items: list[tuple[Attachment, str | None]], tag: str, each: int, total: int, part_chars: int,
+             reading: bool) -> list[str]:
+    """One element per source, none left out for lack of room (SPEC §13): whole when it fits its
+    share (`each` characters at most, of what is left of `total`), else its outline and first part
+    and how to read on, else (nothing left) its name and size in parts. `reading`: `read` and
+    `find` can run now (not before the problem is defined)."""
+    shapes = [layout(a.content, part_chars, pdf=is_pdf_type(a.content_type)) for a, _ in items]
     left = total
-    for attachment, owner in items:
-        owner_attr = f' problem="{attribute(owner)}"' if owner else ""
-        source_attr = f' source="{attribute(attachment.source)}"' if attachment.source else ""
-        content, note = _cut(attachment.content, min(each, max(left, 0)))
-        left -= len(content)
-        out.append(
-            f'<attachment name="{attribute(attachment.name)}"{source_attr}{owner_attr}>\n{content}{note}\n</attachment>')
-    out.append("</attachments>")
-    return "\n".join(out)
+    out = []
+    for (attachment, owner), shape in zip(items, shapes):
+        body = _shown(attachment, shape, min(each, max(left, 0)), reading)
+        left -= len(body)
+        whole = body == attachment.content
+        attrs = f' name="{attribute(attachment.name)}"'
+        attrs += f' source="{attribute(attachment.source)}"' if attachment.source else ""
+        attrs += f' problem="{attribute(owner)}"' if owner else ""
+        attrs += f' parts="{shape.count}"' if shape.count > 1 or not whole else ""
+        out.append(f"<{tag}{attrs}>\n{body}\n</{tag}>")
+    return out
+
+
+OUTLINE_LINES = 40  # headings (or runs of pages) an outline shows at most
+
+
+def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> str:
+    """What the prompt shows of a source in `room` characters (see `_sources`)."""
+    text, name, count = attachment.content, attachment.name, shape.count
+    if len(text) <= room:
+        return text
+    how = "" if reading else "once the problem is defined, "
+    if count == 1:  # one part, longer than the room: its start
+        note = f"[… cut to fit the prompt: {how}`///read {part_name(name, 1)}` shows it whole …]"
+        kept = max(0, room - len(note) - 1)
+        return (text[:kept] + "\n" + note).lstrip("\n") if kept >= 200 else note
+    read_on = (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
+               f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
+    if room < len(read_on) + 300:
+        return (f"[… {count:,} parts; not shown, for lack of room: {how}`///read {part_name(name, 1)}` reads it, "
+                "`///find WORDS` searches it …]")
+    lines, more = outline(shape, OUTLINE_LINES)
+    kept_lines: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > room // 3:
+            more += len(lines) - len(kept_lines)
+            break
+        kept_lines.append(line)
+        used += len(line) + 1
+    parts = []
+    if kept_lines:
+        what = "pages" if shape.paged else "headings"
+        parts.append(f"Outline ({what}, each with its part #N):\n" + "\n".join(kept_lines)
+                     + (f"\n- … and {more:,} more" if more else ""))
+    first = shape.text(text, 1)
+    space = room - len(read_on) - sum(len(p) + 2 for p in parts) - 20
+    if len(first) > space:
+        cut_note = f"\n[… part 1 is cut here: `///read {part_name(name, 1)}` shows it whole …]"
+        first = first[: max(0, space - len(cut_note))].rstrip() + cut_note
+    parts.append(f"Part 1 of {count:,}:\n{first}")
+    parts.append(read_on)
+    return "\n\n".join(parts)
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
@@ -441,21 +506,17 @@ def _shortened(text: str, limit: int | None, what: str) -> str:
     return (kept + note).strip("\n")
 
 
-def _context(book: Bookkeeping) -> str:
+def _context(book: Bookkeeping, reading: bool = True) -> str:
     text = (
         RULE + "\n# Context\n\nContext given by the user before the research started. It stays here, "
         "unchanged, in every session, whatever the current problem.\n\n"
     )
     if not book.context:
         return text + "No context was given."
-    out = ["<contextAttachments>"]
-    left = CONTEXT_TOTAL
-    for item in book.context:
-        content, note = _cut(item.content, min(CONTEXT_CHARS, max(left, 0)))
-        left -= len(content)
-        out.append(f'<contextAttachment name="{attribute(item.name)}">\n{content}{note}\n</contextAttachment>')
-    out.append("</contextAttachments>")
-    return text + "\n".join(out)
+    items: list[tuple[Attachment, str | None]] = [(item, None) for item in book.context]
+    return text + "\n".join(["<contextAttachments>",
+                             *_sources(items, "contextAttachment", CONTEXT_CHARS, CONTEXT_TOTAL, book.rules.part_chars,
+                                       reading), "</contextAttachments>"])
 
 
 def _instruction(book: Bookkeeping) -> str:

@@ -29,7 +29,7 @@ from .index import Source, key_of
 from .model import Attachment
 from .names import one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
-from .parts import PDF_TYPE, Layout, layout, part_name, split_reference
+from .parts import Layout, is_pdf_type, layout, part_name, split_reference
 from .store import BOOKKEEPING, CONTEXT
 from .text import Edit, Fix, attribute
 from .tree import attachment_files
@@ -61,16 +61,12 @@ class Readable:
         return self.attachment.name
 
     def layout(self, part_chars: int) -> Layout:
-        return layout(self.attachment.content, part_chars, pdf=is_pdf(self.attachment))
+        return layout(self.attachment.content, part_chars, pdf=is_pdf_type(self.attachment.content_type))
 
     def source(self, part_chars: int) -> Source:
         fallback = self.file.stem
         return Source(self.key, self.attachment.content, self.layout(part_chars), self.file if self.on_disk else None,
                       lambda text: formats.parse_attachment(text, fallback_name=fallback).content)
-
-
-def is_pdf(attachment: Attachment) -> bool:
-    return attachment.content_type.split(";")[0].strip().lower() == PDF_TYPE
 
 
 def sources_limit(part_chars: int) -> int:
@@ -156,10 +152,12 @@ def _fix(arg: Arg, replacement: str) -> tuple[Fix, ...]:
 def _resolve(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, int, int]:
     """The source and the parts `arg` names (NAME, NAME#N, NAME#N-M), or CommandError saying
     what is visible here (and where a source of that name is, if it is not)."""
-    found = resolve_reference(arg.value, [(item.name, item) for item in scope])
+    found = citations.resolve_part(arg.value, [(item.name, item) for item in scope])
     if found is not None:
         item, first, last = found
-        return item, first or 1, last or first or 1
+        if first is None:
+            return item, 1, 1
+        return item, first, first if last is None else last
     name, _first, _last = split_reference(arg.value)
     names = [item.name for item in scope]
     near = citations.suggestion(name, names)
@@ -170,18 +168,6 @@ def _resolve(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, i
                + ".") if names else "No attachment or context item is visible here yet."
     raise CommandError(f"No attachment or context item visible here is named {quote(name)}.{hint}"
                        + (f" {elsewhere}" if elsewhere else "") + f" {listing}", arg.span, fixes)
-
-
-def resolve_reference(text: str, named: list[tuple[str, object]]) -> tuple[object, int | None, int | None] | None:
-    """What `text` (NAME, NAME#N, NAME#N-M) names among (name, item) pairs, nearest first: the
-    name before its last `#N` if one bears it, else the whole text (parts.split_reference)."""
-    name, first, last = split_reference(text)
-    if first is not None:
-        item = citations.resolve(name, named)
-        if item is not None:
-            return item, first, last
-    item = citations.resolve(text.strip(), named)
-    return (item, None, None) if item is not None else None
 
 
 def where_else(draft: Draft, name: str) -> str:

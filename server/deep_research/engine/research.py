@@ -31,9 +31,8 @@ from .evidence import Evidence
 from .index import Index, Source, key_of
 from .model import Attachment, Problem
 from .names import name_key, title_key, unique_component
-from .parts import layout
+from .parts import is_pdf_type, layout
 from .parser import ParsedMessage, parse
-from .reading import is_pdf
 from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
 from .reply import render_reply
 from .rules import Rules, read_rules
@@ -638,7 +637,7 @@ class Research:
             return
         part_chars = self.rules().part_chars
         try:
-            index.sync([Source(key, item.content, layout(item.content, part_chars, pdf=is_pdf(item)), file,
+            index.sync([Source(key, item.content, layout(item.content, part_chars, pdf=is_pdf_type(item.content_type)), file,
                                partial(_body, fallback=file.stem))
                         for item, file, key in ((a, f, key_of(self.root, f)) for a, f in added)], prune=False)
         except Exception:  # derived data: never the reason a message fails

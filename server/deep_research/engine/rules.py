@@ -21,6 +21,7 @@ from .store import CONFIG_FILE, FileCache
 
 DEFAULT_REPORT_MAX_WORDS = FIELDS["report_max_words"].default  # about three pages
 MIN_REPORT_MAX_WORDS = FIELDS["report_max_words"].minimum
+DEFAULT_PART_CHARS = FIELDS["part_chars"].default  # what NAME#N means unless the research sets it (engine/parts.py)
 
 Rules = make_dataclass("Rules", [(s.key, int, field(default=s.default)) for s in RULES], frozen=True)
 Rules.__doc__ = "The research's rules, one attribute per rule of the settings table (their defaults if not set)."

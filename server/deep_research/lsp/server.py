@@ -362,7 +362,7 @@ class DeepResearchServer(LanguageServer):
         if memo is None or memo.cache is not research.cache:
             memo = self._snapshots[key] = Memo(research.cache, lambda: _problems(research, place.researcher))
         return Snapshot(state.phase, load=memo.get, figures=self.ledger(research.root).total_if_ready,
-                        held=_held(research, state), **sources)
+                        held=_held(research, state), part_chars=research.rules().part_chars, **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         """The document's analysis: kept between requests, resumed after an edit."""
@@ -394,8 +394,9 @@ def _held(research: "Research", state) -> frozenset[str]:
 
 def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     """The focus, its subproblems and their folders, the attachments a citation may name
-    (the focus's and its parents', nearest first, with their files), and what the research's
-    budgets refuse there, for completion and hover."""
+    (the focus's and its parents', nearest first, with their files), what the research's
+    budgets refuse there, and the context items (what `///read` may name besides), for
+    completion and hover."""
     state = research.state(researcher)
     tree = research.tree
     focus = tree.problem(state.focus)
@@ -403,7 +404,11 @@ def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     cited = tuple(
         (attachment, file) for depth in range(len(state.focus), -1, -1)
         for attachment, file in tree.attachment_files(state.focus[:depth]))
-    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state)
+    from ..engine.store import CONTEXT
+    from ..engine.tree import attachment_files
+
+    context = tuple(attachment_files(bookkeeping(research.root) / CONTEXT, research.cache))
+    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state), context
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:

@@ -1,11 +1,16 @@
-"""Resources: a research's prompt and each problem's definition, criteria and report.
+"""Resources: a research's prompt, each problem's definition, criteria and report, and one part
+of an attachment or context item (what `///read NAME#N` shows: engine/parts.py).
 
     deep-research://research/{research}/prompt
     deep-research://research/{research}/problem{/path*}/definition     (criteria, report)
+    deep-research://research/{research}/problem{/path*}/attachment/{name}/{part}
+    deep-research://research/{research}/context/{name}/{part}
 
 `research` is the research's folder relative to the server's root ("." for the root
 itself), percent-encoded as one segment; `path` is the problem's folder names from the
-root problem, one segment each (none for the root problem), as `research_tree` gives them.
+root problem, one segment each (none for the root problem), as `research_tree` gives them;
+`name` an attachment's name (of that problem itself) or a context item's, percent-encoded, and
+`part` its part's number.
 
 Any problem can be read through the templates; the list names only a bounded
 neighbourhood, never the whole tree: for each research used lately (and the root's own),
@@ -22,7 +27,9 @@ from urllib.parse import quote, unquote
 import mcp_types as types
 
 from ..config import load
+from ..engine import citations
 from ..engine.outline import is_folder_name
+from ..engine.parts import is_pdf_type, layout
 from ..engine.research import Research
 from ..engine.state import Phase, ProblemPath
 from ..engine.store import CRITERIA, DEFINITION, REPORT
@@ -53,6 +60,18 @@ TEMPLATES = [
         for aspect, label in (("definition", "definition"), ("criteria", "criteria of done"),
                               ("report", "report (3 pages at most)"))
     ),
+    types.ResourceTemplate(
+        uri_template=PREFIX + "{research}/problem{/path*}/attachment/{name}/{part}", name="attachment part",
+        title="One part of an attachment",
+        description="Part `part` (from 1) of the attachment `name` (percent-encoded) of the problem at `path`: the "
+                    "text `///read NAME#N` shows. A long source is divided into parts; the prompt shows its outline.",
+        mime_type=MARKDOWN,
+    ),
+    types.ResourceTemplate(
+        uri_template=PREFIX + "{research}/context/{name}/{part}", name="context part",
+        title="One part of a context item", description="Part `part` (from 1) of the context item `name`.",
+        mime_type=MARKDOWN,
+    ),
 ]
 
 
@@ -63,8 +82,14 @@ class ResourceMissing(Exception):
 @dataclass(frozen=True)
 class Address:
     research: str  # as the tools name it
-    aspect: str  # "prompt" or one of ASPECTS
+    aspect: str  # "prompt", one of ASPECTS, or PART (of an attachment of `path`, or with `context`, of a context item)
     path: ProblemPath = ()
+    name: str = ""  # the attachment's or context item's name (PART)
+    part: int = 0
+    context: bool = False
+
+
+PART = "part"
 
 
 def prompt_uri(research: str) -> str:
@@ -88,6 +113,12 @@ def parse(uri: str) -> Address:
         raise ResourceMissing(f"{uri[:200]!r} names no research.")
     if parts[1:] == ["prompt"]:
         return Address(research, "prompt")
+    if len(parts) == 4 and parts[1] == "context" and parts[3].isdigit():
+        return Address(research, PART, name=unquote(parts[2]), part=int(parts[3]), context=True)
+    if len(parts) >= 5 and parts[1] == "problem" and parts[-3] == "attachment" and parts[-1].isdigit():
+        names = tuple(unquote(p) for p in parts[2:-3])
+        if all(is_folder_name(n) for n in names):
+            return Address(research, PART, names, unquote(parts[-2]), int(parts[-1]))
     if len(parts) >= 3 and parts[1] == "problem" and parts[-1] in ASPECTS:
         names = tuple(unquote(p) for p in parts[2:-1])
         if all(is_folder_name(n) for n in names):
@@ -104,6 +135,8 @@ def read(workspace: Workspace, address: Address) -> str:
     if address.aspect == "prompt":
         return research.prompt(load(research.root)[0].max_prompt_tokens)
     tree = research.tree
+    if address.aspect == PART:
+        return _part(research, address)
     if research.state().phase is Phase.NO_PROBLEM or not tree.exists(address.path):
         raise ResourceMissing(f"The research {address.research!r} has no problem at {list(address.path)!r}.")
     target = tree.folder(address.path) / ASPECTS[address.aspect]
@@ -115,6 +148,33 @@ def read(workspace: Workspace, address: Address) -> str:
         raise ResourceMissing(f"The {address.aspect} of the problem at {list(address.path)!r} is not read: "
                               f"{why or 'it cannot be read'}.")
     return text
+
+
+def part_uri(research: str, path: ProblemPath, name: str, part: int, *, context: bool = False) -> str:
+    if context:
+        return f"{PREFIX}{_segment(research)}/context/{_segment(name)}/{part}"
+    return f"{PREFIX}{_segment(research)}/problem" + "".join(f"/{_segment(n)}" for n in path) + \
+        f"/attachment/{_segment(name)}/{part}"
+
+
+def _part(research: Research, address: Address) -> str:
+    """One part's text, as `///read` shows it (the attachment of that problem itself, by name)."""
+    if address.context:
+        items = [a for a in research.context()]
+        where = "the context"
+    else:
+        if research.state().phase is Phase.NO_PROBLEM or not research.tree.exists(address.path):
+            raise ResourceMissing(f"The research {address.research!r} has no problem at {list(address.path)!r}.")
+        items = research.tree.attachments(address.path)
+        where = f"the problem at {list(address.path)!r}"
+    found = citations.resolve(address.name, [(a.name, a) for a in items])
+    if found is None:
+        raise ResourceMissing(f"{where.capitalize()} has no attachment named {address.name!r}.")
+    shape = layout(found.content, research.rules().part_chars, pdf=is_pdf_type(found.content_type))
+    if not 1 <= address.part <= shape.count:
+        raise ResourceMissing(f"{found.name!r} has {shape.count:,} part(s), #1 to #{shape.count:,}: there is no part "
+                              f"{address.part:,}.")
+    return shape.text(found.content, address.part) + "\n"
 
 
 def digest(workspace: Workspace, uri: str) -> str:

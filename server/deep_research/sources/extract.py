@@ -5,7 +5,8 @@
   extension's pure-Python bundle leaves out: without it, a plain HTML-to-text fallback
   (the standard library's parser) keeps all the page's text, and the attachment says how
   to install trafilatura.
-- PDF: its text layer, page by page, with pypdf.
+- PDF: its text layer, page by page, with pypdf; each page after a `[Page N]` line, which is
+  where the attachment's parts follow its pages (engine/parts.py reads them back).
 - Plain text, markdown, JSON, CSV: as they are.
 - Anything else is refused with a sentence that lists what is accepted.
 
@@ -24,6 +25,7 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
+from ..engine.parts import page_line
 from . import SourceError
 
 log = logging.getLogger("deep_research.sources")
@@ -37,7 +39,7 @@ MEDIA_TYPES = {
 }
 MEDIA_OF = {HTML: "text/html", PDF: "application/pdf", TEXT: "text/plain"}  # for a sniffed body
 ACCEPTED = "web pages (HTML), PDF, plain text, markdown, JSON and CSV"
-MAX_PDF_PAGES = 500
+MAX_PDF_PAGES = 2_000  # a 10 MB PDF rarely has more; the reading's time limit bounds it anyway
 TRAFILATURA_MISSING = (
     "trafilatura is not installed, so the page was turned into text by a simple fallback that keeps "
     "navigation and other boilerplate. Install it into the Python that runs deep-research "
@@ -231,7 +233,7 @@ def extract_pdf(body: bytes, fallback_title: str = "") -> Extracted:
         for number in range(min(count, MAX_PDF_PAGES)):
             text = (pages[number].extract_text() or "").strip()
             if text:
-                texts.append(f"[Page {number + 1}]\n{text}")
+                texts.append(f"{page_line(number + 1)}\n{text}")
         title = ""
         try:
             title = str(reader.metadata.title or "") if reader.metadata else ""

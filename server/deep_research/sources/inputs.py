@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..engine.evidence import MAX_TEXT_CHARS, Failed, Found, Need, NeedKind, kept_text, title_of
+from ..engine.evidence import MAX_TYPED_CHARS, Failed, Found, Need, NeedKind, kept_text, title_of
 from ..engine.model import Attachment
 from ..engine.names import one_line
 from ..engine.text import control_sentence
@@ -129,8 +129,8 @@ def _typed(text: str, number: int) -> Attachment:
     """A text chunk typed in, named by its first line."""
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"Context text {number} is empty; give some text, or leave it out.")
-    if len(text) > MAX_TEXT_CHARS:
-        raise InputError(f"Context text {number} is {len(text):,} characters long; at most {MAX_TEXT_CHARS:,} are kept. "
+    if len(text) > MAX_TYPED_CHARS:
+        raise InputError(f"Context text {number} is {len(text):,} characters long; at most {MAX_TYPED_CHARS:,} are kept. "
                          "Put it in a file and attach it, or shorten it.")
     first = one_line(text.strip().splitlines()[0])
     name = first if len(first) <= MAX_NAME_CHARS else first[: MAX_NAME_CHARS - 1].rstrip() + "…"

@@ -100,7 +100,7 @@ def register(server: DeepResearchServer) -> None:
         target = assist.definition_target(
             doc.parsed, doc.positions.from_client(params.position), ls.snapshot(ls.place(doc.uri))
         )
-        if target is None or not target.exists():
+        if target is None or not target.path.exists():
             return None
-        start = types.Position(line=0, character=0)
-        return types.Location(uri=from_fs_path(str(target)), range=types.Range(start=start, end=start))
+        start = types.Position(line=target.line, character=0)
+        return types.Location(uri=from_fs_path(str(target.path)), range=types.Range(start=start, end=start))

@@ -1,0 +1,98 @@
+"""Parts (engine/parts.py): a pure division of a text into parts of at most `part_chars`,
+covering it end to end; a PDF's by its pages; names `NAME#N` read unambiguously."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deep_research.engine.parts import layout, outline, page_line, part_name, split_reference
+
+LINES = st.sampled_from(["# Title", "## Section", "```", "~~~", "[Page 2]", "", "", "word " * 30, "x" * 700,
+                         "Some sentence here.", "    code", "### Deep", "[page 7]"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(LINES, max_size=80), st.integers(min_value=1, max_value=1500), st.booleans())
+def test_parts_cover_the_text_end_to_end_each_within_the_size(lines: list[str], size: int, pdf: bool) -> None:
+    text = "\n".join(lines)
+    found = layout(text, size, pdf=pdf)
+    assert found.count >= 1 and [p.number for p in found.parts] == list(range(1, found.count + 1))
+    assert "".join(text[p.start:p.end] for p in found.parts) == text
+    assert all(p.end - p.start <= size for p in found.parts)
+    assert all(p.start < p.end for p in found.parts) or text == ""
+
+
+def book(chapters: int = 4, paragraphs: int = 6) -> str:
+    return "".join(
+        f"# Chapter {c}\n\n" + "".join(f"## Section {c}.{s}\n\n" + f"Paragraph {c}.{s} about tiles. " * 40 + "\n\n"
+                                       for s in range(paragraphs))
+        for c in range(chapters))
+
+
+def test_a_part_ends_before_a_heading_in_its_last_quarter_else_at_a_paragraph() -> None:
+    text = book()
+    found = layout(text, 4000)
+    for part in found.parts[:-1]:
+        following = text[part.end:]
+        assert following.startswith("## Section") or following.startswith("# Chapter") or text[:part.end].endswith("\n\n")
+    sections = [p for p in found.parts if text[p.start:].startswith("## Section")]
+    assert len(sections) >= found.count - 2  # nearly every part starts a section: the headings come every ~1,300
+    assert found.parts[3].section.startswith("Chapter ")
+
+
+def test_a_code_block_is_not_cut_at_its_blank_lines() -> None:
+    code = "```\n" + "\n\n".join(f"line {n} of code" for n in range(300)) + "\n```\n"
+    text = "Intro.\n\n" + code + "\n\nAfter."
+    found = layout(text, 1000)
+    fence_end = text.index("```\n", 5) + 4
+    inside = [p.end for p in found.parts if 8 < p.end < fence_end and text[p.end - 2:p.end] == "\n\n"]
+    assert inside == [], "no cut at a blank line inside the fence"
+    assert "".join(text[p.start:p.end] for p in found.parts) == text
+
+
+def test_a_pdfs_parts_follow_its_pages() -> None:
+    pages = [f"{page_line(n)}\nText of page {n}. " + ("More words. " * (600 if n == 3 else 20)) for n in range(1, 6)]
+    text = "\n\n".join(pages)
+    found = layout(text, 4000, pdf=True)
+    assert found.paged
+    assert [p.pages for p in found.parts] == [(1, 1), (2, 2), (3, 3), (3, 3), (4, 4), (5, 5)]
+    assert found.text(text, 5).startswith("[Page 4]\nText of page 4.")
+    lines, more = outline(found)
+    assert lines == ["- pages 1–2: #1–#2, a page each", "- page 3: #3–#4", "- pages 4–5: #5–#6, a page each"]
+    assert more == 0
+
+
+def test_page_lines_are_read_back_tolerantly_and_only_at_a_pages_start() -> None:
+    text = "[page 1]\nFirst.\n\n  [ PAGE 2 ]  \nSecond.\n\nSee [Page 9] in the text.\n"
+    found = layout(text, 4000)
+    assert found.paged and [p.pages for p in found.parts] == [(1, 1), (2, 2)]
+    hand = "A note written above the pages.\n\n[Page 1]\nOne."
+    assert not layout(hand, 4000).paged  # not a PDF's text: its first line is not a page's
+    pdf = layout(hand, 4000, pdf=True)
+    assert pdf.paged and [p.pages for p in pdf.parts] == [None, (1, 1)]
+
+
+def test_the_outline_shows_the_deepest_level_that_fits() -> None:
+    found = layout(book(4, 6), 4000)
+    lines, more = outline(found, max_lines=40)
+    assert len(lines) == 4 + 24 and more == 0
+    assert lines[0] == "- Chapter 0 (#1)" and lines[1].startswith("  - Section 0.0 (#1)")
+    lines, more = outline(found, max_lines=10)
+    assert lines == [f"- Chapter {c} (#{found.part_at(book(4, 6).index(f'# Chapter {c}'))})" for c in range(4)]
+    assert more == 24
+
+
+def test_a_heading_inside_code_is_not_a_heading() -> None:
+    found = layout("# Real\n```\n# not a heading\n```\n## Also real\n", 4000)
+    assert [h.title for h in found.headings] == ["Real", "Also real"]
+
+
+def test_names_of_parts_are_read_from_the_end() -> None:
+    assert split_reference("Book#3") == ("Book", 3, 3)
+    assert split_reference("Book # 3 - 5") == ("Book", 3, 5)
+    assert split_reference("Issue #42#2") == ("Issue #42", 2, 2)
+    assert split_reference("Issue #42") == ("Issue", 42, 42)  # the reader tries the whole name too
+    assert split_reference("C# in depth") == ("C# in depth", None, None)
+    assert split_reference("#3") == ("#3", None, None)  # no name before it
+    assert part_name("Book", 2) == "Book#2" and part_name("Book", 2, 4) == "Book#2-4" and part_name("B", 3, 3) == "B#3"
