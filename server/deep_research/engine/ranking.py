@@ -247,7 +247,12 @@ def _passage(plain: str, start: int, section: str, limit: int = PASSAGE_CHARS) -
     if len(plain) <= room:
         return head + plain.strip("\n")
     start = min(start, max(0, len(plain) - room))
-    if start > 0:  # start at a line or sentence if one begins shortly before
+    if start > 0 and start + room >= len(plain):  # it reaches the part's end: start at the next line or sentence
+        line = plain.find("\n", start, start + 80)
+        sentence = plain.find(". ", start, start + 80)
+        edges = [at for at in (line + 1 if line >= 0 else -1, sentence + 2 if sentence >= 0 else -1) if at > 0]
+        start = min(edges) if edges else start
+    elif start > 0:  # start at a line or sentence if one begins shortly before
         line = plain.rfind("\n", max(0, start - 80), start + 1)
         sentence = plain.rfind(". ", max(0, start - 80), start + 1)
         edge = max(line + 1 if line >= 0 else -1, sentence + 2 if sentence >= 0 else -1)
