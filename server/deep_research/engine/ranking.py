@@ -14,8 +14,11 @@ of a third of the questions the parts held: docs/decisions.md, issue 32):
    query word's weight (its rarity among the parts searched, from the index), saturating with
    repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words its part's headings hold;
    a part's best `WINDOWS_PER_PART` windows that do not overlap much are its passages.
-3. The best passages of all win. A second ranking (embeddings' similarity) is fused with this
-   one in `rank`, by the ranks of each (reciprocal rank fusion).
+3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
+   the stored vectors, engine/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
+   of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
+   (`FUSION_K`). A near window that overlaps a lexical passage of its part is that passage,
+   moved to hold it whole if need be; at most `WINDOWS_PER_PART` passages a part.
 
 A passage is widened to whole words and starts at a line or sentence where one begins shortly
 before, with its section first and `…` where the part goes on.
@@ -27,7 +30,7 @@ import math
 import os
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from .index import MARK_CLOSE, MARK_OPEN, Hit, Index, Source
@@ -37,8 +40,8 @@ PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
 WINDOWS_PER_PART = 2
 K1 = 1.2  # BM25's saturation of repeated words
-DENSE_CANDIDATES = 60  # windows the semantic ranking brings to the fusion
-FUSION_WEIGHTS = (1.0, 1.0)  # of the lexical and the semantic rankings in the fusion
+FUSION_K = 60  # reciprocal rank fusion's constant (the usual one)
+FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
 HEADING_WEIGHT = 0.5  # a query word in a part's headings counts this much of its weight more
 MAX_WORDS = 32  # distinct words of a query that count
 MAX_WORD_CHARS = 64
@@ -88,7 +91,7 @@ def rank(query: str, sources: Sequence[Source], index: Index, limit: int,
     ids = index.sync(sources)
     by_key = {source.key: source for source in sources}
     lexical = _lexical(words, ids, by_key, index, limit)
-    near = _nearest(semantic, sources) if semantic is not None else []
+    near = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else []
     chosen = _fused(lexical, near, limit) if near else lexical[:limit]
     return [Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen]
 
@@ -112,8 +115,8 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
     return windows
 
 
-def _nearest(semantic: Semantic, sources: Sequence[Source]) -> list[_Window]:
-    """The semantic ranking: the windows most similar to the query, best first, at most
+def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[_Window]:
+    """The semantic ranking: the `depth` windows most similar to the query, best first, at most
     `WINDOWS_PER_PART` a part; [] (and why, in `semantic.note`) when there is none."""
     lexical_only = "this ranking is by the words alone"
     if semantic.vector is None or semantic.store is None:
@@ -144,28 +147,37 @@ def _nearest(semantic: Semantic, sources: Sequence[Source]) -> list[_Window]:
                          part.section, item.similarity)
         taken.append(window)
         out.append(window)
-        if len(out) >= DENSE_CANDIDATES:
+        if len(out) >= depth:
             break
     return out
 
 
 def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Window]:
-    """The two rankings fused by reciprocal rank (engine/vectors.py `fuse`); a window of the
-    semantic ranking that overlaps one of the lexical ranking's in the same part is the same
-    passage (the lexical one, which starts at the matching words)."""
-    twin: dict[int, int] = {}
+    """The two rankings' best fused by reciprocal rank (engine/vectors.py `fuse`: a passage high
+    in either comes first, one in both before one in either). A window of the semantic ranking
+    that overlaps one of the lexical ranking's in the same part is the same passage: the
+    lexical one, moved if need be so that it holds the semantic window whole."""
+    depth = max(limit, FUSION_DEPTH)
+    lexical, near = lexical[:depth], near[:depth]
+    merged = list(lexical)
+    dense: list[tuple[str, int]] = []
     for n, window in enumerate(near):
-        for m, other in enumerate(lexical):
-            if (other.key, other.number) == (window.key, window.number) and \
-                    min(window.end, other.end) - max(window.start, other.start) >= (window.end - window.start) // 3:
-                twin[n] = m
-                break
-    ids = [("lexical", m) for m in range(len(lexical))]
-    dense = [("lexical", twin[n]) if n in twin else ("near", n) for n in range(len(near))]
-    order = fuse([ids, list(dict.fromkeys(dense))], weights=FUSION_WEIGHTS)
+        m = next((m for m, other in enumerate(lexical) if (other.key, other.number) == (window.key, window.number)
+                  and min(window.end, other.end) - max(window.start, other.start) >= (window.end - window.start) // 3),
+                 None)
+        if m is None:
+            dense.append(("near", n))
+            continue
+        if ("lexical", m) not in dense:
+            other = merged[m]
+            room = other.end - other.start
+            start = min(max(other.start, window.end - room), window.start)
+            merged[m] = replace(other, start=start, end=start + room)
+            dense.append(("lexical", m))
+    order = fuse([[("lexical", m) for m in range(len(lexical))], dense], k=FUSION_K)
     chosen: list[_Window] = []
     for kind, n in order:
-        window = lexical[n] if kind == "lexical" else near[n]
+        window = merged[n] if kind == "lexical" else near[n]
         if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= WINDOWS_PER_PART:
             continue
         chosen.append(window)
