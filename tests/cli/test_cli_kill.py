@@ -52,12 +52,14 @@ _DIGEST = re.compile(r'"after": "[0-9a-f]{64}"')  # undo records: digests of tim
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    """Every file of the research, timestamps normalised. The lock, and temporary files left
-    in the bookkeeping folder by a kill before the commit point, are not state."""
+    """Every file of the research, timestamps normalised. The lock, temporary files left in the
+    bookkeeping folder by a kill before the commit point, and the search index (derived data,
+    written after the commit: tests/crash checks that a find answers right whatever state it is
+    left in) are not state."""
     out = {}
     for path in folder.rglob("*"):
         rel = path.relative_to(folder).as_posix()
-        if not path.is_file() or rel == f"{BOOK}/lock":
+        if not path.is_file() or rel == f"{BOOK}/lock" or rel.startswith(f"{BOOK}/index.sqlite3"):
             continue
         if rel.startswith(f"{BOOK}/") and path.name.startswith(TMP_MARK):
             continue

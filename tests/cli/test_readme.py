@@ -66,6 +66,7 @@ def test_every_shell_block_of_the_quick_start_runs_as_it_stands(tmp_path: Path, 
     assert (research / "Attachments").is_dir() and any((research / "Attachments").iterdir())
     assert (research / "dossier.html").is_file()
     assert "Focus: the root problem" in printed  # the piped REPL's :status
+    assert '<passage part="paper.md#1" rank="1">' in printed and '<part name="paper.md#1" of="1">' in printed
     assert "Also cover GPUs" in (research / ".deep-research" / "instruction.md").read_text(encoding="utf-8")
     if urls:
         assert len(web.log) == len(urls), "each page was fetched, from loopback"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from deep_research.engine.index import INDEX_FILE
 from deep_research.engine.research import NotAResearch, Research
 from deep_research.engine.state import Phase
 
@@ -184,9 +185,11 @@ def _digest(snap: Snapshot) -> str:
 
 
 def _garbage(path: str) -> bool:
-    """Not state: the lock, and temporary files (the engine's, swept by the next commit; the
-    dossier's, swept by the next export). `_leftovers` checks they are swept."""
-    return path == f"{RESEARCH}/{BOOK}/lock" or _temporary(os.path.basename(path))
+    """Not state: the lock, temporary files (the engine's, swept by the next commit; the
+    dossier's, swept by the next export: `_leftovers` checks they are swept), and the search
+    index, derived data (`_find_problems` checks that the next find answers right)."""
+    return (path == f"{RESEARCH}/{BOOK}/lock" or _temporary(os.path.basename(path))
+            or path.startswith(f"{RESEARCH}/{BOOK}/{INDEX_FILE}"))
 
 
 def _temporary(name: str) -> bool:
@@ -293,6 +296,8 @@ class Checker:
         problems += _journal_problems(root)
         if not self.scenario.hand_edited(inside) and not _prompt_matches(research):
             problems.append("prompt.md is not the prompt of the research as it is")
+        if self.scenario.find is not None:
+            problems += _find_problems(root, self.scenario.find)
         probe = _probe(research)
         if probe:
             problems.append(probe)
@@ -343,6 +348,31 @@ def _prompt_matches(research: Research) -> bool:
         if stored != research.prompt(researcher=researcher.name):
             return False
     return True
+
+
+def _find_problems(root: Path, query: str) -> list[str]:
+    """The next find answers as if the index had always been right: as it does in a copy of the
+    research without its index (made from nothing there)."""
+    import re
+
+    def passages(folder: Path) -> list[tuple[str, str]]:
+        research = Research.open(folder)
+        research.durable = False
+        if research.state().phase is not Phase.IN_FOCUS:
+            return []
+        reply = research.execute(f"///find {query}\n").reply
+        return re.findall(r'<passage part="([^"]+)" rank="\d+">\n(.*?)\n</passage>', reply, re.S)
+
+    fresh = root.parent / "without-index"
+    shutil.copytree(root, fresh, ignore=shutil.ignore_patterns(INDEX_FILE + "*"))
+    try:
+        expected = passages(fresh)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
+    found = passages(root)
+    if found != expected:
+        return [f"find answers {[p for p, _ in found]}, an index made from nothing {[p for p, _ in expected]}"]
+    return []
 
 
 def _probe(research: Research) -> str | None:

@@ -59,6 +59,9 @@ class Scenario:
     # Whether the research holds a hand edit (then prompt.md is not yet the prompt: it is
     # written by the next message, which is checked).
     hand_edited: Callable[[dict], bool] = field(default=lambda now: False)
+    # Words a `///find` in each state must answer as it would with an index made from nothing
+    # (the search index is derived data: any state of it is right if the next find is).
+    find: str | None = None
 
 
 def new_sandbox(sandbox: Path) -> Path:
@@ -372,6 +375,24 @@ def _parallel_autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None
         yield lambda mark: asyncio.run(rounds(mark))
 
 
+FIND = "blocking working set cache tile"
+
+
+@contextlib.contextmanager
+def _sources(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    """A message that attaches a source, which is then indexed (engine/index.py: after the
+    transaction, in SQLite's own file, whose writes the recorder sees but whose journal and
+    fsyncs, made in C, it does not: so it lets any of those writes be lost or cut, stricter
+    than a real disk)."""
+    research = defined(sandbox)
+    earlier = "Blocking keeps a working set in cache. " * (400 if full else 120)
+    assert research.execute(block("add_attachment", name="Earlier notes", content=earlier)).executed  # the index exists
+    survey = "".join(f"## Tile {n}\n\nChoose the tile so that the working set of tile {n} fits the cache. " * 3 + "\n\n"
+                     for n in range(60 if full else 20))
+    message = "Keeping a longer source.\n" + block("add_attachment", name="Blocking survey", content=survey)
+    yield lambda mark: _run(research.root, message)
+
+
 SCENARIOS = [
     Scenario("execute", "a message making subproblems, an attachment and criteria", _execute),
     Scenario("focus", "a message that changes the focus (a new session file)", _focus),
@@ -388,4 +409,5 @@ SCENARIOS = [
     Scenario("fix", "`deep-research check --fix` of hand edits: a breakdown and criteria numbers", _fix),
     Scenario("fleet", "autopilot rounds of delegated researchers, drafts in their documents (parallel research)",
              _parallel_autopilot, _researcher_drafts),
+    Scenario("sources", "a message that attaches a source and indexes it for find (SQLite)", _sources, find=FIND),
 ]

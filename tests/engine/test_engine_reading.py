@@ -408,3 +408,15 @@ def test_a_citation_of_a_part_is_valid_when_the_part_exists(book: Research, root
     findings = [f.message for f in check_research(book)]
     assert any(f"[[Memory book#{PARTS.count + 5}]] names a part" in f for f in findings)
     assert not any(f"[[Memory book#{PARTS.count}]]" in f for f in findings)
+
+
+def test_a_long_read_cannot_blow_the_prompts_budget(book: Research) -> None:
+    """The newest turn is kept whole when a prompt is fitted to a budget, but for its Sources."""
+    book.execute(line("read", "Memory book#1-5"))
+    whole = book.prompt()
+    budget = 9_000  # tokens: less than the prompt with the read
+    assert len(whole) > budget * 4
+    fitted = book.prompt(max_tokens=budget)
+    assert len(fitted) <= budget * 4 + 400
+    assert "more characters of these sources are not shown; read fewer parts at once" in fitted
+    assert '<part name="Memory book#1"' in fitted and "## Continue" in fitted

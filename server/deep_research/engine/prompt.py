@@ -26,6 +26,7 @@ from .commands import ArgType, Form
 from .formats import status_label
 from .model import Attachment, Problem
 from .operations import FAILED_HEADING, NO_REASON
+from .reply import SOURCES_HEADING
 from .rules import Rules
 from .state import ROOT, Phase, ProblemPath, State, Status
 from .parts import Layout, is_pdf_type, layout, outline, part_name
@@ -694,7 +695,32 @@ def _fit_transcript(entries: list[Entry], room: int) -> tuple[list[Entry], int, 
     while dropped < newest and size(shown[dropped:]) > room:
         dropped += 1
     assistants = sum(1 for e in entries[:dropped] if e.role == "assistant")
-    return shown[dropped:], dropped, assistants
+    kept = shown[dropped:]
+    if size(kept) > room:  # the newest turn alone is over: what its read and find showed goes first
+        kept = _sources_cut(kept, size(kept) - room)
+    return kept, dropped, assistants
+
+
+def _sources_cut(entries: list[Entry], excess: int) -> list[Entry]:
+    """`entries` with `excess` characters cut from the end of their replies' Sources (the
+    newest turn is otherwise kept whole: a message's Sources are bounded, a prompt's budget may
+    still be smaller), each cut marked."""
+    out = list(entries)
+    for index in range(len(out) - 1, -1, -1):
+        entry = out[index]
+        heading = f"\n{SOURCES_HEADING}\n\n"
+        at = entry.text.find(heading) if entry.role == "system" else -1
+        if excess <= 0 or at < 0:
+            continue
+        start = at + len(heading)
+        end = entry.text.find("\n\n## ", start)
+        end = len(entry.text) if end < 0 else end
+        keep = max(0, end - start - excess - 200)
+        note = (f"\n[… cut to fit the prompt: {end - start - keep:,} more characters of these sources are not shown; "
+                "read fewer parts at once …]")
+        out[index] = Entry(entry.role, entry.text[:start + keep] + note + entry.text[end:], entry.at)
+        excess -= end - start - keep - len(note)
+    return out
 
 
 def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, *, state: State | None = None) -> str:

@@ -7,6 +7,7 @@ from .analysis import Analysis, Outcome, Status
 from .state import Phase
 from .text import Severity
 
+SOURCES_HEADING = "## Sources"  # what `read` and `find` show, after the Errors Report (SPEC §13)
 STATUS_WORDS = {Status.OK: "done", Status.FAILED: "FAILED", Status.SKIPPED: "NOT RUN"}
 
 
@@ -76,7 +77,7 @@ def _sources(analysis: Analysis) -> str:
     entries = [o.sources for o in analysis.outcomes if o.status is Status.OK and o.sources]
     if not entries:
         return ""
-    return "## Sources\n\n" + "\n\n".join(entries)
+    return SOURCES_HEADING + "\n\n" + "\n\n".join(entries)
 
 
 def _orphans(analysis: Analysis, *, errors: bool):
