@@ -2,7 +2,9 @@
 modules import each other in a circle, counting imports inside functions too (they run
 sooner or later) but not those under `if TYPE_CHECKING:` (they never run). In the LSP
 layer, what the features share lives in modules of its own (`arguments`, `progress`,
-`show`); only `wiring.py` imports every feature."""
+`show`); only `wiring.py` imports every feature. The front ends (the command line, the
+terminal mock, `run`'s console, the language server, the MCP server) set up, execute and
+run through the use cases (`app/`), never through the engine's parts for them."""
 
 from __future__ import annotations
 
@@ -127,3 +129,63 @@ def test_the_checks_see_a_circle_and_a_private_name() -> None:
     source = "if TYPE_CHECKING:\n    from .z import Z\ndef f():\n    from .y import _hidden, shown\n"
     assert _imports("deep_research.x", source, False, modules, "x.py") == (
         {"deep_research.y"}, ["x.py:4 takes deep_research.y._hidden"])
+
+
+# The front ends: each only converts to and from its own forms (ARCHITECTURE.md).
+FRONT_ENDS = ("deep_research.cli", "deep_research.repl", "deep_research.autopilot.console", "deep_research.lsp",
+              "deep_research.mcp_server")
+# What a use case does, by (module, name): a front end asks `app/` instead ("*": the whole module).
+USE_CASE_PARTS = {
+    ("deep_research.sources.gather", "*"): "app.execute",
+    ("deep_research.sources.inputs", "prepare"): "app.setup",
+    ("deep_research.sources.inputs", "prepare_sync"): "app.setup",
+}
+USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute"}
+
+
+def _front_end(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in FRONT_ENDS)
+
+
+def _use_case_parts_taken(name: str, source: str, is_package: bool, label: str) -> list[str]:
+    """Where the module `name` imports or calls what a use case does (see USE_CASE_PARTS/CALLS)."""
+    tree = ast.parse(source, label)
+    package = name if is_package else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            origin = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+            for alias in node.names:
+                for key in ((origin, "*"), (origin, alias.name), (f"{origin}.{alias.name}", "*")):
+                    if key in USE_CASE_PARTS:
+                        found.append(f"{label}:{node.lineno} takes {key[0]}.{alias.name}: use {USE_CASE_PARTS[key]}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if (alias.name, "*") in USE_CASE_PARTS:
+                    found.append(f"{label}:{node.lineno} imports {alias.name}: use {USE_CASE_PARTS[(alias.name, '*')]}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            call, owner = node.func.attr, ast.unparse(node.func.value)
+            if call in USE_CASE_CALLS and (call != "create" or owner == "Research"):
+                found.append(f"{label}:{node.lineno} calls {owner}.{call}: use {USE_CASE_CALLS[call]}")
+            elif call == "execute" and "research" in owner.lower():
+                found.append(f"{label}:{node.lineno} calls {owner}.execute: use app.execute")
+    return found
+
+
+def test_the_front_ends_go_through_the_use_cases() -> None:
+    taken = []
+    for name, (path, is_package) in _modules().items():
+        if _front_end(name):
+            label = str(path.relative_to(PACKAGE.parent))
+            taken += _use_case_parts_taken(name, path.read_text(encoding="utf-8"), is_package, label)
+    assert taken == []
+
+
+def test_the_use_case_check_sees_a_front_end_doing_a_use_case_itself() -> None:
+    source = ("from ..sources.gather import gather_and_execute\nfrom ..sources.inputs import Inputs, prepare\n"
+              "def f(research):\n    Research.create(x)\n    research.execute(t)\n    ls.research(r).continue_with(i)\n")
+    found = _use_case_parts_taken("deep_research.lsp.x", source, False, "x.py")
+    assert [line.split(" ", 1)[0] for line in found] == ["x.py:1", "x.py:2", "x.py:4", "x.py:5", "x.py:6"]

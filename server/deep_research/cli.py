@@ -211,93 +211,71 @@ def _serve(args: argparse.Namespace) -> int:
     return run_server(tcp=args.tcp, log_file=args.log_file)
 
 
-def _inputs(args: argparse.Namespace, folder: Path, outcome: str):  # -> sources.inputs.Prepared
-    """The instruction, context and attachments the user gave: every file read and every page
-    fetched now, before anything is written (`outcome` says what a failure leaves)."""
-    from .sources.inputs import InputError, Inputs, prepare_sync
+def _inputs(args: argparse.Namespace, outcome: str):  # -> sources.inputs.Inputs
+    """The instruction, context and attachments the user gave (the instruction file read)."""
+    from .sources.inputs import Inputs
 
-    if args.instruction_file:
-        from .engine.evidence import MAX_TYPED_CHARS
-
-        instruction = _read(args.instruction_file, f"{outcome} Give plain UTF-8 text.")
-        if len(instruction) > MAX_TYPED_CHARS:
-            raise UserError(f"{args.instruction_file} holds {len(instruction):,} characters; an instruction is at "
-                            f"most {MAX_TYPED_CHARS:,}. {outcome}")
-    else:
-        instruction = args.instruction
-    inputs = Inputs(instruction, args.context, args.context_text, args.attach)
-    try:
-        prepared = prepare_sync(inputs, root=folder, config=_config(folder), progress=_progress)
-    except InputError as error:
-        raise UserError(f"{error.message} {outcome}") from None
-    assert prepared is not None  # nothing cancels it here (Ctrl-C stops the process)
-    for note in prepared.notes:
-        _err(f"deep-research: note: {note}")
-    return prepared
+    instruction = _read(args.instruction_file, f"{outcome} Give plain UTF-8 text.") if args.instruction_file \
+        else args.instruction
+    return Inputs(instruction, args.context, args.context_text, args.attach)
 
 
 def _new(args: argparse.Namespace) -> int:
-    from .engine.research import MESSAGE_FILE, Location, Research, locate
-    from .engine.text import control_sentence
+    from .app.setup import NOT_CREATED, Refused, new_research_sync
+    from .engine.research import MESSAGE_FILE
 
-    if args.dir.exists() and not args.dir.is_dir():
-        raise UserError(f"{args.dir} exists and is not a folder")
-    refusal = control_sentence(f"The folder name {str(args.dir)!r}", str(args.dir), name=True)
-    if refusal:  # a newline or an escape in a name would fool every listing and terminal that shows it
-        raise UserError(refusal + " Nothing was created.")
-    existing = f"{args.dir} already holds a research. Continue it: write the next message in " \
-               f"{args.dir / MESSAGE_FILE} and run `deep-research execute`, or `deep-research continue {args.dir}`."
-    if args.dir.is_dir() and locate(args.dir)[0] is Location.RESEARCH:
-        raise UserError(existing)  # said before anything is fetched
-    prepared = _inputs(args, args.dir, "Nothing was created.")
+    hint = f"write the next message in {args.dir / MESSAGE_FILE} and run `deep-research execute`, or " \
+           f"`deep-research continue {args.dir}`"
     try:
-        research = Research.create(args.dir, prepared.instruction, prepared.context, prepared.attachments)
-    except FileExistsError:
-        raise UserError(existing) from None
-    _say(f"Created a research in {research.root}")
-    _say(f"Write messages in {research.root / MESSAGE_FILE}; the prompt is {research.prompt_path}.")
+        made = new_research_sync(args.dir, lambda: _inputs(args, NOT_CREATED), config=lambda: _config(args.dir),
+                                 continue_hint=hint, progress=_progress)
+    except Refused as refusal:
+        raise UserError(str(refusal)) from None
+    _notes(made.notes)
+    _say(f"Created a research in {made.research.root}")
+    _say(f"Write messages in {made.research.root / MESSAGE_FILE}; the prompt is {made.research.prompt_path}.")
     return EXIT_OK
 
 
 def _continue(args: argparse.Namespace) -> int:
+    from .app.setup import NOT_CHANGED, Refused, check_continue, continue_research_sync
     from .engine.research import MESSAGE_FILE, Research
 
     folder = _folder(args.dir)
-    research = Research.open(folder)  # a clear error if this is not a research
-    prepared = _inputs(args, folder, "Nothing was changed.")
-    reopened = research.continue_with(prepared.instruction, prepared.context, prepared.attachments)  # one transaction
+    try:
+        check_continue(folder, new_hint=f"`deep-research new {args.dir}`")
+        research = Research.open(folder)
+        made = continue_research_sync(research, _inputs(args, NOT_CHANGED), config=_config(folder),
+                                      progress=_progress)  # one transaction
+    except Refused as refusal:
+        raise UserError(str(refusal)) from None
+    _notes(made.notes)
+    reopened = made.reopened
     _say(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
     _say(f"Write the next message in {research.root / MESSAGE_FILE}.")
     return EXIT_OK
 
 
-def _execute(args: argparse.Namespace) -> int:
-    from .engine.reply import unsuccessful
-    from .engine.research import MESSAGE_FILE, is_message_document
-    from .engine.store import MESSAGE_SUFFIX, Guard
-    from .printouts import execution_printout
-    from .sources.gather import gather_and_execute_sync
+def _notes(notes: list[str]) -> None:
+    for note in notes:
+        _err(f"deep-research: note: {note}")
 
-    path: Path = args.file
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    if path.is_dir():
-        raise UserError(f"{path} is a folder; give the .dr message document (e.g. {path / MESSAGE_FILE})")
-    if not (is_message_document(path) and is_message_document(path.resolve())):
-        raise UserError(
-            f"{path} is not a message document: only {MESSAGE_SUFFIX} documents are executed (and emptied "
-            f"afterwards). Write the message in the research's {MESSAGE_FILE}; {path} was not touched."
-        )
-    if Guard(path.parent).locate(path) is None:  # a link out of its folder: someone else's file
-        raise UserError(f"{path} is a link to a file outside its folder: it is not read as a message, and was "
-                        "not touched.")
+
+def _execute(args: argparse.Namespace) -> int:
+    from .app.execute import Refused, execute_sync, message_document
+    from .engine.reply import unsuccessful
+    from .printouts import execution_printout
+
+    try:
+        path = message_document(args.file)
+    except Refused as refusal:
+        raise UserError(str(refusal)) from None
     text = _read(path)
     research, researcher = _document_research(path)
-    config = _config(research.root)
     # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
-    result = gather_and_execute_sync(research, text, config, consume=path.resolve(), progress=_progress,
-                                     researcher=researcher)
+    result = execute_sync(research, text, _config(research.root), consume=path.resolve(), progress=_progress,
+                          researcher=researcher)
     if result.reason == "already-run":
         _say(f"Nothing to execute: the message in {path} has just been run (by another process) and consumed.")
         return EXIT_OK

@@ -108,18 +108,18 @@ class _Repl:
     # -- messages ---------------------------------------------------------------------------
 
     def send(self, text: str) -> Execution:
+        from .app.execute import execute_sync
         from .config import load
-        from .sources.gather import gather_and_execute_sync
 
         config = load(self.research.root)[0]
         if not self.interactive:  # attach_url, attach_file and search gather first, as `execute` does
-            return gather_and_execute_sync(self.research, text, config, progress=_progress_to_stderr)
+            return execute_sync(self.research, text, config, progress=_progress_to_stderr)
         return asyncio.run(self._wait(text, config))
 
     async def _wait(self, text: str, config: Config) -> Execution:
         """Run the message; a lone Esc or Ctrl-C stops it, as long as it has not been written."""
+        from .app.execute import execute
         from .keys import EscapeWatch
-        from .sources.gather import gather_and_execute
 
         stopped = False
 
@@ -135,8 +135,7 @@ class _Repl:
         watch = EscapeWatch(stop)
         watch.start()
         try:
-            return await gather_and_execute(self.research, text, config, cancelled=lambda: stopped,
-                                            progress=self._progress)
+            return await execute(self.research, text, config, cancelled=lambda: stopped, progress=self._progress)
         finally:
             watch.stop()
             try:

@@ -371,3 +371,29 @@ async def test_once_a_problems_rounds_are_spent_the_prompt_and_the_grammar_allow
     assert "cmd-mark-criteria-as-done" in requests[3]["grammar"]
     assert rounds(research.root)[3]["commands"] == {"ok": 0, "failed": 1, "skipped": 0}, "the engine refuses it too"
     assert [c.text for c in research.focus().criteria] == ["Names a tile size", "Has a sketch"]
+
+
+def test_the_grammar_follows_a_reply_analysing_each_command_once_and_its_execution_takes_that(
+        research: Research, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the grammar's steps analysed as the reply grew is the dry run its execution takes."""
+    from deep_research.autopilot.grammar import MessageGrammar
+    from deep_research.engine import analysis, store
+    from deep_research.sources.gather import gather_and_execute_sync
+
+    roomy(research.root)
+    assert research.execute(DEFINE).executed
+    ran: list[str] = []
+    step = analysis.Run.step
+    monkeypatch.setattr(analysis.Run, "step", lambda run, command: (ran.append(command.name), step(run, command))[1])
+    monkeypatch.setattr(store, "RACY_NS", 0)  # the counts are about reuse, not about coarse file times
+    reply = "Breaking it down.\n" + "".join(f"///add_criteria Criterion {n}\n" for n in range(5))
+    grammar = MessageGrammar(research, max_reply_tokens=2000)
+    written = ""
+    for line in reply.splitlines(keepends=True):  # what the client does at the end of each line
+        written += line
+        grammar.next(written)
+    document = research.root / "message.dr"
+    document.write_text(reply, encoding="utf-8")
+    execution = gather_and_execute_sync(research, reply, consume=document, prepared=grammar.dry_run(reply, document))
+    assert execution.executed and len(execution.analysis.ran) == 5
+    assert ran == ["add_criteria"] * 5

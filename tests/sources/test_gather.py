@@ -205,3 +205,36 @@ def test_a_document_that_is_not_a_message_is_refused_before_fetching(research: R
     with pytest.raises(NotAMessageDocument):
         gather_and_execute_sync(research, notes.read_text(encoding="utf-8"), LOCAL, consume=notes)
     assert web.log == [] and notes.read_text(encoding="utf-8").startswith("///attach_url")
+
+
+@pytest.fixture
+def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every command the analysis runs, by name (and no read counted as too recent to trust:
+    the counts are about reuse, not about coarse file times)."""
+    from deep_research.engine import analysis, store
+
+    ran: list[str] = []
+    step = analysis.Run.step
+
+    def counted(self, command):  # type: ignore[no-untyped-def]
+        ran.append(command.name)
+        return step(self, command)
+
+    monkeypatch.setattr(analysis.Run, "step", counted)
+    monkeypatch.setattr(store, "RACY_NS", 0)
+    return ran
+
+
+def test_a_message_is_checked_and_analysed_once_per_execution(research: Research, steps: list[str]) -> None:
+    message = "".join(f"///add_criteria Criterion {n}\n" for n in range(3))
+    (research.root / "deep-research.toml").write_text("max_criteria = 10\n", encoding="utf-8")
+    document = research.root / "message.dr"
+    document.write_text(message, encoding="utf-8")
+    execution = gather_and_execute_sync(research, message, LOCAL, consume=document)
+    assert execution.executed and execution.consumed and execution.analysis.count(Status.OK) == 3
+    assert steps == ["add_criteria"] * 3, "the dry run is the execution's analysis"
+    # One that needs the outside world is analysed again with what was gathered (its outcomes differ).
+    steps.clear()
+    (research.root / "notes.md").write_text("Notes.\n", encoding="utf-8")
+    assert gather_and_execute_sync(research, "///attach_file notes.md\n", LOCAL).executed
+    assert steps == ["attach_file", "attach_file"]

@@ -32,7 +32,8 @@ from ..engine.text import NotText, printable
 from ..keys import EscapeWatch
 from .client import ModelClient, ModelError
 from .fleet import Fleet
-from .loop import ApprovalRequest, Decision, Observer, RoundReport, RunResult, RunStatus, SeatStatus, Settings
+from ..engine.approval import ApprovalRequest, Decision
+from .loop import Observer, RoundReport, RunResult, RunStatus, SeatStatus, Settings
 
 EXIT = {
     RunStatus.FINISHED: 0, RunStatus.SHUT_DOWN: 0, RunStatus.WAITING: 3, RunStatus.LIMIT: 4,

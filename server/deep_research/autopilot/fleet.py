@@ -42,13 +42,14 @@ from pathlib import Path
 from typing import Callable
 
 from ..config import Config
+from ..engine.approval import Approver, StopApprover
 from ..engine.research import NoSuchResearcher, Research
 from ..engine.state import MAIN, Phase, State
 from ..engine.store import bookkeeping
 from .client import ModelClient
 from .loop import (
-    DEFAULT_REPLY_TOKENS, Approver, Budget, Crew, Document, EngineExecutor, Executor, FileDocument, Observer, Pilot,
-    RunResult, RunStatus, SeatStatus, Settings, Stop, StopApprover,
+    DEFAULT_REPLY_TOKENS, Budget, Crew, Document, EngineExecutor, Executor, FileDocument, Observer, Pilot, RunResult,
+    RunStatus, SeatStatus, Settings, Stop,
 )
 
 DocumentFactory = Callable[[str, Path], Document]  # (researcher's name, its message document) -> Document

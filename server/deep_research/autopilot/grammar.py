@@ -38,8 +38,10 @@ cheaply); the prompt explains it.
 
 A grammar cannot remember what an earlier command of the same message did, so it follows the
 message as it is written (`MessageGrammar`, the client's `GrammarSteps`): after each complete
-command the engine's dry run of the message so far (`Research.analyze`, the code execution
-runs) gives the state that command left, and when the grammar built from it differs, the
+command the engine's dry run of the message so far (`incremental.DocumentAnalysis`, the
+editor's: equal to the analysis execution runs, resumed at the command that changed, so the
+reply is analysed once as it grows, and that analysis is the dry run its execution takes)
+gives the state that command left, and when the grammar built from it differs, the
 reply continues under the new one (only when the new state rules out something the grammar
 in effect admits; what only adds choices waits for the next continuation). So a title the
 message added is taken for the next `add_subproblem` (and can be focused on), a criterion it
@@ -59,9 +61,11 @@ from functools import lru_cache
 
 from ..engine import budgets, citations, commands, staleness
 from ..engine.commands import ArgType, CommandSpec, Form
-from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, parse
+from ..engine.incremental import DocumentAnalysis
+from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
 from ..engine.parts import is_pdf_type, layout, split_reference
 from ..engine.prompt import EXAMPLE_WORDING, example_texts
+from ..engine.research import DryRun, checked_message
 from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.evidence import MAX_FILE_BYTES
 from ..engine.state import MAIN, Phase, Status
@@ -240,6 +244,10 @@ class MessageGrammar:
                                             context=self.context)
         self.grammar = build_grammar(self.inputs)
         self._commands = 0  # complete commands looked at
+        # The reply as it grows: parsed again only where it grew, analysed again only from the
+        # command it changed (the editor's incremental analysis, a checkpoint at every command).
+        self.parsed: ParsedMessage | None = None
+        self.analysis = DocumentAnalysis(research, every=1, roots=self.roots, researcher=researcher)
 
     def first(self) -> str:
         return self.grammar
@@ -248,12 +256,12 @@ class MessageGrammar:
         last = text.rstrip("\n").rsplit("\n", 1)[-1].rstrip("\r")
         if not (last.startswith(LINE_PREFIX) or last.strip() == BLOCK_CLOSE):
             return None  # free text, or inside a block
-        found = parse(text).commands
+        found = self._parse(text).commands
         if not found or not found[-1].closed or len(found) == self._commands:
             return None
         self._commands = len(found)
         # the dry run execution would do, from the researcher's state as it is now
-        analysis = self.research.analyze(text, self.research.state(self.researcher), roots=self.roots)
+        analysis = self.analysis.analyze(self._parse(text))
         after = analysis.after
         ended = analysis.focus_changed or analysis.shutdown or after.phase is not Phase.IN_FOCUS
         left = None if self.max_chars is None else max(0, self.max_chars - len(text))
@@ -270,6 +278,18 @@ class MessageGrammar:
         self.inputs = inputs
         self.grammar = "" if ended else build_grammar(inputs)
         return self.grammar
+
+    def dry_run(self, text: str, consume: Path | None = None) -> DryRun:
+        """The whole reply's dry run, for its execution (`Research.dry_run`'s equal): the
+        analysis that followed the reply, brought up to its end (nothing is done again when
+        it ended with the last command looked at)."""
+        text = checked_message(text, consume)
+        analysis = self.analysis.analyze(self._parse(text)) if text.strip() else None
+        return DryRun(text, self.researcher, consume, self.roots, analysis, self.analysis.reads)
+
+    def _parse(self, text: str) -> ParsedMessage:
+        self.parsed = parse(text) if self.parsed is None else reparse(self.parsed, text)
+        return self.parsed
 
     @staticmethod
     def complete_part(text: str) -> str:

@@ -14,7 +14,8 @@ the same run from its event loop:
 
 - `Document`: where the reply goes (the `.dr` file here; an editor buffer there);
 - `Executor`: runs a message (`Research.execute`; the one call, in `Pilot._execute`);
-- `Approver`: decides about a message whose commands are above the approval mode;
+- `Approver` (engine/approval.py): decides about a message whose commands are above the
+  approval mode, asked in the executor, one question at a time;
 - `Observer`: sees the run's progress and the reply as it streams.
 
 A researcher stops (`Stop`) on a model error (after the client's retries), a message waiting
@@ -28,7 +29,6 @@ memory, so `run` again continues from the state on disk.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -37,9 +37,10 @@ from typing import Any, Callable, Protocol
 
 from ..config import FIELDS, Config
 from ..engine.analysis import Outcome, Status
+from ..engine.approval import ApprovalRequest, Approver, Decision
 from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
-from ..engine.research import Execution, NoSuchResearcher, Research, message_digest
+from ..engine.research import DryRun, Execution, NoSuchResearcher, Research, message_digest
 from ..engine.state import MAIN, Phase, now
 from ..engine.store import Guard, atomic_write
 from ..engine.text import NotText, message_text, refuse_not_text
@@ -111,22 +112,6 @@ class Settings:
         )
 
 
-class Decision(Enum):
-    RUN = "run"  # run it (approval given)
-    SKIP = "skip"  # do not run it; the model is told and writes another message
-    STOP = "stop"  # stop the researcher; the message waits in the document
-
-
-@dataclass
-class ApprovalRequest:
-    text: str
-    waiting: list[Outcome]  # the commands above the approval mode
-    mode: ApprovalMode
-    pending: bool = False  # True: the document held this message when the round began
-    document: Path | None = None
-    researcher: str = MAIN  # whose message it is
-
-
 # -- the pluggable parts ----------------------------------------------------------------------
 
 
@@ -148,11 +133,8 @@ class DocumentChanged(Exception):
 class Executor(Protocol):
     async def execute(
         self, research: Research, text: str, *, mode: ApprovalMode, consume: Path, journal: list[dict[str, Any]],
-    ) -> Execution: ...
-
-
-class Approver(Protocol):
-    async def decide(self, request: ApprovalRequest) -> Decision: ...
+        approver: Approver | None = None, prepared: DryRun | None = None,
+    ) -> Execution: ...  # `approver` decides about commands above `mode`; `prepared`: the message's dry run
 
 
 @dataclass
@@ -226,11 +208,11 @@ class FileDocument:
 
 
 class EngineExecutor:
-    """`sources.gather_and_execute`: what the message needs from outside (attach_url,
-    attach_file, search) is gathered first, then `Research.execute` runs it in a worker
-    thread. Cancelling waits for it: gathering stops and nothing runs, a commit that has
-    begun finishes, one that has not does not start (its `cancelled` check). The researcher
-    is the one whose document `consume` is."""
+    """`sources.gather_and_execute`: the approver is asked about commands above the mode, what
+    the message needs from outside (attach_url, attach_file, search) is gathered, then
+    `Research.execute` runs it in a worker thread. Cancelling: the question and gathering stop
+    and nothing runs, a commit that has begun finishes, one that has not does not start. The
+    researcher is the one whose document `consume` is."""
 
     def __init__(self, config: Config | None = None, progress: Callable[[int, int, str], None] | None = None) -> None:
         self.config = config
@@ -238,27 +220,23 @@ class EngineExecutor:
 
     async def execute(
         self, research: Research, text: str, *, mode: ApprovalMode, consume: Path, journal: list[dict[str, Any]],
+        approver: Approver | None = None, prepared: DryRun | None = None,
     ) -> Execution:
         from ..sources.gather import gather_and_execute
 
-        stop = threading.Event()
-        work = asyncio.ensure_future(gather_and_execute(
-            research, text, self.config, mode=mode, consume=consume, cancelled=stop.is_set, progress=self.progress,
-            journal=journal,
-        ))
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            stop.set()
-            await asyncio.wait({work})
-            raise
+        return await gather_and_execute(research, text, self.config, mode=mode, approver=approver, prepared=prepared,
+                                        consume=consume, progress=self.progress, journal=journal)
 
 
-class StopApprover:
-    """Without a person to ask: every message that needs approval stops its researcher."""
+class OneAtATime:
+    """An approver asked about one message at a time (the researchers of a run share one person)."""
+
+    def __init__(self, approver: Approver, lock: asyncio.Lock) -> None:
+        self.approver, self.lock = approver, lock
 
     async def decide(self, request: ApprovalRequest) -> Decision:
-        return Decision.STOP
+        async with self.lock:
+            return await self.approver.decide(request)
 
 
 # -- what a run shares ----------------------------------------------------------------------------
@@ -329,6 +307,11 @@ class Crew:
     def roots(self) -> tuple[Path, ...]:
         return tuple(self.config.fetch.allowed_roots)
 
+    @property
+    def asking(self) -> Approver:
+        """The run's approver, asked about one message at a time."""
+        return OneAtATime(self.approver, self.approvals)
+
 
 # -- one researcher --------------------------------------------------------------------------------
 
@@ -394,11 +377,12 @@ class Pilot:
             await self.document.replace("")
             return None
         crew = self.crew
-        analysis = self.research.analyze(text, state, roots=crew.roots)
-        request = ApprovalRequest(text, analysis.needing_approval(crew.settings.approval), crew.settings.approval,
-                                  pending=True, document=self.document.path, researcher=self.name)
-        async with crew.approvals:
-            decision = await crew.approver.decide(request)
+        dry = self.research.dry_run(text, consume=self.document.path, researcher=self.name, roots=crew.roots)
+        assert dry.analysis is not None  # the text is not empty
+        request = ApprovalRequest(dry.text, dry.analysis.needing_approval(crew.settings.approval),
+                                  crew.settings.approval, pending=True, document=self.document.path,
+                                  researcher=self.name)
+        decision = await crew.asking.decide(request)
         if decision is Decision.STOP:
             return self._stop(RunStatus.WAITING, (
                 f"{self.document.path} holds a message that has not been executed (a reply waiting for approval, "
@@ -408,7 +392,7 @@ class Pilot:
         if decision is Decision.SKIP:
             await self._decline(text, None, "it was waiting in the document and the user declined it")
             return None
-        execution = await self._execute(text, ApprovalMode.DELETE, [])
+        execution = await self._execute(text, ApprovalMode.DELETE, [], prepared=dry)
         if execution.executed:
             crew.observer.notice(f"Ran the message that was waiting in {self._where()}.")
         return None
@@ -500,36 +484,17 @@ class Pilot:
             state = research.state(self.name)
         except NoSuchResearcher:
             return self._gone(number, record, reply, tick, model_time)
-        analysis = research.analyze(text, state, roots=crew.roots)
-        mode = crew.settings.approval
-        waiting = analysis.needing_approval(mode)
-        if waiting:
-            async with crew.approvals:
-                decision = await crew.approver.decide(ApprovalRequest(
-                    text, waiting, mode, document=self.document.path, researcher=self.name))
-            if decision is Decision.STOP:
-                self._finish(record, "waiting-approval", analysis.outcomes)
-                self._log([record])
-                self._report(number, record, reply, None, tick, model_time)
-                names = ", ".join(sorted({f"`{o.label}`" for o in waiting}))
-                return self._stop(RunStatus.WAITING, (
-                    f"The model's message needs approval ({names} above the approval mode "
-                    f"`{mode.label}`). It waits in {self.document.path}: read it, then run it with "
-                    f"`deep-research execute {self.document.path}` and start `deep-research run` again "
-                    "(or run with a higher --approval)."
-                ))
-            if decision is Decision.SKIP:
-                self._finish(record, "waiting-approval", analysis.outcomes, skipped_all=True)
-                await self._decline(text, record, "the user did not approve it")
-                self.idle += 1
-                self._report(number, record, reply, None, tick, model_time)
-                return None
-            mode = ApprovalMode.DELETE
+        # The dry run execution takes (checked and analysed once): the grammar's, which followed the reply.
+        dry = grammar.dry_run(text, self.document.path) if isinstance(grammar, MessageGrammar) else research.dry_run(
+            text, consume=self.document.path, researcher=self.name, roots=crew.roots)
+        analysis = dry.analysis
+        assert analysis is not None  # the text is not empty
         outcome = "executed" if analysis.outcomes or analysis.shutdown else "no-command"
         self._finish(record, outcome, analysis.outcomes)
         record.pop("message")  # execute fills in the message's number
+        mode = crew.settings.approval
         try:
-            execution = await self._execute(text, mode, [record])
+            execution = await self._execute(text, mode, [record], approver=crew.asking, prepared=dry)
         except asyncio.CancelledError:
             if research.state().messages == state.messages:  # the commit did not happen
                 self._finish(record, "cancelled", error="cancelled by the user")
@@ -537,6 +502,25 @@ class Pilot:
             raise
         except NoSuchResearcher:
             return self._gone(number, {**record, "message": None}, reply, tick, model_time)
+        if execution.reason == "needs-approval":  # the approver stopped it: it waits in the document
+            record["message"] = None
+            self._finish(record, "waiting-approval", analysis.outcomes)
+            self._log([record])
+            self._report(number, record, reply, None, tick, model_time)
+            names = ", ".join(sorted({f"`{o.label}`" for o in analysis.needing_approval(mode)}))
+            return self._stop(RunStatus.WAITING, (
+                f"The model's message needs approval ({names} above the approval mode "
+                f"`{mode.label}`). It waits in {self.document.path}: read it, then run it with "
+                f"`deep-research execute {self.document.path}` and start `deep-research run` again "
+                "(or run with a higher --approval)."
+            ))
+        if execution.reason == "declined":  # the approver skipped it: the model writes another
+            record["message"] = None
+            self._finish(record, "waiting-approval", analysis.outcomes, skipped_all=True)
+            await self._decline(text, record, "the user did not approve it")
+            self.idle += 1
+            self._report(number, record, reply, None, tick, model_time)
+            return None
         if not execution.executed:  # the research changed under us (another writer)
             self._finish(record, "error", error=f"the message did not run ({execution.reason})")
             self._log([{**record, "message": None}])
@@ -550,10 +534,11 @@ class Pilot:
         self._report(number, record, reply, execution, tick, model_time)
         return None
 
-    async def _execute(self, text: str, mode: ApprovalMode, journal: list[dict[str, Any]]) -> Execution:
-        """The one place a message runs (evidence gathering goes there too)."""
+    async def _execute(self, text: str, mode: ApprovalMode, journal: list[dict[str, Any]], *,
+                       approver: Approver | None = None, prepared: DryRun | None = None) -> Execution:
+        """The one place a message runs (the approval question and evidence gathering go there too)."""
         return await self.crew.executor.execute(self.research, text, mode=mode, consume=self.document.path,
-                                                journal=journal)
+                                                journal=journal, approver=approver, prepared=prepared)
 
     def _not_written(self, number: int, record: dict[str, Any], reply: Reply, tick: float, model_time: float,
                      error: Exception) -> Stop:

@@ -11,7 +11,10 @@ gives exactly what `Research.analyze` would, but:
   they were), so only the draft and the message rules' state before that command matter,
   and those were saved along the way (`Draft.checkpoint`, every `EVERY` commands).
 
-Execution never uses this: it runs `analysis.analyze` afresh inside the research's lock.
+The autopilot's grammar follows a reply with it as the reply grows (a checkpoint at every
+command; one is kept at the end of the text too, so a text that grows goes on from there),
+and the reply's execution takes that analysis as its dry run (`Research.execute` reuses it
+under the lock only while nothing it read has changed).
 `Memo` does the same for any value computed from files (the editor's snapshot of the
 research for completion and hover).
 """
@@ -126,12 +129,11 @@ class DocumentAnalysis:
 
     def _steps(self, run: Run, start: int, checkpoints: list[_Checkpoint]) -> None:
         commands = run.parsed.commands
-        for index in range(start, len(commands)):
+        for index in range(start, len(commands) + 1):  # the end too: a text that grows goes on from there
             if index % self.every == 0 and index // self.every == len(checkpoints):
                 checkpoints.append(_Checkpoint(run.draft.checkpoint(), run.focus_change, run.failed_before))
-            run.step(commands[index])
-        if not checkpoints:
-            checkpoints.append(_Checkpoint(run.draft.checkpoint(), run.focus_change, run.failed_before))
+            if index < len(commands):
+                run.step(commands[index])
 
 
 def _first_changed(old: ParsedMessage, new: ParsedMessage) -> int:

@@ -41,7 +41,7 @@ from .state import Status as RootStatus
 from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
 from .store import (
     ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
-    SUBPROBLEMS, FileCache, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path,
+    SUBPROBLEMS, FileCache, Reads, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path,
     recover, researcher_folder, session_file,
 )
 from .text import clean_text, refuse_not_text
@@ -144,6 +144,44 @@ class Execution:
     changed: list[Path] = field(default_factory=list)
     consumed: bool = False  # the message document was emptied (see Research.execute)
     researcher: str = MAIN  # whose message it was
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """A message checked and analysed outside the lock (`Research.dry_run`): what executing it
+    would do as the research was then, and everything that analysis read (`reads`)."""
+
+    text: str  # checked and cleaned (`checked_message`)
+    researcher: str | None
+    consume: Path | None = None
+    roots: tuple[Path, ...] = ()  # the folders attach_file may read besides the research
+    analysis: Analysis | None = None  # None for an empty message
+    reads: Reads | None = None
+
+    def reusable(self, before: State) -> Analysis | None:
+        """The analysis, if execution may take it as it is: the researcher's state is still
+        `before`, nothing it read changed, and it needs nothing from outside (a message that
+        does is analysed again with what was gathered)."""
+        analysis = self.analysis
+        if analysis is None or self.reads is None or analysis.needs or analysis.before != before:
+            return None
+        return analysis if self.reads.unchanged() else None
+
+
+def checked_message(text: str, consume: Path | None = None) -> str:
+    """The one check of a message before anything runs: only a `.dr` document is executed
+    (NotAMessageDocument), and a message that is not text runs nothing (NotText); the text
+    cleaned of what cannot be written (`text.clean_text`)."""
+    checked_document(consume)
+    refuse_not_text(text)  # NotText: a binary document runs nothing and is left as it is
+    return clean_text(text)
+
+
+def checked_document(consume: Path | None) -> Path | None:
+    """`consume` if it may be executed and emptied (only `.dr` documents are); NotAMessageDocument if not."""
+    if consume is not None and not is_message_document(consume):
+        raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
+    return consume
 
 
 class Research:
@@ -503,9 +541,25 @@ class Research:
         return analyze(parsed or parse(text), self.tree, state, self.pending_attachments,
                        evidence=evidence, roots=roots, rules=self.rules(), rounds=self.rounds(state), index=index)
 
+    def dry_run(
+        self, text: str, *, consume: Path | None = None, researcher: str | None = None, roots: Sequence[Path] = (),
+    ) -> DryRun:
+        """Check a message once and analyse it, writing nothing, outside the lock: what it
+        needs from outside and which of its commands need approval. `execute` takes the result
+        and reuses its analysis when nothing it read has changed since (and the message needs
+        nothing from outside). Raises NotAMessageDocument for a `consume` that is not a `.dr`
+        document, NotText for a message that is not text, NoSuchResearcher (see `execute`)."""
+        text = checked_message(text, consume)
+        name = researcher if researcher is not None else self.researcher_of(consume) if consume is not None else MAIN
+        if not text.strip():
+            return DryRun(text, name, consume, tuple(roots))
+        with self.cache.recording() as reads:
+            analysis = self.analyze(text, self.state(name), roots=roots)
+        return DryRun(text, name, consume, tuple(roots), analysis, reads)
+
     def execute(
         self,
-        text: str,
+        text: str | DryRun,
         *,
         mode: ApprovalMode = ApprovalMode.DELETE,
         consume: Path | None = None,
@@ -516,6 +570,8 @@ class Research:
     ) -> Execution:
         """Run a message: every change it makes lands in one all-or-nothing transaction.
 
+        `text` is the message, or its `dry_run` (then `consume` and `researcher` are the dry
+        run's, and its analysis is reused if it still holds).
         `researcher` is whose message it is: by default the researcher whose document
         `consume` is (`researcher_of`), else main. Raises NoSuchResearcher if it is not working.
         `mode` says which command kinds may run; if any command needs more, nothing runs.
@@ -532,22 +588,27 @@ class Research:
         command records in the same transaction; one without a `message` key gets the
         message's number.
         """
-        if consume is not None and not is_message_document(consume):
-            raise NotAMessageDocument(f"{consume} is not a message document (.dr): only .dr documents are executed")
-        refuse_not_text(text)  # NotText: a binary document runs nothing and is left as it is
-        text = clean_text(text)
+        if isinstance(text, DryRun):
+            dry = text
+        else:  # checked here, once (a dry run was checked when it was made)
+            message = checked_message(text, consume)
+            dry = DryRun(message, researcher, consume, tuple(evidence.roots) if evidence is not None else ())
+        text, consume = dry.text, dry.consume
         if not text.strip():
             return Execution(False, "empty")
         with locked(self.root):
             recover(self.root, self.cache)
-            name = researcher if researcher is not None else self.researcher_of(consume) if consume is not None else MAIN
+            name = dry.researcher if dry.researcher is not None else \
+                self.researcher_of(consume) if consume is not None else MAIN
             before = self.state(name)
             if consume is not None and _already_run(text, before, self.guard.read_text(consume)):
                 return Execution(False, "already-run", researcher=before.researcher)
             index = Index(self.root, self.guard, durable=self.durable)  # opened by the first `find`, if any
             try:
-                analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence(),
-                                        index=index)
+                analysis = dry.reusable(before)  # never a find's: its dry run needs the query's vector
+                if analysis is None:
+                    analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence(),
+                                            roots=dry.roots, index=index)
                 if analysis.needing_approval(mode):
                     return Execution(False, "needs-approval", analysis, researcher=before.researcher)
                 if cancelled is not None and cancelled():

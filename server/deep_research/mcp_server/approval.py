@@ -1,21 +1,22 @@
 """Commands above the research's approval mode run only with the user's approval.
 
 The research's mode is `approval_mode` in its deep-research.toml (default: update, as for
-the autopilot). When a message holds commands of a higher kind, the server asks the user
-through MCP elicitation (run / skip) if the client declared that it can; otherwise nothing
-runs and the reply says what needs approval and how the user can give it. Neither way
-writes anything for a message that does not run.
+the autopilot). When a message holds commands of a higher kind, the execution asks its
+approver (`Elicitation`, engine/approval.py): the user through MCP elicitation (run / skip)
+if the client declared that it can; otherwise nothing runs and the reply says what needs
+approval and how the user can give it. Neither way writes anything for a message that does
+not run.
 """
 
 from __future__ import annotations
 
 import logging
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from ..config import CONFIG_FILE, Config
 from ..engine.analysis import Outcome
+from ..engine.approval import ApprovalRequest, Decision
 from ..engine.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
 from ..engine.research import MAIN, MESSAGE_FILE
 
@@ -38,12 +39,6 @@ QUESTION_SCHEMA: dict[str, Any] = {
 }
 
 
-class Answer(Enum):
-    RUN = "run"
-    SKIP = "skip"  # the user said no (skip, decline or cancel)
-    CANNOT_ASK = "cannot-ask"  # no elicitation: the reply explains how to approve
-
-
 def mode_of(config: Config) -> ApprovalMode:
     return ApprovalMode.parse(config.approval_mode or DEFAULT_APPROVAL_MODE.label, DEFAULT_APPROVAL_MODE)
 
@@ -57,24 +52,30 @@ def can_ask(session: Any) -> bool:
     return elicitation.form is not None or elicitation.url is None
 
 
-async def ask(session: Any, request_id: Any, research: str, text: str, waiting: list[Outcome],
-              mode: ApprovalMode, researcher: str = MAIN) -> Answer:
-    """Ask the user whether the message may run (a message of `researcher`)."""
-    if not can_ask(session):
-        return Answer.CANNOT_ASK
-    shown = text if len(text) <= SHOWN_MESSAGE else text[:SHOWN_MESSAGE] + f"\n… ({len(text) - SHOWN_MESSAGE:,} more characters)"
-    whose = "" if researcher == MAIN else f" as its researcher “{researcher}”"
-    question = (
-        f"An agent wants to execute a message in the research “{research}”{whose}. These commands are above its "
-        f"approval mode `{mode.label}`:\n{_listed(waiting)}\n\nThe whole message:\n\n{shown}"
-    )
-    try:
-        result = await session.elicit_form(question, QUESTION_SCHEMA, related_request_id=request_id)
-    except Exception as error:  # a client that declared elicitation but cannot answer: say how to approve
-        log.warning("the approval question failed: %s", error)
-        return Answer.CANNOT_ASK
-    decision = (result.content or {}).get("decision") if result.action == "accept" else None
-    return Answer.RUN if decision == "run" else Answer.SKIP
+class Elicitation:
+    """The approver of a tool call (engine/approval.py): the user is asked through the client,
+    if it can; otherwise the message waits (`STOP`) and the reply says how to approve it."""
+
+    def __init__(self, session: Any, request_id: Any, research: str) -> None:
+        self.session, self.request_id, self.research = session, request_id, research
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        if not can_ask(self.session):
+            return Decision.STOP
+        text = request.text
+        shown = text if len(text) <= SHOWN_MESSAGE else text[:SHOWN_MESSAGE] + f"\n… ({len(text) - SHOWN_MESSAGE:,} more characters)"
+        whose = "" if request.researcher == MAIN else f" as its researcher “{request.researcher}”"
+        question = (
+            f"An agent wants to execute a message in the research “{self.research}”{whose}. These commands are above "
+            f"its approval mode `{request.mode.label}`:\n{_listed(request.waiting)}\n\nThe whole message:\n\n{shown}"
+        )
+        try:
+            result = await self.session.elicit_form(question, QUESTION_SCHEMA, related_request_id=self.request_id)
+        except Exception as error:  # a client that declared elicitation but cannot answer: say how to approve
+            log.warning("the approval question failed: %s", error)
+            return Decision.STOP
+        decision = (result.content or {}).get("decision") if result.action == "accept" else None
+        return Decision.RUN if decision == "run" else Decision.SKIP  # skip, decline or cancel
 
 
 def declined_reply(waiting: list[Outcome], mode: ApprovalMode) -> str:

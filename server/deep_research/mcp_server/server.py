@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from .. import __version__
 from ..config import load
-from ..engine.research import MAIN, Location, NoSuchResearcher, NotAResearch, Research, locate, refuse_as_research
+from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
 from ..engine.text import NotText
 from ..engine.undo import UndoRefused
 from ..sources.embeddings import keep_embedding
@@ -102,29 +102,22 @@ class DeepResearchMCP:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
 
     async def _tool_new_research(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
-        from .inputs import gather_inputs
+        from ..app.setup import Refused, new_research
+        from .inputs import inputs_of, may_read, settings_for
 
         folder = self.workspace.folder(args["research"])
-        refusal = refuse_as_research(folder)
-        if refusal is not None:
-            raise Refusal(refusal + ".")
-        if folder.exists() and not folder.is_dir():
-            raise Refusal(f"{args['research']!r} exists and is not a folder.")
+        root = self.workspace.root
+        config = settings_for(folder, root)
         async with self.workspace.lock(folder, None):
-            where, found = locate(folder)  # checked before anything is made: a refused folder is never created
-            if where is Location.RESEARCH:
-                raise Refusal(f"{args['research']!r} already holds a research: continue it with get_prompt and "
-                              "execute_message instead of creating it again.")
-            if where is Location.INSIDE:
-                raise Refusal(f"{args['research']!r} is inside the tree of the research at "
-                              f"{self.workspace.name(found)!r}; make a new research in a folder of its own.")
-            context = [(f"Context {n}", text) for n, text in enumerate(args.get("context") or [], 1)]
-            attachments = await gather_inputs(args.get("attachments") or [], self.workspace.root, folder)
             try:
-                research = await asyncio.to_thread(
-                    Research.create, folder, args["instruction"], context, attachments)
-            except FileExistsError:
-                raise Refusal(f"{args['research']!r} already holds a research: continue it with get_prompt.") from None
+                made = await new_research(
+                    folder, inputs_of(args, root), config=config, may_read=may_read(root, config),
+                    show=lambda path: repr(self.workspace.name(path)),
+                    continue_hint="call get_prompt and execute_message with it")
+            except Refused as refusal:
+                raise Refusal(str(refusal)) from None
+        assert made is not None  # nothing cancels it
+        research = made.research
         name = self.workspace.name(research.root)
         self.workspace.forget(research.root)
         self.workspace.used(research.root)
@@ -145,13 +138,12 @@ class DeepResearchMCP:
         return json.dumps(answer, ensure_ascii=False, indent=1), answer
 
     async def _tool_execute_message(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-        from ..engine.analysis import Status
-        from ..engine.commands import ApprovalMode
-        from ..sources.gather import gather_and_execute
+        from ..app.execute import execute
 
         research = self.workspace.open(args["research"])
         text: str = args["message"]
         researcher = await asyncio.to_thread(research.researcher_named, args.get("researcher", MAIN))
+        name = self.workspace.name(research.root)
         # Messages of different researchers overlap (gathering sources, asking for approval);
         # the engine's lock makes their transactions one at a time, each on the state before it.
         async with self.workspace.lock(research.root, researcher):
@@ -159,36 +151,26 @@ class DeepResearchMCP:
             for problem in problems:
                 log.warning("%s", problem)
             mode = approval.mode_of(config)
-            result = await gather_and_execute(research, text, config, mode=mode, researcher=researcher)
-            if result.reason == "needs-approval" and result.analysis is not None:
+            result = await execute(research, text, config, mode=mode, researcher=researcher,
+                                   approver=approval.Elicitation(ctx.session, ctx.request_id, name))
+            if result.reason in ("needs-approval", "declined") and result.analysis is not None:
                 waiting = result.analysis.needing_approval(mode)
-                name = self.workspace.name(research.root)
-                answer = await approval.ask(ctx.session, ctx.request_id, name, text, waiting, mode, researcher)
-                if answer is approval.Answer.CANNOT_ASK:
+                if result.reason == "needs-approval":  # the client cannot ask its user
                     self.not_executed[research.root] = "Your last message was not executed: it waits for approval."
                     document = await asyncio.to_thread(research.document, researcher)
                     return (approval.needs_approval_reply(research.root, waiting, mode, document),
                             _summary(None, "needs-approval", researcher))
-                if answer is approval.Answer.SKIP:
-                    self.not_executed[research.root] = "Your last message was not executed: the user declined it."
-                    return approval.declined_reply(waiting, mode), _summary(None, "declined", researcher)
-                result = await gather_and_execute(research, text, config, mode=ApprovalMode.DELETE,
-                                                  researcher=researcher)
+                self.not_executed[research.root] = "Your last message was not executed: the user declined it."
+                return approval.declined_reply(waiting, mode), _summary(None, "declined", researcher)
             if not result.executed:
                 raise ToolFailure({
                     "empty": "The message is empty: write commands (see get_prompt).",
                     "cancelled": "The message was cancelled before it ran; nothing was changed.",
                 }.get(result.reason or "", f"The message did not run ({result.reason}); nothing was changed."))
             self.not_executed.pop(research.root, None)
-            reply = execution_printout(result, research,
-                                       next_prompt=_next_prompt(self.workspace.name(research.root), researcher))
+            reply = execution_printout(result, research, next_prompt=_next_prompt(name, researcher))
         await self._changed(ctx)
-        analysis = result.analysis
-        summary = _summary(analysis, "executed", researcher)
-        if analysis is not None:
-            summary.update(ok=analysis.count(Status.OK), failed=analysis.count(Status.FAILED),
-                           skipped=analysis.count(Status.SKIPPED))
-        return reply, summary
+        return reply, _summary(result, "executed", researcher)
 
     async def _tool_research_tree(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         from ..engine.outline import is_folder_name, page, page_json, view, view_json
@@ -320,10 +302,11 @@ def _next_prompt(name: str, researcher: str = MAIN) -> str:
     return f"Call get_prompt (research {name!r}{whose}) for the prompt of your next message."
 
 
-def _summary(analysis: Any, outcome: str, researcher: str) -> dict[str, Any]:
-    return {"outcome": outcome, "researcher": researcher, "ok": 0, "failed": 0, "skipped": 0,
-            "phase": analysis.after.phase.value if analysis is not None else None,
-            "focusChanged": bool(analysis is not None and analysis.focus_changed)}
+def _summary(result: Any, outcome: str, researcher: str) -> dict[str, Any]:
+    """The structured result of execute_message: the counts of an executed message's commands."""
+    from ..app.execute import summary
+
+    return {"outcome": outcome, "researcher": researcher, **summary(result).to_json()}
 
 
 def run(root: Path) -> int:

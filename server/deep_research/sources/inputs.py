@@ -35,6 +35,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_SOURCES = 20  # files and pages together, as for one message (gather.MAX_NEEDS)
 MAX_NAME_CHARS = 60  # a text chunk is named by its first line, shortened to this
+# The instruction is shown in every prompt: longer belongs in a context file (the same for every
+# front end: the editors had this limit, the command line a larger one for a file, MCP none).
+MAX_INSTRUCTION_CHARS = 100_000
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -91,6 +94,9 @@ async def prepare(
     if len(inputs.context_text) > MAX_SOURCES:
         raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
                          "some of them, or put them in a file.")
+    if isinstance(inputs.instruction, str) and len(inputs.instruction) > MAX_INSTRUCTION_CHARS:
+        raise InputError(f"The instruction is {len(inputs.instruction):,} characters long; at most "
+                         f"{MAX_INSTRUCTION_CHARS:,} are kept. Put the rest in a context file, or shorten it.")
     for what, text in (("The instruction", inputs.instruction),
                        *((f"Context text {n}", t) for n, t in enumerate(inputs.context_text, 1))):
         refusal = control_sentence(what, text) if isinstance(text, str) else None

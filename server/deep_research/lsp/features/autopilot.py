@@ -39,13 +39,14 @@ from ...engine.text import Pos
 from ..arguments import message_document
 from ..progress import Progress
 from ..server import DeepResearchServer, Place
-from .execution import execute_message
+from .execution import EditorPause, execute_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...autopilot.fleet import Fleet
     from ...autopilot.loop import RoundReport, RunResult
+    from ...engine.approval import Approver
     from ...engine.commands import ApprovalMode
-    from ...engine.research import Execution, Research
+    from ...engine.research import DryRun, Execution, Research
 
 log = logging.getLogger("deep_research.lsp")
 AUTOPILOT = "deepResearch/autopilot"
@@ -322,7 +323,8 @@ class EditorExecutor:
         self.run = run
 
     async def execute(self, research: "Research", text: str, *, mode: "ApprovalMode", consume: Path,
-                      journal: list[dict[str, Any]]) -> "Execution":
+                      journal: list[dict[str, Any]], approver: "Approver | None" = None,
+                      prepared: "DryRun | None" = None) -> "Execution":
         ls, document = self.run.ls, self.run.document_at(consume)
         uri = document.uri
         place = ls.place(uri)
@@ -331,8 +333,8 @@ class EditorExecutor:
         async def run() -> "Execution":
             async with ls.document_lock(uri):
                 result, _shown = await execute_message(
-                    ls, uri, place, text, mode=mode, cancelled=stop.is_set, journal=journal,
-                    show=uri == self.run.uri)
+                    ls, uri, place, text, mode=mode, approver=approver, prepared=prepared, cancelled=stop.is_set,
+                    journal=journal, show=uri == self.run.uri)
             if result.executed and text.strip():
                 await document.settle(text)
             return result
@@ -344,16 +346,6 @@ class EditorExecutor:
             stop.set()
             await asyncio.wait({work})
             raise
-
-
-class PauseApprover:
-    """In an editor a person is there, but not to answer a question: a message above the
-    approval mode waits in the document until they approve it (or edit it first)."""
-
-    async def decide(self, request) -> Any:
-        from ...autopilot.loop import Decision
-
-        return Decision.STOP
 
 
 # -- one run ---------------------------------------------------------------------------------------
@@ -437,7 +429,7 @@ class EditorRun:
             self.research, client, settings,
             documents=lambda name, path: self.document_at(path, name),
             document=self.document if self.place.researcher == MAIN else None,
-            executor=EditorExecutor(self), approver=PauseApprover(), observer=_Observer(self), config=config,
+            executor=EditorExecutor(self), approver=EditorPause(), observer=_Observer(self), config=config,
         )
         self.pilot.budget.rounds, self.pilot.budget.tokens = self.carried
         self.state, self.message, self.error, self.stop_reason = "running", None, None, None

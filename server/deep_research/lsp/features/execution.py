@@ -24,9 +24,10 @@ from ..show import show_prompt
 from .diagnostics import refresh_diagnostics
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.approval import ApprovalRequest, Approver, Decision
     from ...engine.commands import ApprovalMode
     from ...engine.outline import Node
-    from ...engine.research import Execution, Research
+    from ...engine.research import DryRun, Execution, Research
 
 log = logging.getLogger("deep_research.lsp")
 DID_EXECUTE = "deepResearch/didExecute"
@@ -108,7 +109,8 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
     try:
         try:
             result, shown = await execute_message(
-                ls, uri, place, text, mode=mode, cancelled=progress.cancelled, progress=progress,
+                ls, uri, place, text, mode=mode, approver=EditorPause(ls), cancelled=progress.cancelled,
+                progress=progress,
             )
         except OSError as error:  # the folder cannot take the changes: say so, change nothing
             message = (f"Deep Research: the message was not executed: {error}. Nothing was half-written; "
@@ -117,8 +119,6 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
             ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
             return _result(False, "error", message=str(error))
         if not result.executed:
-            if result.reason == "needs-approval" and result.analysis is not None:
-                _tell_needs_approval(ls, result, mode)
             return _result(False, result.reason)
         if approve_all:  # "approve and execute" on a message the autopilot left waiting: its researcher goes on
             for run in list(ls.autopilots.values()):
@@ -132,22 +132,24 @@ async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) 
 
 async def execute_message(
     ls: DeepResearchServer, uri: str, place: Place, text: str, *, mode: ApprovalMode,
+    approver: Approver | None = None, prepared: DryRun | None = None,
     cancelled: Callable[[], bool] | None = None, progress: Progress | None = None, journal: list[dict] = (),
     show: bool = True,
 ) -> tuple[Execution, bool]:
-    """Run `text` as the message of `uri`, as a save does: gather its sources, execute it in
-    one transaction (with `journal`'s extra records), clear it from the editor, refresh the
+    """Run `text` as the message of `uri`, as a save does (`app/execute.py`: checked and
+    analysed once, `approver` asked about commands above `mode`, its sources gathered, one
+    transaction with `journal`'s extra records), then clear it from the editor, refresh the
     diagnostics, notify `deepResearch/didExecute` and show the prompt (unless `show` is
-    False). The autopilot's rounds come through here too. Returns the execution and whether
-    the prompt was shown."""
-    from ...sources.gather import gather_and_execute
+    False). The autopilot's rounds come through here too (with their dry run, `prepared`).
+    Returns the execution and whether the prompt was shown."""
+    from ...app.execute import execute
 
     assert place.research is not None
     doc = ls.document(uri)
     # Sources (attach_url, attach_file, search) are gathered first, with progress; then the
     # message runs in a worker thread, in one transaction.
-    result: Execution = await gather_and_execute(
-        place.research, text, ls.config(place.research.root), mode=mode,
+    result: Execution = await execute(
+        place.research, text, ls.config(place.research.root), mode=mode, approver=approver, prepared=prepared,
         consume=None if doc is not None else fs_path(uri), cancelled=cancelled,
         progress=progress.sources if progress is not None else None, journal=list(journal),
         researcher=place.researcher,
@@ -193,25 +195,18 @@ def _result(
     executed: bool, reason: str | None, result: Execution | None = None, place: Place | None = None,
     shown: bool = False, message: str | None = None,
 ) -> dict[str, Any]:
-    analysis = result.analysis if result else None
+    from ...app.execute import summary
+
     out: dict[str, Any] = {
         "executed": executed,
         "reason": reason,
         "report": result.reply if result else "",
-        "ok": 0, "failed": 0, "skipped": 0,
-        "focusChanged": False,
-        "phase": None,
+        **summary(result).to_json(),
         "promptUri": None,
         "promptShown": shown,
     }
     if message:
         out["message"] = message
-    if analysis is not None:
-        from ...engine.analysis import Status
-
-        out.update(ok=analysis.count(Status.OK), failed=analysis.count(Status.FAILED),
-                   skipped=analysis.count(Status.SKIPPED), focusChanged=analysis.focus_changed,
-                   phase=analysis.after.phase.value)
     if place is not None and place.research is not None and result is not None:
         out["researcher"] = result.researcher
         if not _ended(result):
@@ -219,15 +214,25 @@ def _result(
     return out
 
 
-def _tell_needs_approval(ls: DeepResearchServer, result: Execution, mode: ApprovalMode) -> None:
-    assert result.analysis is not None
-    needing = result.analysis.needing_approval(mode)
-    names = ", ".join(f"{o.command.name} ({o.kind.label})" for o in needing if o.kind)
-    ls.window_show_message(types.ShowMessageParams(
-        type=types.MessageType.Warning,
-        message=(f"Deep Research: the message was not executed: {names} exceed the approval mode "
-                 f"“{mode.label}”. Use the code action “approve and execute” to run it."),
-    ))
+class EditorPause:
+    """The editor's approver (engine/approval.py): a message above the approval mode is not
+    run; it waits in its document, and the user is told how to run it (“approve and
+    execute”). The autopilot's pause is the same decision, told through its notification."""
+
+    def __init__(self, ls: DeepResearchServer | None = None) -> None:
+        self.ls = ls
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        from ...engine.approval import Decision
+
+        if self.ls is not None:
+            names = ", ".join(f"{o.command.name} ({o.kind.label})" for o in request.waiting if o.kind)
+            self.ls.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning,
+                message=(f"Deep Research: the message was not executed: {names} exceed the approval mode "
+                         f"“{request.mode.label}”. Use the code action “approve and execute” to run it."),
+            ))
+        return Decision.STOP
 
 
 async def _consume(ls: DeepResearchServer, uri: str, executed: str) -> None:

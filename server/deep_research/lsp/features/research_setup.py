@@ -12,10 +12,9 @@ that cannot be had is one sentence and nothing is written. Then one transaction.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
@@ -27,65 +26,99 @@ from ..server import DeepResearchServer
 from .diagnostics import refresh_diagnostics
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ...app.setup import SetUp
     from ...engine.research import Research
-    from ...sources.inputs import Inputs, Prepared
+    from ...sources.inputs import Inputs
 
 OPTIONS = {"instruction": str, "context": list, "contextText": list, "attachments": list}
-MAX_INSTRUCTION_CHARS = 100_000
 
 
 def register(server: DeepResearchServer) -> None:
     @server.command("deepResearch.newResearch")
     async def new_research(ls: DeepResearchServer, uri: str, *options: Any) -> dict[str, Any]:
-        from ...engine.research import Location, locate
+        from ...app.setup import new_research
 
         folder, document = _folder_of(ls, uri)
         inputs = _inputs(options, "deepResearch.newResearch")
-        if not options:  # as before options came: the folder made a research (an existing one left as it is)
-            research = _create(folder, exist_ok=True)
-            refresh_diagnostics(ls)
-            answer = _answer(research, document, created=True)
-            return {"root": answer["root"], "document": answer["document"]}
-        if folder.is_dir() and locate(folder)[0] is Location.RESEARCH:
-            raise JsonRpcInvalidParams(f"{folder} already holds a research; continue it instead "
-                                       "(Deep Research: Continue Research…, deepResearch.continueResearch).")
-        prepared = await _prepare(ls, folder, inputs, "Nothing was created.")
-        if prepared is None:
+        # Without options (as before options came) the folder is made a research, an existing one
+        # left as it is; with them an existing research is refused (that is continueResearch).
+        made = await _set_up(
+            ls, f"cannot make {folder} a research: {{}}. Nothing was half-made.",
+            "Deep Research: reading the sources" if options else None,
+            lambda progress: new_research(
+                folder, inputs, config=lambda: ls.config(folder), continue_hint=CONTINUE_HINT,
+                may_read=_may_read(ls, folder), progress=progress.sources if progress else None,
+                cancelled=progress.cancelled if progress else None, exist_ok=not options))
+        if made is None:
             return {"created": False, "reason": "cancelled"}
-        research = await asyncio.to_thread(
-            _create, folder, prepared.instruction, prepared.context, prepared.attachments)
-        refresh_diagnostics(ls)
-        return _answer(research, document, created=True, notes=prepared.notes)
+        answer = _answer(made.research, document, created=True, notes=made.notes)
+        return answer if options else {"root": answer["root"], "document": answer["document"]}
 
     @server.command("deepResearch.continueResearch")
     async def continue_research(ls: DeepResearchServer, uri: str, *options: Any) -> dict[str, Any]:
-        from ...engine.research import Location, locate
+        from ...app.setup import Refused, check_continue, continue_research
 
         folder, document = _folder_of(ls, uri)
-        if not folder.is_dir() or locate(folder)[0] is not Location.RESEARCH:
-            raise JsonRpcInvalidParams(f"{folder} is not a research: start one with Deep Research: New Research "
-                                       "(deepResearch.newResearch).")
+        try:
+            check_continue(folder, new_hint=NEW_HINT)
+        except Refused as refusal:
+            raise JsonRpcInvalidParams(str(refusal)) from None
         inputs = _inputs(options, "deepResearch.continueResearch")
-        prepared = await _prepare(ls, folder, inputs, "Nothing was changed.")
-        if prepared is None:
-            return {"created": False, "reason": "cancelled"}
         research = ls.research(folder)
+        made = await _set_up(ls, f"cannot continue the research in {folder}: {{}}. Nothing was changed.",
+                             "Deep Research: reading the sources",
+                             lambda progress: continue_research(
+                                 research, inputs, config=ls.config(folder), may_read=_may_read(ls, folder),
+                                 progress=progress.sources, cancelled=progress.cancelled))
+        if made is None:
+            return {"created": False, "reason": "cancelled"}
+        return {**_answer(research, document, created=False, notes=made.notes), "reopened": made.reopened}
 
-        def apply() -> bool:  # one transaction, as `deep-research continue`
-            try:
-                return research.continue_with(prepared.instruction, prepared.context, prepared.attachments)
-            except OSError as error:
-                raise JsonRpcInvalidParams(f"cannot continue the research in {folder}: {error}. Nothing was changed.") from None
 
-        reopened = await asyncio.to_thread(apply)
+NEW_HINT = "Deep Research: New Research (deepResearch.newResearch)"
+CONTINUE_HINT = "Deep Research: Continue Research…, deepResearch.continueResearch"
+
+
+async def _set_up(ls: DeepResearchServer, failed: str, title: str | None,
+                  work: Callable[[Progress | None], Awaitable[SetUp | None]]) -> SetUp | None:
+    """A setup (with progress and Cancel under `title`, if given), its refusals as the client's
+    errors (`failed`: the sentence when the file system refuses, `{}` its error); the
+    diagnostics of open documents refreshed after it (their folder may be a research now)."""
+    from ...app.setup import Refused
+
+    progress = await Progress.start(ls, title) if title is not None else None
+    try:
+        made = await work(progress)
+    except Refused as refusal:
+        raise JsonRpcInvalidParams(str(refusal)) from None
+    except (OSError, ValueError) as error:
+        raise JsonRpcInvalidParams(failed.format(error)) from None
+    finally:
+        if progress is not None:
+            progress.end()
+    if made is not None:
         refresh_diagnostics(ls)
-        return {**_answer(research, document, created=False, notes=prepared.notes), "reopened": reopened}
+    return made
+
+
+def _may_read(ls: DeepResearchServer, folder: Path) -> Callable[[Path], str | None]:
+    """The server reads the user's files only inside its workspace (or the research's `[fetch]
+    allowed_roots`)."""
+    roots = [Path(os.path.realpath(r)) for r in ls.config(folder).fetch.allowed_roots]
+
+    def may_read(real: Path) -> str | None:
+        if ls.in_workspace(real) or any(real == r or r in real.parents for r in roots):
+            return None
+        return (f"{real} is outside the workspace folders: the server reads only files inside them (or in the "
+                f"research's [fetch] allowed_roots).")
+
+    return may_read
 
 
 def _folder_of(ls: DeepResearchServer, uri: object) -> tuple[Path, Path | None]:
     """The research folder `uri` names (a folder, or a `.dr` document in it) and the document
     named, if any; refused unless it is inside the workspace and may be a research."""
-    from ...engine.research import is_message_document, refuse_as_research
+    from ...engine.research import is_message_document
 
     if not isinstance(uri, str):
         raise JsonRpcInvalidParams(f"expected a folder or .dr document URI, got {uri!r}")
@@ -107,9 +140,6 @@ def _folder_of(ls: DeepResearchServer, uri: object) -> tuple[Path, Path | None]:
             "or from the .dr document that will hold its messages")
     if not ls.in_workspace(folder):
         raise JsonRpcInvalidParams(f"{folder} is outside the workspace folders: the server makes researches only inside them")
-    refusal = refuse_as_research(folder)
-    if refusal is not None:
-        raise JsonRpcInvalidParams(refusal)
     return folder, document
 
 
@@ -134,9 +164,6 @@ def _inputs(options: tuple[Any, ...], command: str) -> Inputs:
             wanted = "a string" if kind is str else "a list of strings"
             raise JsonRpcInvalidParams(f"{command}: `{key}` must be {wanted}")
     instruction = given.get("instruction") or ""
-    if len(instruction) > MAX_INSTRUCTION_CHARS:
-        raise JsonRpcInvalidParams(f"the instruction is {len(instruction):,} characters long; at most "
-                                   f"{MAX_INSTRUCTION_CHARS:,} are kept. Put the rest in a context file.")
 
     def file(value: str, key: str) -> Path:
         if value.startswith("file:"):
@@ -149,44 +176,6 @@ def _inputs(options: tuple[Any, ...], command: str) -> Inputs:
         for value in given.get("attachments") or []]
     return Inputs(instruction, [file(v, "context") for v in given.get("context") or []],
                   list(given.get("contextText") or []), attachments)
-
-
-async def _prepare(ls: DeepResearchServer, folder: Path, inputs: Inputs, outcome: str) -> Prepared | None:
-    """Every file read and every page fetched, before anything is written; None if cancelled."""
-    from ...sources.inputs import InputError, prepare
-
-    config = ls.config(folder)
-    roots = [Path(os.path.realpath(r)) for r in config.fetch.allowed_roots]
-
-    def may_read(real: Path) -> str | None:
-        if ls.in_workspace(real) or any(real == r or r in real.parents for r in roots):
-            return None
-        return (f"{real} is outside the workspace folders: the server reads only files inside them (or in the "
-                f"research's [fetch] allowed_roots). {outcome}")
-
-    progress = await Progress.start(ls, "Deep Research: reading the sources")
-    try:
-        return await prepare(inputs, root=folder, config=config, may_read=may_read, progress=progress.sources,
-                             cancelled=progress.cancelled)
-    except InputError as error:
-        message = error.message if error.message.endswith(outcome) else f"{error.message} {outcome}"
-        raise JsonRpcInvalidParams(message) from None
-    finally:
-        progress.end()
-
-
-def _create(folder: Path, *args: Any, **kwargs: Any) -> Research:
-    """`Research.create`, its failures as sentences for the client."""
-    from ...engine.research import NotAResearch, Research
-
-    try:
-        return Research.create(folder, *args, **kwargs)
-    except FileExistsError as error:
-        raise JsonRpcInvalidParams(str(error)) from None
-    except (OSError, ValueError) as error:
-        raise JsonRpcInvalidParams(f"cannot make {folder} a research: {error}. Nothing was half-made.") from None
-    except NotAResearch as error:  # inside another research
-        raise JsonRpcInvalidParams(str(error)) from None
 
 
 def _answer(research: Research, document: Path | None, *, created: bool, notes: list[str] = ()) -> dict[str, Any]:
