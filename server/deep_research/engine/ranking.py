@@ -31,6 +31,7 @@ import os
 import re
 import sqlite3
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Sequence
 
 from .index import MARK_CLOSE, MARK_OPEN, Hit, Index, Source
@@ -205,7 +206,11 @@ def _idf(total: int, found: int) -> float:
 def _word_of(token: str, words: Sequence[str]) -> str | None:
     """The query word a matched token stands for (FTS5 matched it stemmed: `caching` for
     `cache`): the same word, else the one sharing the longest beginning with it."""
-    token = token.casefold()
+    return _word_of_folded(token.casefold(), tuple(words))
+
+
+@lru_cache(maxsize=8192)
+def _word_of_folded(token: str, words: tuple[str, ...]) -> str | None:
     if token in words:
         return token
     best, best_length = None, 2
