@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import sqlite3
-import stat as stat_module
 import sys
 import threading
 from array import array
@@ -35,6 +34,7 @@ from operator import mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence
 
+from .index import check_place, schema_of
 from .store import BOOKKEEPING, Guard
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -268,7 +268,7 @@ class VectorStore:
         self._check_place()
         try:
             db = self._connect()
-            if _schema(db) != SCHEMA:
+            if schema_of(db) != SCHEMA:
                 _create(db)
             return db
         except sqlite3.DatabaseError as error:
@@ -294,24 +294,11 @@ class VectorStore:
         return db
 
     def _check_place(self) -> None:
-        """The bookkeeping folder must be the research's own; a link in the store's place (or a
-        journal's) is removed, not followed; anything else that is not a regular file there
-        makes the store unusable (semantic search then says why)."""
-        book = self.path.parent
-        real = self.guard.locate(book)
-        if real is None or os.path.normpath(real) != os.path.normpath(str(book)):
-            raise StoreUnusable(f"its folder {BOOKKEEPING} is missing, or reached through a link")
-        for name in (str(self.path), *(str(self.path) + s for s in _JOURNALS)):
-            try:
-                info = os.lstat(name)
-            except FileNotFoundError:
-                continue
-            except OSError as error:
-                raise StoreUnusable(f"{os.path.basename(name)} cannot be looked at: {error}") from None
-            if stat_module.S_ISLNK(info.st_mode):
-                os.unlink(name)  # the link, never its target
-            elif not stat_module.S_ISREG(info.st_mode):
-                raise StoreUnusable(f"{os.path.basename(name)} is not a regular file")
+        """As the index's (index.check_place): a link in the store's place is removed, not
+        followed; a place that cannot hold it makes the store unusable (semantic search says why)."""
+        why, _removed = check_place(self.path, self.guard)
+        if why is not None:
+            raise StoreUnusable(why)
 
     def _remove(self) -> None:
         for name in (str(self.path), *(str(self.path) + s for s in _JOURNALS)):
@@ -364,16 +351,6 @@ def _transaction(db: sqlite3.Connection):
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
-
-
-def _schema(db: sqlite3.Connection) -> str | None:
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    except sqlite3.OperationalError as error:
-        if "no such table" in str(error):
-            return None
-        raise
-    return row[0] if row else None
 
 
 def _create(db: sqlite3.Connection) -> None:
