@@ -249,7 +249,7 @@ async def gather_and_execute(
     if execution.executed and analysis.needs:  # sources attached, searched or found: embed them, off this path
         from .embeddings import keep_up
 
-        keep_up(research, execution, config, os.environ if environ is None else environ)
+        await asyncio.to_thread(keep_up, research, execution, config, os.environ if environ is None else environ)
     return execution
 
 
