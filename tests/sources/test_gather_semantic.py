@@ -86,7 +86,7 @@ def test_attached_passages_are_embedded_in_the_background_then_find_fuses(
     stored = VectorStore(research.root).count()
     assert stored == progress.total
     parts, warnings = find(research, cfg)
-    assert "tides.md#1" in parts[:3] and warnings == [], parts
+    assert "tides.md#1" in parts and warnings == [], parts  # the words alone never find it
     asked = [json.loads(request.data)["input"] for request, _ in web.log]
     assert [QUERY] in asked  # the query, once, before the message ran
     assert sum(len(batch) for batch in asked) == stored + 1  # every passage once, plus the query
@@ -101,7 +101,7 @@ def test_a_find_before_the_passages_are_embedded_says_so_and_starts_them(
     assert "tides.md#1" not in parts and "Semantic search is not ready yet" in warnings[0]
     assert background.wait(str(research.root), 60).error is None
     parts, warnings = find(research, config(web))
-    assert "tides.md#1" in parts[:3] and warnings == [], parts
+    assert "tides.md#1" in parts and warnings == [], parts  # the words alone never find it
 
 
 @pytest.mark.parametrize(("respond", "said"), [

@@ -13,12 +13,12 @@ of a third of the questions the parts held: docs/decisions.md, issue 32):
 2. In each, the windows of a passage's size that start at a match are scored like BM25: each
    query word's weight (its rarity among the parts searched, from the index), saturating with
    repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words its part's headings hold;
-   a part's best `WINDOWS_PER_PART` windows that do not overlap much are its passages.
+   a part's best `PASSAGES_PER_PART` windows that do not overlap much are its passages.
 3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
    the stored vectors, engine/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
    of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
    (`FUSION_K`). A near window that overlaps a lexical passage of its part is that passage,
-   moved to hold it whole if need be; at most `WINDOWS_PER_PART` passages a part.
+   moved to hold it whole if need be; at most `PASSAGES_PER_PART` passages a part.
 
 A passage is widened to whole words and starts at a line or sentence where one begins shortly
 before, with its section first and `…` where the part goes on.
@@ -39,7 +39,7 @@ from .vectors import StoreUnusable, VectorStore, fuse, nearest
 
 PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
-WINDOWS_PER_PART = 2
+PASSAGES_PER_PART = 3  # a part (4,000 characters) holds about three passages (1,200)
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (the usual one)
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
@@ -118,7 +118,7 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
 
 def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[_Window]:
     """The semantic ranking: the `depth` windows most similar to the query, best first, at most
-    `WINDOWS_PER_PART` a part; [] (and why, in `semantic.note`) when there is none."""
+    `PASSAGES_PER_PART` a part; [] (and why, in `semantic.note`) when there is none."""
     lexical_only = "this ranking is by the words alone"
     if semantic.vector is None or semantic.store is None:
         semantic.note = f"Semantic search was not used ({semantic.failure.rstrip('.')}); {lexical_only}."
@@ -140,7 +140,7 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[
     for item in near:
         piece = item.slice
         taken = per_part.setdefault((piece.source, piece.number), [])
-        if len(taken) >= WINDOWS_PER_PART or any(piece.start < w.end and w.start < piece.end for w in taken):
+        if len(taken) >= PASSAGES_PER_PART or any(piece.start < w.end and w.start < piece.end for w in taken):
             continue
         source = by_key[piece.source]
         part = source.layout.part(piece.number)
@@ -179,7 +179,7 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Win
     chosen: list[_Window] = []
     for kind, n in order:
         window = merged[n] if kind == "lexical" else near[n]
-        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= WINDOWS_PER_PART:
+        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= PASSAGES_PER_PART:
             continue
         chosen.append(window)
         if len(chosen) == limit:
@@ -247,7 +247,7 @@ def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weight
     for score, start in scored:
         if all(abs(start - other.start) >= room // 2 for other in out):
             out.append(_Window(hit.key, hit.number, plain, start, min(len(plain), start + room), section, score))
-        if len(out) == WINDOWS_PER_PART:
+        if len(out) == PASSAGES_PER_PART:
             break
     return out
 
