@@ -238,3 +238,18 @@ def test_a_message_is_checked_and_analysed_once_per_execution(research: Research
     (research.root / "notes.md").write_text("Notes.\n", encoding="utf-8")
     assert gather_and_execute_sync(research, "///attach_file notes.md\n", LOCAL).executed
     assert steps == ["attach_file", "attach_file"]
+
+
+def test_a_pdfs_pages_become_its_parts_and_every_page_is_read(research: Research, web: HTTPServer) -> None:
+    """A real PDF fetched and read by pypdf (SPEC §13): its parts follow its pages, a page longer
+    than a part runs on into the next, and every page can be read and found."""
+    pages = ["Page one about caches."] + [f"Page {n} says tile {n * 8} is measured." for n in range(2, 9)]
+    pages[4] = "Long page. " + "Blocked loops reuse data. " * 200  # page 5: longer than a part
+    web.expect_request("/paper.pdf").respond_with_data(make_pdf(pages, title="Tiling paper"),
+                                                       content_type="application/pdf")
+    attached = gather_and_execute_sync(research, f"///attach_url {web.url_for('/paper.pdf')}\n", LOCAL)
+    assert outcomes(attached) == [("attach_url", "ok")]
+    reply = gather_and_execute_sync(research, "///read Tiling paper#5-7\n///find tile 64 measured\n", LOCAL).reply
+    assert '<part name="Tiling paper#7" of="9">\n[Page 6]\nPage 6 says tile 48 is measured.' in reply
+    assert "(parts 5–7 of 9, pages 5–6," in reply
+    assert '<passage part="Tiling paper#9" rank="1">\n[Page 8]\nPage 8 says tile 64 is measured.' in reply

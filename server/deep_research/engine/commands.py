@@ -292,11 +292,7 @@ def _build() -> dict[str, CommandSpec]:
             (Argument("part", ArgType.PART, "an attachment's or context item's name as the prompt shows it, with the "
                       "part: NAME#N, NAME#N-M for several, NAME alone for part 1", "Attachment name#2"),),
             "Show parts of an attachment or context item in the reply: NAME#N, NAME#N-M.",
-            "Shows part N of an attachment of the current problem or of a parent, or of a context item, in the "
-            "reply's Sources section (`NAME#N-M`: up to 5 parts; `NAME` alone: part 1). A long attachment is "
-            "shown in the prompt by its outline, each heading with its part, and its first part: read on "
-            "from there. What it shows stays only until the focus changes: keep what matters with "
-            "`<<< add_attachment`, or cite the part as `[[NAME#N]]`.",
+            "Reads part N of a source you see (an attachment, the context) into the reply (`NAME#N-M`: up to 5).",
             rd.read, answers=True,
         ),
         CommandSpec(
@@ -304,10 +300,7 @@ def _build() -> dict[str, CommandSpec]:
             (Argument("query", ArgType.WORDS, "the words the passage would hold, one line (plain words: no "
                       "operators or quotes are needed)", "cache blocking tile size"),),
             "Search every attachment visible here and the context; the best passages come in the reply.",
-            "Searches every part of the attachments of the current problem and of its parents and of the "
-            "context, and shows the best passages, each with its part (`NAME#N`), in the reply's Sources "
-            "section. Use it when you do not know where something is; then `///read` the part around a "
-            "passage. Any text is taken as plain words. What it shows stays only until the focus changes.",
+            "Finds what you cannot place: the best passages of the sources you see, each with its part.",
             rd.find, answers=True,
         ),
         CommandSpec(

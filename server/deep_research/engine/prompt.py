@@ -362,13 +362,6 @@ message right after it. If an earlier command in the message fails, the focus ch
 so that you can see the errors.
 - You see the attachments of the current problem and of all its parents, and no others: when the \
 focus changes, the visible attachments change too. Save what a later step needs as an attachment.
-- Sources are divided into parts (`NAME#1`, `NAME#2`, …). One too long for the prompt is shown by its \
-outline (each heading with its part `#N`, or a PDF's pages) and its first part. `///read NAME#N` shows \
-a part in the reply (`NAME#N-M`: up to 5 at once); `///find WORDS` searches every part of every \
-attachment you see and of the context, and shows the best passages, each with its part. Find when you \
-do not know where something is; read when you do (a part an outline or a passage names). What they show \
-lasts only until the focus changes: keep what a later step needs with `<<< add_attachment` (the \
-excerpt, naming its part), or cite the part as `[[NAME#N]]`.
 - Break a problem down only as far as needed: a few well-separated subproblems are better than many \
 small ones, and every subproblem costs a full session.
 - Delegate subproblems that do not depend on each other: `///delegate <subproblem title>` gives an \
@@ -390,9 +383,8 @@ refused; the criteria and the breakdown of the current problem say what is left.
 research (the autopilot), each visit to a problem has at most {rounds_per_problem} of its messages; after them \
 only {closing} run, so that the problem gets closed.
 - Cite your sources: in a report or a problem definition, write `[[Attachment name]]` (the name \
-exactly as the attachment shows it), or `[[Attachment name#N]]` for its part N, where a statement rests \
-on an attachment of the current problem or of a parent. A name or part that is not there is flagged in \
-the reply.
+exactly as the attachment shows it; `#N` after it for a part) where a statement rests on an attachment \
+of the current problem or of a parent. A name that is not such an attachment is flagged in the reply.
 - Escape hatch: if the tool itself is broken and you cannot focus up, finish or navigate, write \
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 
@@ -467,8 +459,7 @@ def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> s
     read_on = (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
                f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
     if room < len(read_on) + 300:
-        return (f"[… {count:,} parts; not shown, for lack of room: {how}`///read {part_name(name, 1)}` reads it, "
-                "`///find WORDS` searches it …]")
+        return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
     lines, more = outline(shape, OUTLINE_LINES)
     kept_lines: list[str] = []
     used = 0

@@ -77,7 +77,11 @@ def _sources(analysis: Analysis) -> str:
     entries = [o.sources for o in analysis.outcomes if o.status is Status.OK and o.sources]
     if not entries:
         return ""
-    return SOURCES_HEADING + "\n\n" + "\n\n".join(entries)
+    return SOURCES_HEADING + "\n\n" + SOURCES_NOTE + "\n\n" + "\n\n".join(entries)
+
+
+SOURCES_NOTE = ("What these show stays in this session only, until the focus changes: keep what matters with "
+                "`<<< add_attachment`, or cite its part as `[[NAME#N]]`.")
 
 
 def _orphans(analysis: Analysis, *, errors: bool):
