@@ -76,9 +76,15 @@ class Endpoint:
 
 def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float = PASSAGE_SECONDS) -> list[array]:
     """The normalised vectors of `texts`, in order (`kind`: "query" or "passage")."""
-    import openai
+    import sys
 
     from ..engine.vectors import normalised
+
+    try:
+        import openai
+    except ImportError:  # the VS Code extension's bundle leaves it out (scripts/bundle-server.py)
+        raise EmbeddingError(f"Semantic search needs the `openai` package in the Python that runs deep-research "
+                             f"({sys.executable}): install it with `{sys.executable} -m pip install openai`.") from None
 
     if not texts:
         return []
