@@ -184,3 +184,12 @@ def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, re
     assert progress.error == "another process is embedding this research's sources"
     release.set()
     assert backfill.wait(str(tmp_path), 30).done == 1
+
+
+def test_without_the_openai_package_it_says_how_to_install_it(web: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # as in the VS Code extension's bundle
+    with pytest.raises(EmbeddingError, match=r"needs the `openai` package .* -m pip install openai"):
+        query_vector(endpoint(web), "anything")
+    assert web.log == []
