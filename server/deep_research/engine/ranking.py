@@ -128,12 +128,14 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[
     except (StoreUnusable, sqlite3.Error, OSError) as error:
         semantic.note = f"Semantic search was not used (its vectors cannot be read: {error}); {lexical_only}."
         return []
+    how = ("the editors, `run`, MCP and the REPL embed them in the background after a message; `deep-research "
+           "embed` does it at once")
     if total and embedded == 0:
         semantic.note = (f"Semantic search is not ready yet: none of the {total:,} passages of these sources is "
-                         f"embedded (that runs in the background); {lexical_only}.")
+                         f"embedded ({how}); {lexical_only}.")
     elif embedded < total:
-        semantic.note = (f"Semantic search covers {embedded:,} of the {total:,} passages of these sources so far (the "
-                         "rest are being embedded in the background); the others are ranked by their words alone.")
+        semantic.note = (f"Semantic search covers {embedded:,} of the {total:,} passages of these sources so far "
+                         f"({how}); the others are ranked by their words alone.")
     by_key = {source.key: source for source in sources}
     out: list[_Window] = []
     per_part: dict[tuple[str, int], list[_Window]] = {}
