@@ -37,11 +37,11 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache"
 
 
 # Libraries that pull compiled modules (openai: pydantic-core and jiter; trafilatura: lxml;
-# mcp: pydantic-core, cryptography) cannot be bundled once for every platform and Python.
-# The server imports them only where the autopilot, web pages or `deep-research mcp` need
-# them; the extension offers to install them (not-bundled.json), and the server says how
-# to when they are missing.
-NOT_BUNDLED = {"openai", "trafilatura", "mcp"}
+# mcp: pydantic-core, cryptography; ddgs: primp, lxml) cannot be bundled once for every
+# platform and Python. The server imports them only where the autopilot, web pages,
+# `deep-research mcp` or a DuckDuckGo search need them; the extension offers to install them
+# (not-bundled.json), and the server says how to when they are missing.
+NOT_BUNDLED = {"openai", "trafilatura", "mcp", "ddgs"}
 EXTRAS_FILE = BUNDLED / "not-bundled.json"
 
 

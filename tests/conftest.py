@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import pytest
 from pytest_httpserver import HTTPServer
+
+from deep_research.sources.search import ADDRESS_VARIABLE, DEFAULT_URLS
+
+# No test may reach beyond loopback. Web search needs no setup (DuckDuckGo is the default), so
+# every provider's own address is moved to a loopback port where nothing listens, here and in
+# every process a test starts (the CLI, the language server, the editors): a search that a test
+# did not point at its own stand-in fails at once with a sentence, and never leaves the machine.
+NOWHERE = "http://127.0.0.1:9/"  # the discard port: connection refused
+for _provider in DEFAULT_URLS:
+    os.environ[ADDRESS_VARIABLE.format(_provider.upper())] = NOWHERE + _provider
 
 
 @pytest.hookimpl(tryfirst=True)

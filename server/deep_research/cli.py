@@ -90,10 +90,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="a context file, shown in every prompt (repeatable)")
         p.add_argument("--context-text", action="append", default=[], metavar="TEXT",
                        help="context typed in, shown in every prompt (repeatable)")
-        p.add_argument("--attach", action="append", default=[], metavar="PATH|URL",
-                       help="an attachment, a file or an http(s) URL (fetched like ///attach_url, with the "
-                            "[fetch] settings of DIR/deep-research.toml): for defining the problem, or of the "
-                            "root problem once it exists (repeatable)")
+        p.add_argument("--attach", action="append", default=[], metavar="PATH|FOLDER|URL",
+                       help="an attachment, a file, a folder (its text, markdown, code, HTML and PDF files, each "
+                            "named by its path below it; at most max_folder_files) or an http(s) URL (fetched "
+                            "like ///attach_url, with the [fetch] settings of DIR/deep-research.toml): for "
+                            "defining the problem, or of the root problem once it exists (repeatable)")
 
     user_inputs(command("new", _new, "Create a research in DIR, with its message document DIR/message.dr."))
     user_inputs(command(
@@ -220,6 +221,13 @@ def _inputs(args: argparse.Namespace, outcome: str):  # -> sources.inputs.Inputs
     return Inputs(instruction, args.context, args.context_text, args.attach)
 
 
+def _say_folders(made) -> None:  # app.setup.SetUp
+    """What each file of a folder given with --attach became, or why it was skipped."""
+    for folder in made.folders:
+        for line in folder.lines():
+            _say(line)
+
+
 def _new(args: argparse.Namespace) -> int:
     from .app.setup import NOT_CREATED, Refused, new_research_sync
     from .engine.research import MESSAGE_FILE
@@ -233,6 +241,7 @@ def _new(args: argparse.Namespace) -> int:
         raise UserError(str(refusal)) from None
     _notes(made.notes)
     _say(f"Created a research in {made.research.root}")
+    _say_folders(made)
     _say(f"Write messages in {made.research.root / MESSAGE_FILE}; the prompt is {made.research.prompt_path}.")
     return EXIT_OK
 
@@ -253,6 +262,7 @@ def _continue(args: argparse.Namespace) -> int:
     reopened = made.reopened
     _say(f"{'Reopened' if reopened else 'Continuing'} the research in {research.root}"
           + (" at its root problem, in a new session." if reopened else "."))
+    _say_folders(made)
     _say(f"Write the next message in {research.root / MESSAGE_FILE}.")
     return EXIT_OK
 

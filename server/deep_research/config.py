@@ -29,8 +29,11 @@ adding a row.
     allowed_roots = ["~/papers"]    # folders attach_file may read besides the research
 
     [search]
-    provider = "searxng"            # searxng | tavily | brave
-    url = "http://127.0.0.1:8888"
+    provider = "duckduckgo"         # the default; wikipedia | arxiv | searxng | tavily | brave | none
+    url = "http://127.0.0.1:8888"   # the provider's address (default: its own)
+    wikipedia_language = "en"       # the Wikipedia edition searched
+
+    max_folder_files = 100          # files `new`/`continue --attach FOLDER` take from one folder
 
     [embeddings]                    # semantic search for ///find (docs/evidence.md): off unless both are set
     base_url = "http://127.0.0.1:8081/v1"   # any OpenAI-compatible /v1/embeddings
@@ -61,7 +64,7 @@ from .engine.names import expand_home
 from .engine.store import CONFIG_FILE, Guard
 
 __all__ = ["CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig", "SearchConfig", "SETTINGS", "Setting",
-           "load"]
+           "load", "search_provider"]
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,9 @@ class Setting:
     # What the editor sends when the user set nothing: None means "the research's file decides"
     # (null, or "" for text, in package.json); a value there always applies (approvalMode).
     editor_default: Any = None
+    # A value that is not one of the setting's is kept (as text) for its user to refuse, rather
+    # than dropped for the default: a mistyped search provider must not send queries elsewhere.
+    strict: bool = False
 
     @property
     def table(self) -> str | None:
@@ -166,6 +172,9 @@ def _camel(snake: str) -> str:
 
 
 APPROVAL_CHOICES = ("none", "read", "create", "update", "delete")  # engine.commands.ApprovalMode (a test checks)
+# `sources/search.py` has one class per provider (a test checks); the first is the default.
+SEARCH_PROVIDERS = ("duckduckgo", "wikipedia", "arxiv", "searxng", "tavily", "brave")
+DEFAULT_SEARCH_PROVIDER = SEARCH_PROVIDERS[0]
 
 # The table. Defaults of the budgets (issue 27): what a first research would choose, after the
 # peers (GPT Researcher: breadth 3, depth 2; dzhng/deep-research 4 and 2; open_deep_research 6
@@ -206,8 +215,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("fetch.allow_private_networks", bool, False, "attach_url may fetch from loopback and private networks"),
     Setting("fetch.allowed_roots", "folders", (), "folders attach_file may read besides the research",
             editor=False),
-    Setting("search.provider", "choice", None, "the web search provider", choices=("searxng", "tavily", "brave")),
-    Setting("search.url", str, None, "the search provider's address"),
+    Setting("search.provider", "choice", None, "the web search provider (default: duckduckgo; none: no search)",
+            choices=SEARCH_PROVIDERS + ("none",), strict=True),
+    Setting("search.url", str, None, "the search provider's address (default: the provider's own)"),
+    Setting("search.wikipedia_language", str, None, "the Wikipedia edition the wikipedia provider searches "
+            "(en, de, fr, simple …; default en)"),
+    Setting("max_folder_files", int, 100, "at most N files attached from one folder by new/continue --attach "
+            "FOLDER", minimum=1, maximum=10_000),
     # Semantic search (issue 32): `find` fuses its lexical ranking with the embeddings' similarity
     # when both of the first two are set; the key comes from EMBEDDINGS_API_KEY (never a setting).
     Setting("embeddings.base_url", str, None, "an OpenAI-compatible embeddings endpoint (…/v1): with "
@@ -259,7 +273,7 @@ def _merged(self, **overrides: Any) -> Any:
 FetchConfig = make_dataclass("FetchConfig", _fields("fetch"), frozen=True)
 FetchConfig.__doc__ = "`[fetch]`: `offline`, `allow_private_networks`, `allowed_roots` (absolute folders)."
 SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
-SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices) and `url`."
+SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices), `url`, `wikipedia_language`."
 EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True,
                                   namespace={"enabled": property(lambda self: bool(self.base_url and self.model))})
 EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`; "
@@ -334,6 +348,11 @@ def read_table(raw: dict[str, Any], problems: list[str] | None, where: str, root
         if not isinstance(table, dict) or setting.name not in table:
             continue
         value, ok = setting.check(table[setting.name])
+        if not ok and setting.strict and isinstance(table[setting.name], str):
+            said.append(f"{where}`{setting.key}` must be {setting.expected()}, not {table[setting.name]!r}; what "
+                        "needs it is refused until it is corrected")
+            found[setting.key] = table[setting.name].strip().lower()
+            continue
         if not ok:
             said.append(f"{where}`{setting.key}` must be {setting.expected()}, not {table[setting.name]!r}; ignored")
             continue
@@ -393,6 +412,15 @@ def given(args: Any) -> dict[str, Any]:
     """The settings an argparse namespace was given (from `add_options`), by the table's keys."""
     return {s.key: getattr(args, s.key) for s in SETTINGS
             if s.option is not None and getattr(args, s.key, None) is not None}
+
+
+def search_provider(config: Any) -> str | None:
+    """The provider a `///search` of this research goes to: the one set, else DuckDuckGo; None
+    when no query may leave (offline, `provider = "none"`) or the one set is not a provider."""
+    if config is None or config.fetch.offline:
+        return None
+    name = config.search.provider or DEFAULT_SEARCH_PROVIDER
+    return name if name in SEARCH_PROVIDERS else None
 
 
 def rule_values(values: dict[str, Any]) -> dict[str, Any]:

@@ -61,7 +61,7 @@ def test_failures_are_reported_and_the_rest_runs(research: Path, web: HTTPServer
     assert result.returncode == 1  # some commands failed
     assert "it is a loopback address (this machine)" in result.stdout
     assert '"../outside.txt" is outside the research folder' in result.stdout
-    assert "No web search provider is configured." in result.stdout
+    assert "DuckDuckGo cannot be reached at http://127.0.0.1:9/duckduckgo" in result.stdout  # the default, kept on loopback
     assert "4. Line 4, `add_criteria`: done." in result.stdout
     assert web.log == []  # the private address was never asked
     journal = [json.loads(l) for l in (research / ".deep-research" / "journal.jsonl").read_text().splitlines()]

@@ -68,7 +68,7 @@ def test_unreadable_sources_fail_before_any_fetch(run, tmp_path: Path, web: HTTP
     folder = tmp_path / "r"
     for args, said in [
         (("--context", big), f"{big} is 50 MB; files larger than 10 MB are not read. Nothing was created."),
-        (("--attach", tmp_path), f"{tmp_path} is a folder, not a file"),
+        (("--attach", tmp_path), f"The folder {tmp_path} holds the research ({folder}): attaching it would attach"),
         (("--attach", tmp_path / "nope.pdf"), f"{tmp_path / 'nope.pdf'}: no such file."),
         (("--attach", "ftp://example.org/x"), "ftp://example.org/x cannot be attached: Only http and https"),
         (("--attach", "https://user:secret@example.org/"), "holds a user name or password"),
@@ -99,3 +99,34 @@ def test_continue_attaches_a_page_to_the_root_problem_in_one_step(run, research:
     assert "Prefer primary sources." in prompt.split("# Context", 1)[1]
     assert not (research / BOOK / "pending.json").exists()
     assert os.listdir(research / "Attachments") == ["Cache blocking.md"]
+
+
+def test_new_and_continue_take_folders_of_sources(run, tmp_path: Path) -> None:
+    """Every text, markdown, code, HTML and PDF file below the folder, named by its path below it;
+    what each became and what was skipped (and why) is printed."""
+    from tests.sources.dr_sources_support import make_pdf
+
+    papers = tmp_path / "papers"
+    (papers / "2024").mkdir(parents=True)
+    (papers / "2024" / "tiling.pdf").write_bytes(make_pdf(["Tiles follow the caches."], title="Tiling"))
+    (papers / "reading-list.md").write_text("# Reading list\n\n- Goto and van de Geijn\n", encoding="utf-8")
+    (papers / "cover.jpg").write_bytes(b"\xff\xd8\xff" + b"\0" * 32)
+    folder = tmp_path / "research"
+    result = run("new", folder, "--instruction", "Tiling.", "--attach", papers)
+    assert (f"{papers}: 2 files attached, 1 skipped\n  attached 2024/tiling.pdf\n  attached reading-list.md\n"
+            "  skipped cover.jpg: not one of the text, markdown, code, HTML and PDF files (.jpg)\n") in result.stdout
+    prompt = (folder / BOOK / "prompt.md").read_text(encoding="utf-8")
+    assert '<attachment name="2024/tiling.pdf">' in prompt and "Tiles follow the caches." in prompt
+    assert '<attachment name="reading-list.md">\n# Reading list' in prompt
+
+    (folder / "message.dr").write_text(DEFINE, encoding="utf-8")
+    run("execute", folder / "message.dr")
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "bench.py").write_text("print('gflops')\n", encoding="utf-8")
+    result = run("continue", folder, "--attach", more)
+    assert f"{more}: 1 file attached\n  attached bench.py\n" in result.stdout
+    assert "print('gflops')" in (folder / "Attachments" / "bench.py.md").read_text(encoding="utf-8")
+    assert run("continue", folder, "--attach", tmp_path, code=2).stderr.rstrip().endswith(
+        f"The folder {tmp_path} holds the research ({folder}): attaching it would attach the research's own files. "
+        "Give a folder of sources beside the research, or one inside it that holds only sources. Nothing was changed.")

@@ -65,3 +65,21 @@ def test_precedence_file_then_environment_then_overrides(tmp_path: Path) -> None
     assert config.base_url == "http://env/v1" and config.model == "from-file"
     final = config.merged(model="cli", base_url=None, fetch={"allow_private_networks": True})
     assert final.model == "cli" and final.base_url == "http://env/v1" and final.fetch.allow_private_networks is True
+
+
+def test_the_search_provider_is_duckduckgo_unless_offline_none_or_mistyped(tmp_path: Path) -> None:
+    from deep_research.config import search_provider
+
+    assert search_provider(load(tmp_path, environ={})[0]) == "duckduckgo"  # works from the first message
+    for text, expected in (('[search]\nprovider = "ArXiv"\n', "arxiv"), ('[search]\nprovider = "none"\n', None),
+                           ('[fetch]\noffline = true\n[search]\nprovider = "wikipedia"\n', None)):
+        write(tmp_path, text)
+        assert search_provider(load(tmp_path, environ={})[0]) == expected, text
+    # a provider that is not one is kept and refused where it is used, never replaced by the default:
+    # the queries would go to a provider the user did not choose
+    write(tmp_path, '[search]\nprovider = "searxgn"\nwikipedia_language = "de"\n')
+    config, problems = load(tmp_path, environ={})
+    assert config.search.provider == "searxgn" and search_provider(config) is None
+    assert config.search.wikipedia_language == "de"
+    assert problems == [f"{tmp_path / CONFIG_FILE}: `search.provider` must be one of duckduckgo, wikipedia, arxiv, "
+                        "searxng, tavily, brave, none, not 'searxgn'; what needs it is refused until it is corrected"]

@@ -91,6 +91,9 @@ def test_search_queries_are_one_line_and_bounded(research: Research) -> None:
     assert "keep it under 400" in message
     [(code, _)] = errors(research, "///search\n")
     assert code == "missing-argument"
+    [(_, message)] = errors(research, line("search", '?! "…" -- ***'))  # nothing a search engine could look for
+    assert message == 'The query "?! "…" -- ***" has no words: write what to search for, e.g. `///search tiled matrix ' \
+                      'multiplication`.'
 
 
 # -- attach_file: the root guard, by stat only ------------------------------------------------------------

@@ -78,7 +78,7 @@ async def test_hover_says_what_will_be_attached(client, research: Path):
 
     assert (await hover(0)).startswith("Will fetch <https://example.org/post> when the message runs")
     assert (await hover(1)).startswith(f"Will attach the file `{(research / 'paper.pdf').resolve()}` (2 KB)")
-    assert (await hover(2)).startswith("No web search provider is configured")
+    assert (await hover(2)).startswith("Will search the web with **duckduckgo** for “cache tiling”")  # no setup
 
 
 async def allow_private(client, allowed: bool) -> None:

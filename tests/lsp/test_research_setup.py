@@ -43,7 +43,7 @@ async def test_new_research_with_everything_the_user_gives(client, tmp_path: Pat
         "instruction": "Focus on x86.", "context": [(tmp_path / "background.md").as_uri()],
         "contextText": ["The budget is one week."], "attachments": [url, (tmp_path / "bench.csv").as_uri()]})
     assert result == {"created": True, "root": folder.as_uri(), "document": (folder / "message.dr").as_uri(),
-                      "promptUri": (folder / ".deep-research" / "prompt.md").as_uri(), "notes": []}
+                      "promptUri": (folder / ".deep-research" / "prompt.md").as_uri(), "notes": [], "folders": []}
     prompt = (folder / ".deep-research" / "prompt.md").read_text(encoding="utf-8")
     assert "Focus on x86." in prompt
     context = prompt.split("# Context", 1)[1]
@@ -75,6 +75,17 @@ async def test_continue_research_replaces_the_instruction_and_reopens(client, re
     assert "The user reopened the research" in prompt
     again = await call(client, "deepResearch.continueResearch", uri, {"instruction": "And TPUs"})
     assert again["reopened"] is False and "And TPUs" in (research / ".deep-research" / "prompt.md").read_text()
+    # A folder among the attachments: its documents go to the root, what was skipped is said.
+    sources = research.parent / "sources"
+    (sources / "gpu").mkdir(parents=True)
+    (sources / "gpu" / "shared-memory.md").write_text("# Shared memory\n\n48 KiB per SM.\n", encoding="utf-8")
+    (sources / "photo.jpg").write_bytes(b"\xff\xd8\xff\0")
+    folders = await call(client, "deepResearch.continueResearch", uri, {"attachments": [sources.as_uri()]})
+    why = "not one of the text, markdown, code, HTML and PDF files (.jpg)"
+    assert folders["folders"] == [{"folder": str(sources), "attached": ["gpu/shared-memory.md"],
+                                   "skipped": [{"path": "photo.jpg", "why": why}]}]
+    assert folders["notes"] == [f"{sources}: 1 file attached; skipped photo.jpg ({why})."]
+    assert "48 KiB per SM." in (research / "Attachments" / "gpu_shared-memory.md").read_text(encoding="utf-8")
     with pytest.raises(JsonRpcException, match="is not a research"):
         await call(client, "deepResearch.continueResearch", (research.parent / "nothing here").as_uri(), {})
 

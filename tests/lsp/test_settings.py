@@ -38,7 +38,12 @@ def test_fetch_and_search_settings_override_the_research_file(tmp_path):
     assert refused.fetch == FetchConfig(allow_private_networks=False, allowed_roots=(tmp_path,))
     assert from_file.merged(**nested.overrides()).search == SearchConfig("searxng", "http://127.0.0.1:8888")
     odd = Settings.from_client({"search": {"provider": "altavista", "url": 3}, "fetch": {"allowPrivateNetworks": None}})
-    assert odd.values == {}
+    # a provider that is not one is kept, to be refused by the search (not replaced by the default, where
+    # the queries would go to a provider the user did not choose); other bad values fall back
+    assert odd.values == {"search.provider": "altavista"}
+    from deep_research.config import search_provider
+
+    assert search_provider(Config().merged(**odd.overrides())) is None
 
 
 def test_the_report_limit_setting_is_the_engines_rule():

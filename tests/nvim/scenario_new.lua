@@ -3,7 +3,7 @@
 -- makes the research through the server and opens its message beside the prompt;
 -- :DeepResearchContinue gives it a new instruction. A file outside the workspace is refused
 -- with the server's sentence. $DR_PAGE_URL: a page on loopback; $DR_NOTES: a file in the
--- current directory; $DR_OUTSIDE: a file outside it.
+-- current directory; $DR_OUTSIDE: a file outside it; $DR_FOLDER: a folder of sources in it.
 local H = dofile(vim.env.DR_HARNESS)
 H.run(function()
   H.setup({ settings = { deepResearch = { fetch = { allowPrivateNetworks = true } } } })
@@ -48,7 +48,8 @@ H.run(function()
   answers = {
     'Which tile size makes matmul clearest?',
     'Type context text', 'The course uses C.', 'Add a context file', vim.env.DR_NOTES, 'Continue',
-    'Attach a web page (URL)', vim.env.DR_PAGE_URL, 'Create the research',
+    'Attach a file or folder', vim.env.DR_FOLDER, 'Attach a web page (URL)', vim.env.DR_PAGE_URL,
+    'Create the research',
   }
   vim.cmd('DeepResearchNew gpu\\ study')
   H.wait(function() return vim.api.nvim_buf_get_name(0) == folder .. '/message.dr' end, 'the new message document')

@@ -462,16 +462,21 @@ def test_new_and_continue_research_with_vim_ui(nvim: str, tmp_path: Path, web) -
     outside.write_text("not yours", encoding="utf-8")
     anchor = work / "anchor.txt"  # run_scenario starts Neovim in the document's folder
     anchor.write_text("", encoding="utf-8")
+    papers = work / "papers"
+    (papers / "gemm").mkdir(parents=True)
+    (papers / "gemm" / "kernel.c").write_text("/* 8x8 micro-kernel */\n", encoding="utf-8")
+    (papers / "plot.png").write_bytes(b"\x89PNG\r\n\0")
     seen = run_scenario(nvim, tmp_path, "scenario_new.lua", anchor, extra_env={
-        "DR_PAGE_URL": web.url_for("/blocking"), "DR_NOTES": str(work / "notes.md"), "DR_OUTSIDE": str(outside)})
+        "DR_PAGE_URL": web.url_for("/blocking"), "DR_NOTES": str(work / "notes.md"), "DR_OUTSIDE": str(outside),
+        "DR_FOLDER": str(papers)})
     folder = work / "gpu study"
     assert "outside.txt is outside the workspace folders" in seen["refused"]
     assert seen["asked_first"][0] == "Research folder: "
     assert seen["made_after_refusal"] is False
     assert seen["asked"][:2] == ["Instruction (what should the research find out? empty: skip): ",
                                  "Context (shown in every prompt): Continue | Add a context file | Type context text"]
-    assert seen["asked"][-1] == "Attachments (for defining the problem): Create the research | Attach a file | " \
-                                "Attach a web page (URL)"
+    assert seen["asked"][-1] == "Attachments (for defining the problem): Create the research | " \
+                                "Attach a file or folder | Attach a web page (URL)"
     assert seen["current"] == str(folder / "message.dr")
     assert sorted(seen["windows"]) == sorted([str(folder / "message.dr"), str(folder / ".deep-research" / "prompt.md")])
     assert seen["clients"] == 1  # the message document's client is the one that made the research
@@ -480,5 +485,9 @@ def test_new_and_continue_research_with_vim_ui(nvim: str, tmp_path: Path, web) -
     context = prompt.split("# Context", 1)[1]
     assert "The course uses C." in context and "Tiles of 64 were slow." in context
     assert f'source="{web.url_for("/blocking")}"' in prompt and "Blocking a loop nest" in prompt
+    # a folder: its code file attached by its path below it, the picture skipped, and said so
+    assert '<attachment name="gemm/kernel.c">\n/* 8x8 micro-kernel */' in prompt
+    assert [f"Deep Research: {papers}: 1 file attached; skipped plot.png (not one of the text, markdown, code, HTML "
+            "and PDF files (.png)).", 2] in seen["notes"]
     assert seen["continued"]["reopened"] is False
     assert seen["asked_continue"] == ["New instruction (replaces the current one; empty: keep it): "]

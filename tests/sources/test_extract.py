@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from deep_research.sources import SourceError
-from deep_research.sources.extract import HTML, PDF, TEXT, TRAFILATURA_MISSING, decode, extract, refusal, sniff
+from deep_research.sources.extract import (
+    HTML, PDF, TEXT, TRAFILATURA_MISSING, decode, extract, kind_for, refusal, sniff,
+)
 
 from dr_sources_support import ARTICLE, make_pdf
 
@@ -51,6 +53,10 @@ def test_types_refused_and_sniffed() -> None:
     assert sniff(b"plain words") == TEXT
     with pytest.raises(SourceError, match="binary"):
         sniff(b"\x00\x01\x02")
+    # a PDF by its bytes, whatever the server called it; a type that says nothing is left to the bytes
+    assert refusal("application/octet-stream") is None and "image/png" in refusal("image/png")
+    assert kind_for("text/html", b"\n%PDF-1.7 ...") == PDF and kind_for("application/x-pdf", b"") == PDF
+    assert kind_for("application/octet-stream", b"# Notes") == TEXT and kind_for("text/html", b"<p>") == HTML
 
 
 def test_pdfs_that_give_no_text_are_refused_plainly() -> None:

@@ -97,6 +97,35 @@ def test_a_body_without_a_content_type_is_sniffed(web: HTTPServer) -> None:
     assert (found.text, found.content_type) == ("[Page 1]\nSniffed.", "application/pdf")
 
 
+@pytest.mark.parametrize("declared", ["text/html; charset=utf-8", "application/octet-stream", "text/plain"])
+def test_a_pdf_is_read_as_a_pdf_whatever_its_server_calls_it(web: HTTPServer, declared: str) -> None:
+    web.expect_request("/paper").respond_with_data(make_pdf(["Whole paper."]), content_type=declared)
+    found = page(web.url_for("/paper"))
+    assert (found.text, found.content_type) == ("[Page 1]\nWhole paper.", "application/pdf")
+
+
+def test_an_undeclared_binary_that_is_not_a_pdf_is_refused(web: HTTPServer) -> None:
+    web.expect_request("/blob").respond_with_data(b"\x00\x01PK\x03\x04" * 100, content_type="application/octet-stream")
+    assert "binary" in refused(web.url_for("/blob"))
+
+
+def test_an_arxiv_abstract_page_attaches_the_paper(web: HTTPServer) -> None:
+    """`///attach_url https://arxiv.org/abs/ID` reads the PDF (the whole paper), not the abstract page;
+    arxiv.org is this loopback server here (a resolver standing in for DNS)."""
+    web.expect_request("/pdf/2401.01234v2").respond_with_data(make_pdf(["Tiles and caches.", "Results."]),
+                                                               content_type="application/pdf")
+
+    async def resolver(host: str, port: int) -> list[str]:
+        assert host == "arxiv.org"
+        return ["127.0.0.1"]
+
+    url = f"http://arxiv.org:{web.port}/abs/2401.01234v2"
+    found = page(url, PRIVATE_OK, resolver=resolver)
+    assert (found.source, found.final_url) == (url, f"http://arxiv.org:{web.port}/pdf/2401.01234v2")
+    assert found.title == "arXiv 2401.01234v2" and found.text == "[Page 1]\nTiles and caches.\n\n[Page 2]\nResults."
+    assert [request.path for request, _ in web.log] == ["/pdf/2401.01234v2"]  # the abstract page was not asked
+
+
 # -- what is refused ---------------------------------------------------------------------------------
 
 

@@ -68,6 +68,27 @@ def test_one_message_attaches_a_page_a_pdf_a_file_and_search_results(research: R
     assert journal[-5]["arguments"] == {"url": web.url_for("/article")}
 
 
+def test_an_arxiv_search_then_its_pdf_attached_reads_the_whole_paper(research: Research, web: HTTPServer) -> None:
+    """arXiv's feed (recorded; its links moved to this loopback server) names each paper's PDF,
+    and `///attach_url` of that address attaches the paper; the reply says which provider answered."""
+    feed = (Path(__file__).parent / "recorded" / "arxiv.xml").read_text(encoding="utf-8")
+    web.expect_request("/api/query").respond_with_data(feed.replace("http://arxiv.org/", web.url_for("/")),
+                                                       content_type="application/atom+xml")
+    web.expect_request("/pdf/2401.01234v2").respond_with_data(
+        make_pdf(["Tile sizes follow the caches.", "Page two: results on four CPUs."], title="Tiling for Deep Caches"),
+        content_type="application/pdf")
+    config = replace(LOCAL, search=SearchConfig("arxiv", web.url_for("/api/query")))
+    found = gather_and_execute_sync(research, "///search tiling matrix multiplication caches\n", config)
+    assert outcomes(found) == [("search", "ok")] and "search results (arxiv)" in found.reply
+    results = (research.root / "Attachments" / "Search_ tiling matrix multiplication caches.md").read_text("utf-8")
+    pdf = web.url_for("/pdf/2401.01234v2")
+    assert f"   Ada Example, Brook Sample · 2024-01-04\n   PDF: {pdf}\n   We study how the tile sizes" in results
+    paper = gather_and_execute_sync(research, f"///attach_url {pdf}\n", config)
+    assert outcomes(paper) == [("attach_url", "ok")]
+    text = (research.root / "Attachments" / "Tiling for Deep Caches.md").read_text("utf-8")
+    assert "Tile sizes follow the caches." in text and "Page two: results on four CPUs." in text
+
+
 def test_a_failed_fetch_fails_only_its_command(research: Research, web: HTTPServer) -> None:
     web.expect_request("/gone").respond_with_data("gone", status=404)
     web.expect_request("/ok").respond_with_data("Fine text.", content_type="text/plain")
@@ -75,7 +96,8 @@ def test_a_failed_fetch_fails_only_its_command(research: Research, web: HTTPServ
     execution = gather_and_execute_sync(research, message, LOCAL)
     assert outcomes(execution) == [("attach_url", "failed"), ("attach_url", "ok"), ("search", "failed")]
     assert f"The server answered 404 NOT FOUND for {web.url_for('/gone')}; nothing was attached." in execution.reply
-    assert "No web search provider is configured." in execution.reply
+    # no provider set: DuckDuckGo, whose address the suite moved to a loopback port where nothing listens
+    assert "DuckDuckGo cannot be reached at http://127.0.0.1:9/duckduckgo" in execution.reply
     assert [p.name for p in (research.root / "Attachments").iterdir()] == ["ok.md"]
 
 

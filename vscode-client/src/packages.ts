@@ -1,5 +1,5 @@
 // Nothing installed by hand: the Python packages the bundle cannot hold (compiled ones:
-// openai for the autopilot, trafilatura for web pages, mcp for the MCP server; the list is
+// openai for the autopilot, trafilatura for web pages, mcp for the MCP server, ddgs for DuckDuckGo; the list is
 // vscode-client/bundled/not-bundled.json, written from pyproject.toml by
 // scripts/bundle-server.py) go, on the user's say-so, into a private virtual environment in
 // the extension's global storage — never into the user's Python (PEP 668). The server then

@@ -1,10 +1,13 @@
 // Setting up and steering a research (seed 000: the instruction, context as files or text,
-// attachments as files or URLs):
+// attachments as files, folders or URLs):
 // - New Research walks the user through the folder, the instruction, context and
 //   attachments, every step but the folder skippable, then opens the message document
 //   beside the prompt;
-// - Continue Research… asks for the new instruction (a finished research reopens);
-// - the Explorer's context menu on files: Attach to Research, Add as Context.
+// - Continue Research… asks for the new instruction (a finished research reopens) and more
+//   attachments;
+// - the Explorer's context menu: Attach to Research (files and folders), Add as Context (files).
+// A folder is passed as it is: the server takes every text, markdown, code, HTML and PDF file
+// below it and says what it skipped (the answer's notes, shown as they come).
 // The server reads, fetches and checks everything (deepResearch.newResearch and
 // deepResearch.continueResearch); a refusal comes back as one sentence and is shown as is.
 import * as fs from 'node:fs';
@@ -97,10 +100,10 @@ async function askInstruction(step: string, prompt: string): Promise<string | un
   });
 }
 
-async function pickFiles(what: string): Promise<string[]> {
+async function pickFiles(what: string, folders = false): Promise<string[]> {
   const picked = await vscode.window.showOpenDialog({
-    canSelectFiles: true,
-    canSelectFolders: false,
+    canSelectFiles: !folders,
+    canSelectFolders: folders,
     canSelectMany: true,
     defaultUri: vscode.workspace.workspaceFolders?.[0]?.uri,
     openLabel: what,
@@ -108,6 +111,38 @@ async function pickFiles(what: string): Promise<string[]> {
   });
   return (picked ?? []).map((u) => u.toString());
 }
+
+/** The attachments step (New Research's step 4, Continue Research's second): files, folders (the
+ * server takes every text, markdown, code, HTML and PDF file below one) and web pages; false if cancelled. */
+async function askAttachments(step: string, attachments: string[], named: (list: string[]) => string[]): Promise<boolean> {
+  return askMany(
+    step,
+    () => (attachments.length ? `${attachments.length} added: ${named(attachments).join(', ')}` : 'none yet'),
+    [
+      { label: '$(file-add) Attach files…', value: async () => void attachments.push(...(await pickFiles('Attach'))) },
+      {
+        label: '$(folder) Attach a folder…',
+        description: 'its text, markdown, code, HTML and PDF files',
+        value: async () => void attachments.push(...(await pickFiles('Attach Folder', true))),
+      },
+      {
+        label: '$(globe) Attach a web page…',
+        value: async () => {
+          const url = await vscode.window.showInputBox({
+            title: `${step}: a web page`,
+            prompt: 'Its address (http or https). It is fetched now, like ///attach_url.',
+            placeHolder: 'https://example.org/article',
+            ignoreFocusOut: true,
+            validateInput: (v) => (!v.trim() || /^https?:\/\/\S+$/i.test(v.trim()) ? undefined : 'An http(s) address, without spaces.'),
+          });
+          if (url?.trim()) attachments.push(url.trim());
+        },
+      },
+    ],
+  );
+}
+
+const named = (list: string[]) => list.map((u) => (/^https?:/i.test(u) ? u : path.basename(vscode.Uri.parse(u).fsPath)));
 
 /** A loop of choices until "Continue": returns false if the user cancelled the whole walk-through. */
 async function askMany(
@@ -142,7 +177,6 @@ async function askOptions(): Promise<ResearchOptions | undefined> {
     return undefined;
   }
   const options: Required<ResearchOptions> = { instruction: instruction.trim(), context: [], contextText: [], attachments: [] };
-  const named = (list: string[]) => list.map((u) => (/^https?:/i.test(u) ? u : path.basename(vscode.Uri.parse(u).fsPath)));
   const contextOk = await askMany(
     title(3, 'context, shown in every prompt'),
     () => {
@@ -167,26 +201,7 @@ async function askOptions(): Promise<ResearchOptions | undefined> {
   if (!contextOk) {
     return undefined;
   }
-  const attachmentsOk = await askMany(
-    title(4, 'attachments, for defining the problem'),
-    () => (options.attachments.length ? `${options.attachments.length} added: ${named(options.attachments).join(', ')}` : 'none yet'),
-    [
-      { label: '$(file-add) Attach files…', value: async () => void options.attachments.push(...(await pickFiles('Attach'))) },
-      {
-        label: '$(globe) Attach a web page…',
-        value: async () => {
-          const url = await vscode.window.showInputBox({
-            title: title(4, 'a web page'),
-            prompt: 'Its address (http or https). It is fetched when the research is created, like ///attach_url.',
-            placeHolder: 'https://example.org/article',
-            ignoreFocusOut: true,
-            validateInput: (v) => (!v.trim() || /^https?:\/\/\S+$/i.test(v.trim()) ? undefined : 'An http(s) address, without spaces.'),
-          });
-          if (url?.trim()) options.attachments.push(url.trim());
-        },
-      },
-    ],
-  );
+  const attachmentsOk = await askAttachments(title(4, 'attachments, for defining the problem'), options.attachments, named);
   return attachmentsOk ? options : undefined;
 }
 
@@ -317,7 +332,11 @@ export function registerSetupCommands(
           if (instruction === undefined) {
             return undefined;
           }
-          options = { instruction: instruction.trim() };
+          const attachments: string[] = [];
+          if (!(await askAttachments('Deep Research: Continue Research: attachments, added to the root problem', attachments, named))) {
+            return undefined;
+          }
+          options = { instruction: instruction.trim(), attachments };
         }
         const result = await send(ServerCommand.continueResearch, target, options, 'continuing the research');
         if (result) {

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..engine.research import Location, NotAResearch, Research, locate, refuse_as_research
 from ..engine.text import control_sentence
-from ..sources.inputs import InputError, Inputs, prepare
+from ..sources.inputs import Folder, InputError, Inputs, prepare
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..config import Config
@@ -48,6 +48,7 @@ class SetUp:
     research: Research
     notes: list[str] = field(default_factory=list)
     reopened: bool = False  # continue: a finished or shut-down research was reopened at its root
+    folders: list[Folder] = field(default_factory=list)  # what each folder given as an attachment brought
 
 
 def check_new(folder: Path, *, show: Show = str, continue_hint: str, exist_ok: bool = False) -> None:
@@ -103,7 +104,7 @@ async def new_research(
         except NotAResearch as error:  # inside another research (made meanwhile)
             raise Refused(f"{str(error).rstrip('.')}. {NOT_CREATED}") from None
 
-    return SetUp(await asyncio.to_thread(create), list(prepared.notes))
+    return SetUp(await asyncio.to_thread(create), list(prepared.notes), folders=list(prepared.folders))
 
 
 async def continue_research(
@@ -119,7 +120,7 @@ async def continue_research(
         return None
     reopened = await asyncio.to_thread(
         research.continue_with, prepared.instruction, prepared.context, prepared.attachments)
-    return SetUp(research, list(prepared.notes), reopened)
+    return SetUp(research, list(prepared.notes), reopened, list(prepared.folders))
 
 
 def new_research_sync(folder: Path, inputs: Inputs, **options) -> SetUp:  # type: ignore[no-untyped-def]

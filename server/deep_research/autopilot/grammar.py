@@ -8,7 +8,8 @@ parse, and only commands that can run now:
 - blocks with exactly their sections, in the table's order, each non-empty, closed by `>>>`;
 - `focus_down` and subproblem titles limited to the current subproblems, criterion
   numbers to the open criteria; a command that has nothing to act on is left out (and
-  `search` without a configured provider, `attach_url` and `search` in an offline research);
+  `search` in a research that sends no query (`provider = "none"`), `attach_url` and `search`
+  in an offline research);
   URLs name a host, not an address literal;
 - what would surely fail, or is surely wrong, is ruled out: a new subproblem or attachment
   named like an existing one, and the sample texts of the prompt's examples as arguments
@@ -96,7 +97,7 @@ class GrammarInputs:
     subproblems: tuple[str, ...] = ()
     open_criteria: tuple[int, ...] = ()
     attachments: tuple[str, ...] = ()
-    search: bool = False  # a search provider is configured (without one `search` surely fails)
+    search: bool = False  # the research may search (`config.search_provider`; else `search` surely fails)
     fetch: bool = True  # pages can be fetched (an offline research's `attach_url` surely fails)
     examples: frozenset[str] = field(default_factory=lambda: frozenset(example_texts()))
     written: int = 0  # commands already in the message (then it may end at once)
@@ -213,7 +214,9 @@ _NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FIL
 
 
 def _search(config) -> bool:
-    return bool(config is not None and config.search.provider and not config.fetch.offline)
+    from ..config import search_provider
+
+    return search_provider(config) is not None
 
 
 def _fetch(config) -> bool:

@@ -573,8 +573,9 @@ def _source_markdown(kind: ArgType, value: str, span: Span, snap: Snapshot) -> s
         if kind is ArgType.QUERY:
             query = check_query(Arg(value, span))
             if not snap.search_provider:
-                return ("No web search provider is configured, so this search will fail. Set one in the research's "
-                        "deep-research.toml (`[search]` with `provider` and `url`) or with the setting "
+                return ("This research sends no search query (it is offline, its `[search] provider` is `none`, or "
+                        "that provider is not one there is), so this search will fail. Set the provider in the "
+                        "research's deep-research.toml (`[search] provider`) or with the setting "
                         "`deepResearch.search.provider`.")
             return (f"Will search the web with **{snap.search_provider}** for “{query}” when the message runs; the "
                     f"numbered results (title, address, snippet) become one attachment, “Search: {query}”.")

@@ -223,6 +223,9 @@ def check_query(arg: Arg) -> str:
     query = one_line(arg.value)
     if len(query) > MAX_QUERY_CHARS:
         raise CommandError(f"The query is {len(query)} characters long; keep it under {MAX_QUERY_CHARS}.", arg.span)
+    if not any(ch.isalnum() for ch in query):  # only punctuation: a search engine would get nothing to look for
+        raise CommandError(f"The query {quote(query)} has no words: write what to search for, e.g. "
+                           "`///search tiled matrix multiplication`.", arg.span)
     return query
 
 

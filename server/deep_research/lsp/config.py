@@ -80,7 +80,10 @@ class Settings:
         for setting in EDITOR:
             given = _lookup(raw, setting.editor_key)
             value, ok = setting.check(given, lenient=True)
-            if not ok:
+            if not ok and setting.strict and isinstance(given, str):  # refused where it is used, not replaced
+                log.warning("%s.%s %r must be %s", SECTION, setting.editor_key, given, setting.expected())
+                values[setting.key] = given.strip().lower()
+            elif not ok:
                 log.warning("%s.%s %r must be %s; ignored", SECTION, setting.editor_key, given, setting.expected())
             elif value is not None:
                 values[setting.key] = value

@@ -345,6 +345,7 @@ class DeepResearchServer(LanguageServer):
         """What completion and hover need of the research. The phase is read now (a few
         stats); the focus and its subproblems only if the request needs them, and read
         again only when one of the files they came from changed."""
+        from ..config import search_provider
         from ..engine.assist import Snapshot
         from ..engine.incremental import Memo
 
@@ -353,7 +354,7 @@ class DeepResearchServer(LanguageServer):
             return Snapshot(Phase.NO_PROBLEM)
         config = self.config(research.root)
         sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
-                       search_provider=config.search.provider)
+                       search_provider=search_provider(config))
         state = research.state(place.researcher)
         if state.phase is Phase.NO_PROBLEM:
             return Snapshot(state.phase, **sources)

@@ -33,7 +33,7 @@ log = logging.getLogger("deep_research.sources")
 HTML, PDF, TEXT = "html", "pdf", "text"
 MEDIA_TYPES = {
     "text/html": HTML, "application/xhtml+xml": HTML,
-    "application/pdf": PDF,
+    "application/pdf": PDF, "application/x-pdf": PDF,
     "text/plain": TEXT, "text/markdown": TEXT, "text/x-markdown": TEXT,
     "application/json": TEXT, "text/json": TEXT, "text/csv": TEXT,
 }
@@ -62,11 +62,25 @@ def kind_of(media_type: str) -> str | None:
     return None
 
 
+# Types that say nothing of the content (servers send PDFs as these): the body decides.
+UNDECLARED = {"", "application/octet-stream", "binary/octet-stream", "application/download",
+              "application/x-download", "application/force-download", "application/unknown"}
+
+
 def refusal(media_type: str) -> str | None:
-    """Why a fetched content type cannot be attached (None: it can; "" means unknown, sniffed later)."""
-    if not media_type or kind_of(media_type):
+    """Why a fetched content type cannot be attached (None: it can; an undeclared one is sniffed later)."""
+    if media_type in UNDECLARED or kind_of(media_type):
         return None
     return f"The page is {media_type}, which cannot be attached: only {ACCEPTED} can."
+
+
+def kind_for(media_type: str, body: bytes) -> str:
+    """The kind to read a fetched body as: a PDF by its bytes whatever the server called it
+    (arXiv mirrors, file servers and misconfigured CMSs send PDFs as text/html or octet-stream),
+    else by its declared type, else sniffed."""
+    if body[:1024].lstrip().startswith(b"%PDF-"):
+        return PDF
+    return kind_of(media_type) or sniff(body)
 
 
 def sniff(body: bytes) -> str:

@@ -145,20 +145,26 @@ async def fetch_page(
     from .reader import TooSlow
     from .reader import readers as shared_readers
 
+    from .search import arxiv_paper
+
     limits = limits or Limits()
-    fetched = await fetch(url, policy=policy, limits=limits, accept=extract.refusal, resolver=resolver)
-    kind = extract.kind_of(fetched.media_type) or extract.sniff(fetched.body)
+    paper = arxiv_paper(url)  # an arXiv abstract page: the paper itself is what a researcher wants
+    fetched = await fetch(paper.pdf if paper else url, policy=policy, limits=limits, accept=extract.refusal,
+                          resolver=resolver)
+    kind = extract.kind_for(fetched.media_type, fetched.body)
     try:
         page = await (readers or shared_readers()).read(
             fetched.body, kind, charset=fetched.charset, url=fetched.final_url,
-            fallback_title=extract.name_from_url(fetched.final_url), timeout=limits.extract_timeout,
+            fallback_title=paper.name if paper else extract.name_from_url(fetched.final_url),
+            timeout=limits.extract_timeout,
         )
     except TooSlow:  # the message goes on without this source; the reading was stopped
         raise SourceError(f"Reading the text of {fetched.final_url} ({len(fetched.body):,} bytes of {kind}) took longer "
                           f"than {limits.extract_timeout:g} seconds; nothing was attached.") from None
+    media_type = extract.MEDIA_OF[kind] if kind == extract.PDF or not fetched.media_type else fetched.media_type
     return Found(
         title=page.title, text=page.text, source=url, final_url=fetched.final_url,
-        content_type=fetched.media_type or extract.MEDIA_OF[kind], sha256=fetched.sha256, fetched=fetched.fetched, notes=page.notes,
+        content_type=media_type, sha256=fetched.sha256, fetched=fetched.fetched, notes=page.notes,
     )
 
 
@@ -166,12 +172,12 @@ async def _search(query: str, config: Config, environ: Mapping[str, str]) -> Fou
     import hashlib
     from datetime import datetime, timezone
 
-    from .search import provider_for, render
+    from .search import LABELS, provider_for, render
 
     provider = provider_for(config.search, environ)
     hits = await provider.search(query)
     if not hits:
-        raise SourceError(f"The web search for \"{query}\" found nothing; try other words.")
+        raise SourceError(f"{LABELS[provider.name]} found nothing for \"{query}\"; try other words.")
     text = render(query, hits, provider.name)
     return Found(
         title=f"Search: {query}", text=text, source=query, content_type=f"search results ({provider.name})",

@@ -8,6 +8,14 @@ extraction as `attach_url` (the research's `[fetch]` settings apply). A source t
 be had stops everything with one sentence naming it (`InputError`); only then does
 `Research.create` write it all, in one transaction. No network inside it, nothing half-made.
 
+A folder given as an attachment brings every text, markdown, code, HTML and PDF file below
+it (`folder_files`), each named by its path below the folder; other files, files over the
+limits and links out of the folder are skipped, and `Prepared.folders` says what became of
+each. Looking at a folder is bounded: at most `MAX_FOLDER_ENTRIES` entries are listed (no
+`stat`, no read) before a folder too large is refused, and no more than `max_folder_files`
+(a setting) are read. Every front end passes the folder as the user gave it; this is the
+one place that walks it.
+
     prepared = await prepare(Inputs(instruction, context=[...], attachments=[...]), config=config)
     Research.create(folder, prepared.instruction, prepared.context, prepared.attachments)
 """
@@ -33,12 +41,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from .gather import Progress
     from .guard import AddressPolicy
 
-MAX_SOURCES = 20  # files and pages together, as for one message (gather.MAX_NEEDS)
+MAX_SOURCES = 20  # files and pages together, as for one message (gather.MAX_NEEDS); a folder counts once
 MAX_NAME_CHARS = 60  # a text chunk is named by its first line, shortened to this
+MAX_FOLDER_ENTRIES = 10_000  # entries listed in one folder's tree before it is refused as too large
 # The instruction is shown in every prompt: longer belongs in a context file (the same for every
 # front end: the editors had this limit, the command line a larger one for a file, MCP none).
 MAX_INSTRUCTION_CHARS = 100_000
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+# What a folder's files may be: text, markdown, code, HTML and PDF (others are skipped, by name).
+TEXT_SUFFIXES = frozenset("""
+.txt .text .md .markdown .mdown .rst .adoc .org .tex .bib .csv .tsv .json .jsonl .yaml .yml .toml .ini .cfg .xml
+.log .dr .py .pyi .ipynb .r .jl .m .c .h .cc .cpp .cxx .hpp .hh .cu .cuh .rs .go .java .kt .kts .scala .swift
+.js .mjs .cjs .ts .tsx .jsx .rb .php .pl .pm .lua .sh .bash .zsh .fish .ps1 .bat .sql .hs .ml .mli .fs .ex .exs
+.erl .clj .el .vim .css .scss .sass .less .vue .svelte .proto .graphql .cmake .gradle .dockerfile .nix .zig .v
+.sv .vhd .f .f90 .asm .s .d .dart .cs .vb .groovy .tf
+""".split())
+DOCUMENT_SUFFIXES = frozenset({".html", ".htm", ".xhtml", ".pdf"})
+KNOWN_NAMES = frozenset({"README", "LICENSE", "COPYING", "NOTICE", "CHANGELOG", "AUTHORS", "Makefile",
+                         "Dockerfile", "CMakeLists.txt", "Justfile"})
+SKIPPED_FOLDERS = frozenset({"node_modules", "__pycache__"})  # generated, and large (hidden ones too)
+ACCEPTED_FILES = "text, markdown, code, HTML and PDF files"
 
 
 class InputError(SourceError):
@@ -56,6 +78,32 @@ class Inputs:
 
 
 @dataclass(frozen=True)
+class Folder:
+    """What became of a folder given as an attachment."""
+
+    given: str  # as the user wrote it
+    attached: list[str] = field(default_factory=list)  # the attachments' names (paths below the folder)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path below the folder, why)
+
+    def lines(self) -> list[str]:
+        """Every file, for a terminal."""
+        out = [f"{self.given}: {_count(len(self.attached), 'file')} attached"
+               + (f", {len(self.skipped)} skipped" if self.skipped else "")]
+        out += [f"  attached {name}" for name in self.attached]
+        out += [f"  skipped {name}: {why}" for name, why in self.skipped]
+        return out
+
+    def summary(self, shown: int = 10) -> str:
+        """One sentence, for an editor's notification: the skipped ones first named, the rest counted."""
+        text = f"{self.given}: {_count(len(self.attached), 'file')} attached"
+        if self.skipped:
+            named = "; ".join(f"{name} ({why.rstrip('.')})" for name, why in self.skipped[:shown])
+            more = f"; and {len(self.skipped) - shown} more" if len(self.skipped) > shown else ""
+            text += f"; skipped {named}{more}"
+        return text + "."
+
+
+@dataclass(frozen=True)
 class Prepared:
     """Everything read and fetched, ready for `Research.create`."""
 
@@ -63,6 +111,7 @@ class Prepared:
     context: list[Attachment] = field(default_factory=list)
     attachments: list[Attachment] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # worth saying, not failures (a page cut, a fallback extractor)
+    folders: list[Folder] = field(default_factory=list)  # what each folder given as an attachment brought
 
 
 def is_url(text: str) -> bool:
@@ -104,26 +153,176 @@ async def prepare(
             raise InputError(refusal)
     notes: list[str] = []
     context = [_typed(text, number) for number, text in enumerate(inputs.context_text, 1)]
-    files = [Path(p) for p in inputs.context] + [Path(a) for a in inputs.attachments if not is_url(str(a))]
-    reals = [Path(os.path.realpath(path)) for path in files]
+    given = [Path(a) for a in inputs.attachments if not is_url(str(a))]
+    folders = {path for path in given if os.path.isdir(path)}  # a link to a folder given by name is followed
+    files = [Path(p) for p in inputs.context] + [path for path in given if path not in folders]
+    reals = [Path(os.path.realpath(path)) for path in files + sorted(folders)]
     for real in reals:
         refusal = may_read(real) if may_read is not None else None
         if refusal:
             raise InputError(refusal)
+    listed = {path: await asyncio.to_thread(folder_files, path, root, config.max_folder_files)
+              for path in sorted(folders)}  # every folder listed (and refused if too large) before any read
     read = [await asyncio.to_thread(_read, real, path) for real, path in zip(reals, files)]
     by_path = dict(zip(files, read))
     context += [_attachment(by_path[Path(p)], Path(p).name, notes) for p in inputs.context]
+    from_folders = await _read_folders(listed, progress, cancelled)
+    if from_folders is None:
+        return None
     urls = [_checked_url(str(a)) for a in inputs.attachments if is_url(str(a))]
     pages = await _fetch(urls, root, config, progress, cancelled, limits, policy)
     if pages is None:
         return None
-    attachments = []
+    attachments: list[Attachment] = []
+    reports: list[Folder] = []
     for item in inputs.attachments:
         if is_url(str(item)):
             attachments.append(_attachment(pages[_checked_url(str(item))], None, notes))
+        elif Path(item) in folders:
+            found, report = from_folders[Path(item)]
+            taken = {a.name for a in attachments}
+            for name, result in found:
+                named = _free(name, taken)
+                attachments.append(_attachment(result, named, notes))
+                taken.add(named)
+                report.attached.append(named)
+            reports.append(report)
         else:
             attachments.append(_attachment(by_path[Path(item)], Path(item).name, notes))
-    return Prepared(inputs.instruction, context, attachments, notes)
+    return Prepared(inputs.instruction, context, attachments, notes, reports)
+
+
+# -- folders ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A folder's files to read (real path, name below the folder) and those skipped already."""
+
+    folder: Path  # its real path
+    given: str
+    files: list[tuple[Path, str]]
+    skipped: list[tuple[str, str]]
+
+
+def folder_files(folder: Path, research: Path, limit: int) -> Listed:
+    """The files below `folder` an attachment may be made of, named by their path below it;
+    InputError when the folder is the research or holds it, or is too large (more than
+    `limit` such files, or more than MAX_FOLDER_ENTRIES entries in all): said after listing at
+    most that many entries, before any file is looked at more closely or read. Links are not
+    followed out of the folder, nor into folders (a loop, or a folder seen twice)."""
+    real = Path(os.path.realpath(folder))
+    home = Path(os.path.realpath(research))
+    if real == home or real in home.parents:
+        what = "is the research itself" if real == home else f"holds the research ({research})"
+        raise InputError(f"The folder {folder} {what}: attaching it would attach the research's own files. Give a "
+                         "folder of sources beside the research, or one inside it that holds only sources.")
+    files: list[tuple[Path, str]] = []
+    skipped: list[tuple[str, str]] = []
+    seen = 0
+    todo = [(real, "")]
+    while todo:
+        where, below = todo.pop()
+        entries = []
+        try:
+            with os.scandir(where) as listing:
+                for entry in listing:
+                    seen += 1
+                    if seen > MAX_FOLDER_ENTRIES:
+                        raise InputError(
+                            f"The folder {folder} holds more than {MAX_FOLDER_ENTRIES:,} files and folders: too many to "
+                            "look through. Give a smaller folder (the one that holds the sources), or the files "
+                            "themselves.")
+                    entries.append(entry)
+        except OSError as error:
+            skipped.append((below or ".", f"cannot be listed: {error.strerror or error}"))
+            continue
+        for entry in sorted(entries, key=lambda e: e.name, reverse=True):  # popped from the end: in name order
+            name = f"{below}{entry.name}"
+            why = _skip_reason(entry, real)
+            if why == "folder":
+                todo.append((Path(entry.path), name + "/"))
+            elif why:
+                skipped.append((name + ("/" if why.startswith("a folder") else ""), why))
+            else:
+                files.append((Path(entry.path), name))
+                if len(files) > limit:
+                    raise InputError(
+                        f"The folder {folder} holds more than {limit:,} {ACCEPTED_FILES} (max_folder_files = {limit:,} in "
+                        "deep-research.toml, or the setting deepResearch.maxFolderFiles): nothing was attached. Give a "
+                        "smaller folder, or raise the limit.")
+    files.sort(key=lambda item: item[1])
+    return Listed(real, str(folder), files, sorted(skipped))
+
+
+def _skip_reason(entry: os.DirEntry, folder: Path) -> str | None:
+    """Why an entry is not read ("folder": it is walked), or None for a file to read. Decided
+    from the listing alone (file types come with it), except a link's target."""
+    if entry.name.startswith("."):
+        return "a folder that is hidden: not looked into" if entry.is_dir(follow_symlinks=False) else "hidden"
+    if entry.is_symlink():
+        target = Path(os.path.realpath(entry.path))
+        if target != folder and folder not in target.parents:
+            return "a link out of the folder: not followed"
+        if target.is_dir():
+            return "a folder that is a link: not followed"
+    elif entry.is_dir(follow_symlinks=False):
+        return f"a folder of generated files: not looked into" if entry.name in SKIPPED_FOLDERS else "folder"
+    elif not entry.is_file(follow_symlinks=False):
+        return "not a regular file (a pipe, a device or a socket)"
+    suffix = os.path.splitext(entry.name)[1].lower()
+    if suffix in TEXT_SUFFIXES or suffix in DOCUMENT_SUFFIXES or entry.name in KNOWN_NAMES:
+        return None
+    return f"not one of the {ACCEPTED_FILES}" + (f" ({suffix})" if suffix else "")
+
+
+async def _read_folders(
+    listed: dict[Path, Listed], progress: Progress | None, cancelled: Callable[[], bool] | None,
+) -> dict[Path, tuple[list[tuple[str, Found]], Folder]] | None:
+    """Every listed file read (a file that cannot be, skipped with why); None if cancelled."""
+    total = sum(len(item.files) for item in listed.values())
+    done = 0
+    out = {}
+    for given, item in listed.items():
+        report = Folder(item.given, [], list(item.skipped))
+        found: list[tuple[str, Found]] = []
+        for path, name in item.files:
+            if cancelled is not None and cancelled():
+                return None
+            try:
+                found.append((name, await asyncio.to_thread(_read_below, path, name, item.folder)))
+            except SourceError as error:
+                report.skipped.append((name, error.message))
+            done += 1
+            if progress is not None:
+                progress(done, total, f"read {name}")
+        report.skipped.sort()
+        out[given] = (found, report)
+    return out
+
+
+def _read_below(path: Path, name: str, folder: Path) -> Found:
+    from .files import read_user_file
+
+    real = Path(os.path.realpath(path))  # again: the folder may have changed since it was listed
+    if folder not in real.parents:
+        raise SourceError("a link out of the folder: not followed")
+    found = read_user_file(real, shown="it")  # its sentences follow the file's name in the report
+    if not found.text.strip():
+        raise SourceError("no readable text")
+    return found
+
+
+def _free(name: str, taken: set[str]) -> str:
+    """`name`, or `name (2)` …: two folders may both hold a notes.md."""
+    out, number = name, 2
+    while out in taken:
+        out, number = f"{name} ({number})", number + 1
+    return out
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def prepare_sync(inputs: Inputs, **options) -> Prepared | None:  # type: ignore[no-untyped-def]

@@ -5,8 +5,8 @@
 //    on loopback), and opens the message document beside the prompt;
 // 3. Run Autopilot against the scripted model ($DR_MODEL_URL) finishes the research, and offers
 //    the final report (Show Final Report opens it);
-// 4. Continue Research… reopens it with a new instruction;
-// 5. the Explorer's context menu attaches a file to it.
+// 4. Continue Research… reopens it with a new instruction (no attachments: Continue);
+// 5. the Explorer's context menu attaches a folder to it (its notes.md; its picture skipped, and said).
 // Screenshots go to $DR_SCREENSHOTS. Exit code: 0 passed, 1 failed, 2 the environment is missing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -38,7 +38,11 @@ try {
       'deepResearch.fetch.allowPrivateNetworks': true, // the page is served on loopback
     },
     env: { PIP_NO_INDEX: '1', PIP_FIND_LINKS: WHEELHOUSE, PIP_DISABLE_PIP_VERSION_CHECK: '1', OPENAI_API_KEY: 'sk-test' },
-    before: (dirs) => fs.writeFileSync(path.join(dirs.ws, 'notes.md'), '# Notes\nTiles of 64 were slow on the old laptop.\n'),
+    before: (dirs) => {
+      fs.mkdirSync(path.join(dirs.ws, 'sources'));
+      fs.writeFileSync(path.join(dirs.ws, 'sources', 'notes.md'), '# Notes\nTiles of 64 were slow on the old laptop.\n');
+      fs.writeFileSync(path.join(dirs.ws, 'sources', 'photo.png'), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0]));
+    },
   });
   const { page, dirs } = bench;
   const shot = (name) => screenshot(page, dirs, name);
@@ -81,7 +85,7 @@ try {
   await page.locator('.quick-input-list .monaco-list-row', { hasText: '1 added' }).first().waitFor();
   await choose('(3/4): context, shown', 'Continue');
   await choose('(4/4): attachments', 'Attach a web page');
-  await answer('(4/4): a web page', PAGE_URL);
+  await answer('(4/4): attachments, for defining the problem: a web page', PAGE_URL);
   await page.locator('.quick-input-list .monaco-list-row', { hasText: '1 added' }).first().waitFor();
   await shot('setup-04-attachments');
   await choose('(4/4): attachments', 'Continue');
@@ -125,13 +129,14 @@ try {
   step('Continue Research… reopens it with a new instruction');
   await runPaletteCommand(page, 'Deep Research: Continue Research…');
   await answer('Continue Research', 'Now compare 32x32 tiles too.');
+  await choose('Continue Research: attachments', 'Continue');
   await page.locator('.statusbar-item', { hasText: 'research reopened' }).first().waitFor({ timeout: 30000 });
   await waitFor('the new instruction in the prompt', () => fs.readFileSync(promptFile, 'utf8').includes('Now compare 32x32 tiles too.'), 10000);
   if (!fs.readFileSync(promptFile, 'utf8').includes('The user reopened the research')) throw new Error('not reopened');
 
-  step('Explorer: right-click a file, Attach to Research');
+  step('Explorer: right-click a folder, Attach to Research');
   await page.keyboard.press('Control+Shift+E');
-  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'notes.md' }).first();
+  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'sources' }).first();
   await row.waitFor();
   await row.click({ button: 'right' });
   const item = page.locator('.monaco-menu .action-item', { hasText: 'Attach to Research' }).first();
@@ -141,6 +146,7 @@ try {
   const attached = path.join(study, 'Attachments', 'notes.md');
   await waitFor('notes.md among the root problem\'s attachments', () => fs.existsSync(attached) && fs.readFileSync(attached, 'utf8').includes('Tiles of 64'), 20000);
   await waitFor('the attachment in the prompt', () => fs.readFileSync(promptFile, 'utf8').includes('Tiles of 64 were slow'), 10000);
+  await page.locator('.notification-toast', { hasText: '1 file attached; skipped photo.png' }).first().waitFor({ timeout: 10000 });
   await shot('setup-08-attached');
 
   log('setup UI test: 1 passed, 0 failed');

@@ -381,8 +381,8 @@ local function send(client, command, folder, options, on_done)
     elseif type(result) == 'table' and result.reason == 'cancelled' then
       notify('cancelled: nothing was changed')
     elseif type(result) == 'table' then
-      for _, note in ipairs(result.notes or {}) do
-        notify(note, vim.log.levels.WARN)
+      for _, note in ipairs(result.notes or {}) do  -- what a source became (a folder's files), or a cut
+        notify(note, vim.log.levels.INFO)
       end
       open_research(result)
     end
@@ -420,8 +420,9 @@ function M.new_research(dir, on_done)
       local function ask_attachments()
         ask_many('Attachments (for defining the problem):', {
           { 'Create the research' },
-          { 'Attach a file', function(next)
-            ask({ prompt = 'File to attach: ', completion = 'file' }, function(path)
+          { 'Attach a file or folder', function(next)
+            -- a folder brings its text, markdown, code, HTML and PDF files (the server walks it)
+            ask({ prompt = 'File or folder to attach: ', completion = 'file' }, function(path)
               if path and path ~= '' then
                 table.insert(attachments, vim.uri_from_fname(vim.fn.fnamemodify(vim.fn.expand(path), ':p')))
               end

@@ -51,7 +51,7 @@ def register(server: DeepResearchServer) -> None:
                 cancelled=progress.cancelled if progress else None, exist_ok=not options))
         if made is None:
             return {"created": False, "reason": "cancelled"}
-        answer = _answer(made.research, document, created=True, notes=made.notes)
+        answer = _answer(made.research, document, created=True, made=made)
         return answer if options else {"root": answer["root"], "document": answer["document"]}
 
     @server.command("deepResearch.continueResearch")
@@ -72,7 +72,7 @@ def register(server: DeepResearchServer) -> None:
                                  progress=progress.sources, cancelled=progress.cancelled))
         if made is None:
             return {"created": False, "reason": "cancelled"}
-        return {**_answer(research, document, created=False, notes=made.notes), "reopened": made.reopened}
+        return {**_answer(research, document, created=False, made=made), "reopened": made.reopened}
 
 
 NEW_HINT = "Deep Research: New Research (deepResearch.newResearch)"
@@ -178,7 +178,9 @@ def _inputs(options: tuple[Any, ...], command: str) -> Inputs:
                   list(given.get("contextText") or []), attachments)
 
 
-def _answer(research: Research, document: Path | None, *, created: bool, notes: list[str] = ()) -> dict[str, Any]:
+def _answer(research: Research, document: Path | None, *, created: bool, made: SetUp) -> dict[str, Any]:
+    """The answer; `notes` holds what is worth saying of the sources, a sentence for each folder
+    given (its files attached, those skipped and why), and `folders` the whole of it."""
     from ...engine.research import MESSAGE_FILE
 
     return {
@@ -186,5 +188,7 @@ def _answer(research: Research, document: Path | None, *, created: bool, notes: 
         "root": from_fs_path(str(research.root)),
         "document": from_fs_path(str(document if document is not None else research.root / MESSAGE_FILE)),
         "promptUri": from_fs_path(str(research.prompt_path)),
-        "notes": list(notes),
+        "notes": [*made.notes, *(f.summary() for f in made.folders)],
+        "folders": [{"folder": f.given, "attached": f.attached, "skipped": [{"path": p, "why": w} for p, w in f.skipped]}
+                    for f in made.folders],
     }
