@@ -185,7 +185,7 @@ def test_every_attachment_is_named_whatever_the_budget(research: Research) -> No
     section = prompt.split("# Attachments Of Current Problem", 1)[1].split("# Context", 1)[0]
     assert section.count("<attachment name=") == count, "every attachment is named, even when there is no room"
     assert f'<attachment name="Source {count - 1}" problem="{ROOT_TITLE}" parts="4">' in section
-    assert f"not shown, for lack of room: `///read Source {count - 1}#1` reads it" in section
+    assert f"no room for them here: `///read Source {count - 1}#1` reads it" in section
     assert len(section) < ATTACHMENTS_TOTAL + 3_000
 
 

@@ -20,6 +20,7 @@ from deep_research.engine.parts import layout
 from deep_research.engine.ranking import PASSAGE_CHARS
 from deep_research.engine.reading import READ_PARTS, sources_limit
 from deep_research.engine.research import Research
+from deep_research.engine.rules import Rules
 
 from dr_engine_support import (
     BOOK, ROOT_TITLE, attachment, block, files, line, new_research, ok, report, stats, statuses, subproblem,
@@ -164,8 +165,8 @@ def test_one_reply_holds_a_bounded_amount_of_sources(book: Research) -> None:
     result = book.execute(message)
     done = [s for _, s in statuses(result)]
     assert done[0] == "ok" and "failed" in done
-    assert f"a reply holds at most {sources_limit(4000):,}" in result.reply
-    assert len(sources_of(result.reply)) <= sources_limit(4000)
+    assert f"a reply holds at most {sources_limit(Rules()):,}" in result.reply
+    assert len(sources_of(result.reply)) <= sources_limit(Rules())
 
 
 def test_a_read_before_a_focus_change_is_said_to_be_lost(book: Research) -> None:
@@ -426,3 +427,32 @@ def test_a_long_read_cannot_blow_the_prompts_budget(book: Research) -> None:
     assert len(fitted) <= budget * 4 + 400
     assert "more characters of these sources are not shown; read fewer parts at once" in fitted
     assert '<part name="Memory book#1"' in fitted and "## Continue" in fitted
+
+
+def test_what_new_and_continue_give_is_indexed_as_it_is_given(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    research = new_research(root, context=[("Brief", "Vectorised kernels only.")],
+                            attachments=[("Paper", "Strassen is rarely faster.")])
+    research.continue_with(context=[("More", "Register tiling matters.")])
+    ids = sqlite3.connect(root / BOOK / INDEX_FILE).execute("SELECT path FROM sources ORDER BY path").fetchall()
+    assert [p for (p,) in ids] == [f"{BOOK}/context/Brief.md", f"{BOOK}/context/More.md", "Attachments/Paper.md"]
+    puts = []
+    real = Index._put
+    monkeypatch.setattr(Index, "_put", lambda self, *a, **k: puts.append(a[1].key) or real(self, *a, **k))
+    assert set(best(research, "strassen vectorised register")) == {"Paper#1", "Brief#1", "More#1"}
+    assert puts == []
+
+
+def test_the_same_read_or_find_twice_in_a_message_shows_it_once(book: Research) -> None:
+    """A small model writes the same command again and again: it runs, repeats nothing, and
+    leaves the reply's room to what is new."""
+    result = book.execute(line("read", "Memory book#2") * 3 + line("find", "tile size") + line("find", "Tile  SIZE?"))
+    assert statuses(result) == [("read", "ok")] * 3 + [("find", "ok")] * 2
+    assert result.reply.count('<part name="Memory book#2"') == 1 and result.reply.count("<passage ") <= 5
+    assert "Memory book#2 is already shown under Sources in this reply" in result.reply
+    assert 'A find for "Tile SIZE?" is already answered' in result.reply
+
+
+def test_a_find_of_many_passages_fits_a_reply(book: Research, root: Path) -> None:
+    (root / "deep-research.toml").write_text("find_results = 50\n", encoding="utf-8")
+    result = book.execute(line("find", "background remarks computing"))
+    assert statuses(result) == [("find", "ok")] and len(passages(result.reply)) == 22  # every part matches

@@ -18,7 +18,7 @@ async def test_an_agent_reads_and_finds_and_reads_a_part_as_a_resource(tmp_path:
 
     async with connect(tmp_path) as (session, _):
         await call(session, "new_research", research="r", instruction="Question",
-                   context=["The user's brief. " * 300])
+                   context=["Brief\n" + "The user's brief. " * 300])  # a context text is named by its first line
         attach = f"<<< add_attachment\n///name\nTiling notes\n///content\n{CHAPTERS}>>>\n"
         await call(session, "execute_message", research="r", message=DEFINE)
         await call(session, "execute_message", research="r", message=attach)
@@ -29,7 +29,7 @@ async def test_an_agent_reads_and_finds_and_reads_a_part_as_a_resource(tmp_path:
         uri = "deep-research://research/r/problem/attachment/Tiling%20notes/3"
         text = (await session.read_resource(uri)).contents[0].text
         assert text.startswith("# Chapter 2\n\nChapter 2 covers loop tiling.")
-        brief = (await session.read_resource("deep-research://research/r/context/Context%201/2")).contents[0].text
+        brief = (await session.read_resource("deep-research://research/r/context/Brief/2")).contents[0].text
         assert "The user's brief." in brief and len(brief) < 4000
         for bad in (uri[:-1] + "9", "deep-research://research/r/problem/attachment/Nothing/1"):
             with pytest.raises(MCPError, match="no part 9|no attachment named"):

@@ -260,6 +260,10 @@ def test_a_message_is_checked_and_analysed_once_per_execution(research: Research
     (research.root / "notes.md").write_text("Notes.\n", encoding="utf-8")
     assert gather_and_execute_sync(research, "///attach_file notes.md\n", LOCAL).executed
     assert steps == ["attach_file", "attach_file"]
+    # So is one with a find, which a dry run leaves to execution (it has no index).
+    steps.clear()
+    found = gather_and_execute_sync(research, "///find notes\n", LOCAL)
+    assert steps == ["find", "find"] and '<passage part="notes.md#1" rank="1">' in found.reply
 
 
 def test_a_pdfs_pages_become_its_parts_and_every_page_is_read(research: Research, web: HTTPServer) -> None:

@@ -103,6 +103,11 @@ class Analysis:
         return sum(1 for o in self.outcomes if o.status is status)
 
     @property
+    def searches(self) -> int:
+        """`find` commands a dry run left to execution (it has no index): its outcomes are not theirs."""
+        return self.draft.searches
+
+    @property
     def needs(self) -> list[Need]:
         """What the message needs from outside (a dry run's), once each, in message order."""
         return list(dict.fromkeys(self.draft.needs))

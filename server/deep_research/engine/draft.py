@@ -79,6 +79,8 @@ class Draft:
     # dry run, where `find` checks its query and searches nothing.
     index: Index | None = None
     answered: int = 0  # characters the message's `read` and `find` put in the reply so far (engine/reading.py)
+    searches: int = 0  # `find` commands left to execution (a dry run, without an index)
+    shown: frozenset[str] = frozenset()  # the parts and queries this message's `read` and `find` showed
 
     # -- reading (the same interface as Tree) ------------------------------------------
 
@@ -108,7 +110,7 @@ class Draft:
         frozen = Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                        {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
                        self.evidence, self.roots, list(self.needs), rules=self.rules, rounds=self.rounds,
-                       index=self.index, answered=self.answered)
+                       index=self.index, answered=self.answered, searches=self.searches, shown=self.shown)
         self.own, self.own_siblings = set(), set()
         return frozen
 
@@ -117,7 +119,8 @@ class Draft:
         return Draft(self.tree, self.state, self.pending, dict(self.problems), dict(self.siblings),
                      {path: set(aspects) for path, aspects in self.changed.items()}, list(self.new_attachments),
                      self.evidence, self.roots, list(self.needs), own=set(), own_siblings=set(), rules=self.rules,
-                     rounds=self.rounds, index=self.index, answered=self.answered)
+                     rounds=self.rounds, index=self.index, answered=self.answered, searches=self.searches,
+                     shown=self.shown)
 
     def child_count(self, path: ProblemPath) -> int:
         return len(self._siblings(path).paths)

@@ -30,6 +30,7 @@ from .model import Attachment
 from .names import one_line
 from .operations import Arg, Args, CommandError, Result, Warning_, quote
 from .parts import Layout, is_pdf_type, layout, part_name, split_reference
+from .rules import Rules
 from .store import BOOKKEEPING, CONTEXT
 from .text import Edit, Fix, attribute
 from .tree import attachment_files
@@ -69,8 +70,15 @@ class Readable:
                       lambda text: formats.parse_attachment(text, fallback_name=fallback).content)
 
 
-def sources_limit(part_chars: int) -> int:
-    return max(SOURCES_CHARS, part_chars + 4 * _TAG_CHARS)
+def sources_limit(rules: Rules) -> int:
+    """Characters of sources one reply holds: SOURCES_CHARS, or whatever one part or one find
+    of the research's rules takes, if more."""
+    return max(SOURCES_CHARS, rules.part_chars + 4 * _TAG_CHARS, _find_size(rules.find_results, MAX_QUERY_CHARS))
+
+
+def _find_size(passages: int, query: int) -> int:
+    """The most a find's entry takes: its passages, their tags, its first line."""
+    return passages * (ranking.PASSAGE_CHARS + _TAG_CHARS) + query + 200
 
 
 def readable(draft: Draft, path: ProblemPath | None = None) -> list[Readable]:
@@ -124,6 +132,11 @@ def read(draft: Draft, args: Args) -> Result:
         raise CommandError(f"A read shows at most {READ_PARTS} parts at once; read `{part_name(item.name, first, upto)}` "
                            f"now and the rest in later commands or messages.", arg.span,
                            _fix(arg, part_name(item.name, first, upto)))
+    wanted = {f"{item.key}#{n}" for n in range(first, last + 1)}
+    if wanted <= draft.shown:  # a model may write the same read again and again
+        return Result(f"{part_name(item.name, first, last)} is already shown in this reply; nothing repeated.",
+                      [Warning_(f"{part_name(item.name, first, last)} is already shown under Sources in this reply: "
+                                "read another part instead.", arg.span)])
     text = item.attachment.content
     body = "\n".join(f'<part name="{attribute(part_name(item.name, n))}" of="{count}">\n{found.text(text, n)}\n</part>'
                      for n in range(first, last + 1))
@@ -132,6 +145,7 @@ def read(draft: Draft, args: Args) -> Result:
     entry = (f"Read {part_name(item.name, first, last)} ({'part' if first == last else 'parts'} "
              f"{first}{'' if first == last else f'–{last}'} of {count:,}{pages}, {where}).\n{body}")
     _within_sources(draft, arg, len(entry))
+    draft.shown = draft.shown | wanted
     shown = "part" if first == last else "parts"
     return Result(f"Read {shown} {first}{'' if first == last else f'–{last}'} of {count:,} of {quote(item.name)}; "
                   "the text is under Sources.", sources=entry)
@@ -219,11 +233,18 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError("There is nothing to search here: no attachment of the current problem or of its parents, "
                            "and no context. Attach sources first (`///attach_url`, `///attach_file`, `///search`).",
                            arg.span)
+    searched = "find " + " ".join(ranking.query_words(query))
+    if searched in draft.shown:
+        return Result("These words were already searched in this message; nothing repeated.",
+                      [Warning_(f"A find for {quote(query)} is already answered under Sources in this reply: search "
+                                "other words instead.", arg.span)])
     limit = draft.rules.find_results
-    _within_sources(draft, arg, limit * (ranking.PASSAGE_CHARS + _TAG_CHARS) + len(query) + 100)
+    _within_sources(draft, arg, _find_size(limit, len(query)))
+    draft.shown = draft.shown | {searched}
     sources = "source" if len(scope) == 1 else "sources"
     need = Need(NeedKind.EMBED, query, arg.span.start.line + 1 if arg.span else 0)
     if draft.index is None:  # a dry run: nothing is searched while typing
+        draft.searches += 1
         if draft.evidence is None:
             draft.needs.append(need)  # the query's vector, if semantic search is set up (sources/gather.py)
         return Result(f"Will search the {len(scope):,} {sources} visible here for {quote(query)} when the message runs.")
@@ -264,7 +285,7 @@ def _semantic(draft: Draft, need: Need) -> ranking.Semantic | None:
 
 def _within_sources(draft: Draft, arg: Arg, size: int) -> None:
     """Count `size` characters towards the message's Sources, or refuse past `sources_limit`."""
-    limit = sources_limit(draft.rules.part_chars)
+    limit = sources_limit(draft.rules)
     if draft.answered + size > limit:
         raise CommandError(f"Not shown: this message's reply already holds {draft.answered:,} characters of sources "
                            f"and a reply holds at most {limit:,}. Send this command again in your next message.",

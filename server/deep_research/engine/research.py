@@ -161,9 +161,10 @@ class DryRun:
     def reusable(self, before: State) -> Analysis | None:
         """The analysis, if execution may take it as it is: the researcher's state is still
         `before`, nothing it read changed, and it needs nothing from outside (a message that
-        does is analysed again with what was gathered)."""
+        does is analysed again with what was gathered), nor searches (a `find`, which a dry run
+        leaves to execution)."""
         analysis = self.analysis
-        if analysis is None or self.reads is None or analysis.needs or analysis.before != before:
+        if analysis is None or self.reads is None or analysis.needs or analysis.searches or analysis.before != before:
             return None
         return analysis if self.reads.unchanged() else None
 
@@ -331,6 +332,12 @@ class Research:
         if not new and (instruction.strip() or context or attachments or reopened):
             undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
         tx.commit(self.cache)
+        if context or draft.new_attachments:  # indexed for `find` as they are added (engine/index.py)
+            index = Index(self.root, self.guard, durable=self.durable)
+            try:
+                self._index_new(index, attachment_files(book / CONTEXT, self.cache) + self._added(draft))
+            finally:
+                index.close()
         return reopened
 
     def _add_named(self, tx: Transaction, folder: Path, items: list[Attachment]) -> list[Attachment]:
@@ -605,7 +612,7 @@ class Research:
                 return Execution(False, "already-run", researcher=before.researcher)
             index = Index(self.root, self.guard, durable=self.durable)  # opened by the first `find`, if any
             try:
-                analysis = dry.reusable(before)  # never a find's: its dry run needs the query's vector
+                analysis = dry.reusable(before)
                 if analysis is None:
                     analysis = self.analyze(text, before, evidence=evidence if evidence is not None else Evidence(),
                                             roots=dry.roots, index=index)
@@ -614,8 +621,7 @@ class Research:
                 if cancelled is not None and cancelled():
                     return Execution(False, "cancelled", analysis, researcher=before.researcher)
                 execution = self._commit(text, analysis, before, consume, journal)
-                self._index_new(index, [(item.attachment, self.tree.folder(item.path) / ATTACHMENTS / item.file_name)
-                                        for item in analysis.draft.new_attachments])
+                self._index_new(index, self._added(analysis.draft))
                 return execution
             finally:
                 index.close()
@@ -690,6 +696,11 @@ class Research:
         changed = tx.commit(self.cache)
         consumed = consume is not None and Path(os.path.realpath(consume)) in changed
         return Execution(True, None, analysis, reply, prompt, changed, consumed, after.researcher)
+
+    def _added(self, draft: Draft) -> list[tuple[Attachment, Path]]:
+        """The attachments `draft` adds, with the files they are written to."""
+        return [(item.attachment, self.tree.folder(item.path) / ATTACHMENTS / item.file_name)
+                for item in draft.new_attachments]
 
     def _index_new(self, index: Index, added: Sequence[tuple[Attachment, Path]]) -> None:
         """Index what a transaction just added (after it, under the lock: engine/index.py says why).
