@@ -118,7 +118,12 @@ def test_text_from_outside_keeps_no_control_characters(run, tmp_path: Path) -> N
     prompt = (tmp_path / "r" / BOOK / "prompt.md").read_text(encoding="utf-8")
     assert "Tiles of 32 \ufffd[2J\ufffd]0;pwned\ufffd\ufffd\ufffd fit." in prompt
     for path in (tmp_path / "r").rglob("*"):
-        if path.is_file():
+        if path.name.startswith("index.sqlite3"):  # the search index: SQLite's binary format; its text is checked
+            import sqlite3
+
+            texts = sqlite3.connect(path).execute("SELECT heading || body FROM parts").fetchall()
+            assert texts and not any(c in text for (text,) in texts for c in "\x1b\x07\x00")
+        elif path.is_file():
             assert not any(c in path.read_text(encoding="utf-8", errors="replace") for c in "\x1b\x07\x00")
 
 
