@@ -14,8 +14,9 @@ STAMP  := $(VENV)/.installed
 demo: setup
 	$(VENV)/bin/deep-research demo
 
-# The local model's build runs in the background while the other tests run; the tests marked
-# `llm` run last and are required (a missing model fails them). See scripts/run-all-tests.
+# The local model's build starts first and the tests marked `llm` run as soon as it is done,
+# while the other tests run; the `llm` tests are required (a missing model fails them). See
+# scripts/run-all-tests.
 test: setup
 	PY=$(PY) ./scripts/run-all-tests
 

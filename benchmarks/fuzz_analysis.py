@@ -47,8 +47,8 @@ PLAUSIBLE = {
     ArgType.URL: ["https://example.org/a", "example.org/page", "http://127.0.0.1/x", "ftp://x", "<https://a.b/c>"],
     ArgType.PATH: ["notes.md", "../outside.txt", "/etc/passwd", "Attachments", "missing.md"],
     ArgType.QUERY: ["tile sizes for L1", "", "x" * 500],
-    ArgType.PART: ["notes.md", "notes.md#2", "notes.md#1-3", "Missing#1", "notes.md#0", "#"],
-    ArgType.WORDS: ["tile sizes", "", "\"NEAR(a b)\" OR title:*", "...", "x" * 1200],
+    ArgType.PART: ["Notes", "Notes#2", "Notes#1-3", "Notes#0", "Missing#4", "Issue #42#1", "Notes#1-99"],
+    ArgType.WORDS: ["tile sizes", '"NEAR(x*', "?!", "col: AND", "x" * 1200],
 }
 
 

@@ -3,11 +3,13 @@
 
     python benchmarks/lsp_bench.py [-n 1500] [--starts 7] [--dir DIR] [--keep]
                                    [--skip-big] [--only-big] [--walk 1000] [--exec-reps 40] [--quick]
+                                   [--instructions N]
 
 Part 1, a 10,000-problem research (benchmarks/engine_bench.py's `build_tree`: a root, then
 10 x 10 x 10 x 10), focused three levels down (10 subproblems), with a 500-line message
-open. Our server (`python -m deep_research serve`) and benchmarks/bare_server.py (constant
-answers: the cost of Python, pygls, JSON and the pipe) run side by side over stdio with
+open. Our server (`python -m deep_research serve`) and benchmarks/bare_server.py (the cost
+of Python, pygls, JSON and the pipe: it gives, by position, the answers ours gave to the same
+requests just before, so both send the same payload) run side by side over stdio with
 pygls's LanguageClient, and every kind of request is timed ALTERNATELY on the two (one of
 ours, one of bare's, swapping who goes first), N times each after 20 unmeasured ones, so
 that the load of a shared machine falls on both alike. It prints p50/p99 per kind and the
@@ -15,6 +17,10 @@ ratio ours/bare. The client behaves as VS Code does: it sends the `previousResul
 its last diagnostics report, and advertises VS Code's completion capabilities (lazily
 resolved documentation, list item defaults). "(+ edit)" kinds follow a didChange that inserts ONE
 character (typing), inside the measured time.
+
+With `--instructions N`, the same requests N times each with both servers under valgrind's
+callgrind: instructions per request in the server process, which a loaded machine does not blur
+(kernel time is not counted, nor the client's work, which is the same for both).
 
 Part 2, a 101,111-problem research (branching 10, 10, 10, 100), focused at the same place
 (now 100 subproblems): the tree view's first answer (`deepResearch.tree` with the
@@ -164,8 +170,8 @@ CAPABILITIES = types.ClientCapabilities(
 class Session:
     """One server process and a pygls LanguageClient talking to it over stdio."""
 
-    def __init__(self, name: str, command: list[str]) -> None:
-        self.name, self.command = name, command
+    def __init__(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.name, self.command, self.env = name, command, env or SERVER_ENV
         self.client = LanguageClient("lsp-bench", "1.0", converter_factory=converter_factory)
         self.stderr: list[str] = []
         self.log_messages: list[str] = []
@@ -188,7 +194,7 @@ class Session:
     async def start(self, root: Path) -> float:
         """Start the process and initialise; returns seconds from spawn to the initialize response."""
         began = time.perf_counter()
-        await self.client.start_io(*self.command, env=SERVER_ENV, cwd=str(root))
+        await self.client.start_io(*self.command, env=self.env, cwd=str(root))
         self._drain = asyncio.create_task(self._read_stderr())
         await self.client.initialize_async(types.InitializeParams(
             capabilities=CAPABILITIES, root_uri=root.as_uri(),
@@ -344,21 +350,27 @@ def prepare(root: Path, branching: tuple[int, ...], focus_at: tuple[int, ...] = 
 async def round_trips(root: Path, n: int) -> dict[str, dict[str, tuple[list[float], object]]]:
     uri = (root / "message.dr").as_uri()
     results: dict[str, dict[str, tuple[list[float], object]]] = {}
-    sessions = {"ours": Session("ours", our_command()), "bare": Session("bare", bare_command())}
+    answers = root.parent / "bare-answers.json"
+    sessions = {"ours": Session("ours", our_command()),
+                "bare": Session("bare", bare_command(), {**SERVER_ENV, "BARE_ANSWERS": str(answers)})}
     benches: dict[str, Bench] = {}
+    message = Message()
+    slash_line, slash = message.slash
+    focus_line, focus = message.focus_down
+    title_line, _ = message.hover_title
+    # (kind of answer, line, character) of every position asked below
+    positions = [("completion", slash_line, len(slash)), ("completion", focus_line, len(focus)),
+                 ("hover", message.hover_command, 6), ("hover", title_line, len("///focus_down ") + 3)]
     try:
-        for name, session in sessions.items():
+        for name, session in sessions.items():  # ours first: bare is given its answers
             await session.start(root)
-            benches[name] = Bench(session, uri, Message())
-        for name, bench in benches.items():
+            bench = benches[name] = Bench(session, uri, Message())
             began = time.perf_counter()
             bench.open()
             first = await bench.diagnostics()()
             results.setdefault("didOpen + first pull diagnostics (1 run)", {})[name] = ([time.perf_counter() - began], first)
-        message = benches["ours"].message
-        slash_line, slash = message.slash
-        focus_line, focus = message.focus_down
-        title_line, _ = message.hover_title
+            if name == "ours":
+                answers.write_text(json.dumps(await given_answers(bench, first, positions)), encoding="utf-8")
         # The tree view gets a time budget: a server that walks the whole tree takes seconds.
         budgets = {"tree view (deepResearch.tree)": 120.0}
         kinds: list[tuple[str, Callable[[Bench], Request], bool]] = [
@@ -389,6 +401,17 @@ async def round_trips(root: Path, n: int) -> dict[str, dict[str, tuple[list[floa
     return results
 
 
+async def given_answers(bench: Bench, first: object, positions: list[tuple[str, int, int]]) -> dict[str, Any]:
+    """Our server's answers to the requests below, for the bare server to give (BARE_ANSWERS),
+    so that both send the same payload."""
+    convert = bench.s.client.protocol._converter  # type: ignore[attr-defined]
+    out: dict[str, Any] = {"diagnostics": convert.unstructure(first), "tree": await bench.tree()()}
+    for kind, line, character in positions:
+        request = bench.completion(line, character) if kind == "completion" else bench.hover(line, character)
+        out.setdefault(kind, []).append([line, character, convert.unstructure(await request())])
+    return out
+
+
 def print_round_trips(results: dict[str, dict[str, tuple[list[float], object]]], n: int) -> None:
     print(f"\nRound trips over stdio, {n} of each kind per server (fewer where n says so), taken alternately after "
           "20 warm-up ones (ms; client-side wall time):")
@@ -409,6 +432,59 @@ def print_round_trips(results: dict[str, dict[str, tuple[list[float], object]]],
         print(f"    {kind:42s} {describe(kind, by_server['ours'][1])}")
     print("  (+ edit): each request follows a didChange that types one character; both are inside the time.")
     print("  (1 run): a single sample, the first request after opening the document.")
+
+
+async def instruction_counts(root: Path, n: int) -> dict[str, dict[str, float]]:
+    """Instructions per request in each server process, counted by valgrind's callgrind (dumped
+    with callgrind_control around n requests of each kind): figures a loaded machine does not
+    blur. The bare server gives the answers round_trips wrote. Kernel time is not counted."""
+    import glob
+    import re
+    import subprocess
+
+    out = root.parent / "callgrind"
+    out.mkdir(exist_ok=True)
+    uri = (root / "message.dr").as_uri()
+    message = Message()
+    kinds: list[tuple[str, Callable[[Bench], Request], bool]] = [
+        ("completion after `///`", lambda b: b.completion(message.slash[0], len(message.slash[1])), False),
+        ("completion after `focus_down `", lambda b: b.completion(message.focus_down[0], len(message.focus_down[1])), False),
+        ("hover on a command name", lambda b: b.hover(message.hover_command, 6), False),
+        ("hover on a subproblem title", lambda b: b.hover(message.hover_title[0], len("///focus_down ") + 3), False),
+        ("pull diagnostics, unchanged document", lambda b: b.diagnostics(), False),
+        ("pull diagnostics (+ edit)", lambda b: b.diagnostics(), True),
+    ]
+    sessions = {"ours": Session("ours", our_command()),
+                "bare": Session("bare", bare_command(), {**SERVER_ENV, "BARE_ANSWERS": str(root.parent / "bare-answers.json")})}
+    counts: dict[str, dict[str, float]] = {kind: {} for kind, _, _ in kinds}
+    try:
+        benches = {}
+        for name, session in sessions.items():
+            session.command = ["valgrind", "--tool=callgrind", "--dump-instr=no",
+                               f"--callgrind-out-file={out}/{name}.%p", *session.command]
+            await session.start(root)
+            bench = benches[name] = Bench(session, uri, Message())
+            bench.open()
+            await bench.diagnostics()()
+        for number, (kind, make, edit) in enumerate(kinds):
+            for name, bench in benches.items():
+                request = make(bench)
+                for i in range(n + 5):
+                    if i == 5:
+                        subprocess.run(["callgrind_control", "-d", f"before{number}", str(bench.s.pid)], capture_output=True)
+                    if edit:
+                        bench.edit()
+                    await request()
+                subprocess.run(["callgrind_control", "-d", f"kind{number}", str(bench.s.pid)], capture_output=True, check=True)
+                for path in glob.glob(f"{out}/{name}.*"):
+                    text = Path(path).read_text(errors="replace")
+                    if f"Trigger: dump kind{number}\n" in text:
+                        found = re.search(r"^summary: (\d+)", text, re.M)
+                        counts[kind][name] = int(found.group(1)) / n if found else float("nan")
+    finally:
+        for session in sessions.values():
+            await session.stop()
+    return counts
 
 
 # -- part 2: the 100k research ------------------------------------------------------------------------
@@ -676,6 +752,8 @@ def main() -> int:
     parser.add_argument("--tree-runs", type=int, default=50, help="tree view requests timed after the first (default 50)")
     parser.add_argument("--exec-reps", type=int, default=40, help="executions per research (default 40)")
     parser.add_argument("--quick", action="store_true", help="small trees, a few requests each (CI: it still runs)")
+    parser.add_argument("--instructions", type=int, default=0, metavar="N",
+                        help="also count instructions per request under valgrind, N of each kind (slow: minutes)")
     args = parser.parse_args()
     global BIG
     part1 = (10, 10, 10, 10)
@@ -696,6 +774,14 @@ def main() -> int:
             print(f"message: {len(message.lines)} lines, {len(message.text):,} characters")
             results = asyncio.run(round_trips(root, args.n))
             print_round_trips(results, args.n)
+            if args.instructions:
+                counted = asyncio.run(instruction_counts(root, args.instructions))
+                print(f"\nInstructions per request in the server process (valgrind callgrind, {args.instructions} of each "
+                      "kind; the same answers):")
+                print(f"  {'request':42s} {'ours':>12s} {'bare':>12s} {'ratio':>7s}")
+                for kind, by_server in counted.items():
+                    ours_i, bare_i = by_server.get("ours", float("nan")), by_server.get("bare", float("nan"))
+                    print(f"  {kind:42s} {ours_i:12,.0f} {bare_i:12,.0f} {ours_i / bare_i:7.2f}")
 
         if not args.skip_big:
             print()

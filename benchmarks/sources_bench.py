@@ -57,8 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
-from deep_research.config import Config, FetchConfig  # noqa: E402
-from deep_research.config import load as load_config  # noqa: E402
+from deep_research.engine.settings import Config, FetchConfig  # noqa: E402
+from deep_research.engine.settings import load as load_config  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.sources import SourceError, extract  # noqa: E402
 from deep_research.sources import gather as gather_module  # noqa: E402

@@ -1,4 +1,11 @@
-"""Fixtures shared by the test folders."""
+"""Fixtures shared by the test folders.
+
+No fsync in tests that are not about durability: the run sets DEEP_RESEARCH_TEST_NO_FSYNC=1
+(`store.NO_FSYNC_FOR_TESTS`) for itself and, through the environment, for every command line,
+language server and MCP server it starts; a power loss is what fsync guards against, and only
+tests/crash simulates one (its conftest turns fsync back on). Half of the engine's time in tests
+went to fsync. The product never sets it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,14 @@ from typing import Iterator
 import pytest
 from pytest_httpserver import HTTPServer
 
+from deep_research.engine.store import NO_FSYNC_FOR_TESTS
 from deep_research.sources.search import ADDRESS_VARIABLE, DEFAULT_URLS
+from tests.preload import Preloaded
+
+# At import: before any test module computes a subprocess's environment.
+os.environ[NO_FSYNC_FOR_TESTS] = "1"
+PRELOADED = Preloaded()
+STARTS_SERVERS = ("lsp", "mcp")  # test folders whose tests start language or MCP servers
 
 # No test may reach beyond loopback. Web search needs no setup (DuckDuckGo is the default), so
 # every provider's own address is moved to a loopback port where nothing listens, here and in
@@ -17,6 +31,15 @@ from deep_research.sources.search import ADDRESS_VARIABLE, DEFAULT_URLS
 NOWHERE = "http://127.0.0.1:9/"  # the discard port: connection refused
 for _provider in DEFAULT_URLS:
     os.environ[ADDRESS_VARIABLE.format(_provider.upper())] = NOWHERE + _provider
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any(part in STARTS_SERVERS for item in session.items for part in item.path.relative_to(session.config.rootpath).parts[1:2]):
+        PRELOADED.start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    PRELOADED.stop()
 
 
 @pytest.hookimpl(tryfirst=True)

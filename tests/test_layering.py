@@ -1,14 +1,16 @@
 """The package's structure: no module uses another's private (`_name`) names, and no
 modules import each other in a circle, counting imports inside functions too (they run
-sooner or later) but not those under `if TYPE_CHECKING:` (they never run). In the LSP
-layer, what the features share lives in modules of its own (`arguments`, `progress`,
-`show`); only `wiring.py` imports every feature. The front ends (the command line, the
+sooner or later) but not those under `if TYPE_CHECKING:` (they never run). The storeys
+import downwards only (engine < sources < autopilot < app < the front ends). In the LSP
+layer, what the features share lives in modules of its own (`arguments`, `executing`,
+`progress`, `show`) and in the server; no feature imports another, only `wiring.py` does. The front ends (the command line, the
 terminal mock, `run`'s console, the language server, the MCP server) set up, execute and
 run through the use cases (`app/`), never through the engine's parts for them."""
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import deep_research
@@ -17,6 +19,12 @@ PACKAGE = Path(deep_research.__file__).parent
 LAYER = "deep_research"  # every module of the package
 
 
+@cache
+def _parse(source: str, label: str) -> ast.Module:
+    return ast.parse(source, label)
+
+
+@cache
 def _modules() -> dict[str, tuple[Path, bool]]:
     """Every module of the package by dotted name, with whether it is a package's __init__."""
     found = {}
@@ -38,7 +46,7 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
 
 def _imports(name: str, source: str, is_package: bool, modules: dict, label: str) -> tuple[set[str], list[str]]:
     """The package's modules `name` imports at run time, and the private names it takes from others."""
-    tree = ast.parse(source, label)
+    tree = _parse(source, label)
     skipped = _type_checking_only(tree)
     package = name if is_package else name.rpartition(".")[0]
     targets: set[str] = set()
@@ -65,6 +73,7 @@ def _imports(name: str, source: str, is_package: bool, modules: dict, label: str
     return {t for t in targets if t in modules and t != name}, private
 
 
+@cache
 def _graph() -> tuple[dict[str, set[str]], list[str]]:
     modules = _modules()
     edges, private = {}, []
@@ -132,15 +141,22 @@ def test_the_checks_see_a_circle_and_a_private_name() -> None:
 
 
 # The front ends: each only converts to and from its own forms (ARCHITECTURE.md).
-FRONT_ENDS = ("deep_research.cli", "deep_research.repl", "deep_research.autopilot.console", "deep_research.lsp",
+FRONT_ENDS = ("deep_research.cli", "deep_research.repl", "deep_research.console", "deep_research.lsp",
               "deep_research.mcp_server")
 # What a use case does, by (module, name): a front end asks `app/` instead ("*": the whole module).
 USE_CASE_PARTS = {
     ("deep_research.sources.gather", "*"): "app.execute",
     ("deep_research.sources.inputs", "prepare"): "app.setup",
     ("deep_research.sources.inputs", "prepare_sync"): "app.setup",
+    ("deep_research.autopilot.client", "ModelClient"): "app.run",
+    ("deep_research.autopilot.loop", "Settings"): "app.run",
+    ("deep_research.engine.settings", "load"): "app.run (a run's settings)",
+    ("deep_research.sources.embeddings", "*"): "app.embed",
 }
-USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute"}
+USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute",
+                  "from_config": "app.run (a run's settings)"}
+OWNED = {"create": "Research", "from_config": "Settings"}  # only on these
+API_KEY = "OPENAI_API_KEY"  # read by app/run.py alone
 
 
 def _front_end(name: str) -> bool:
@@ -149,10 +165,13 @@ def _front_end(name: str) -> bool:
 
 def _use_case_parts_taken(name: str, source: str, is_package: bool, label: str) -> list[str]:
     """Where the module `name` imports or calls what a use case does (see USE_CASE_PARTS/CALLS)."""
-    tree = ast.parse(source, label)
+    tree = _parse(source, label)
+    skipped = _type_checking_only(tree)
     package = name if is_package else name.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.ImportFrom):
             base = package
             for _ in range(node.level - 1):
@@ -168,10 +187,14 @@ def _use_case_parts_taken(name: str, source: str, is_package: bool, label: str) 
                     found.append(f"{label}:{node.lineno} imports {alias.name}: use {USE_CASE_PARTS[(alias.name, '*')]}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             call, owner = node.func.attr, ast.unparse(node.func.value)
-            if call in USE_CASE_CALLS and (call != "create" or owner == "Research"):
+            if call in USE_CASE_CALLS and (call not in OWNED or owner == OWNED[call]):
                 found.append(f"{label}:{node.lineno} calls {owner}.{call}: use {USE_CASE_CALLS[call]}")
             elif call == "execute" and "research" in owner.lower():
                 found.append(f"{label}:{node.lineno} calls {owner}.execute: use app.execute")
+            elif any(isinstance(a, ast.Constant) and a.value == API_KEY for a in node.args):
+                found.append(f"{label}:{node.lineno} reads {API_KEY}: only app.run does")
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == API_KEY:
+            found.append(f"{label}:{node.lineno} reads {API_KEY}: only app.run does")
     return found
 
 
@@ -186,6 +209,129 @@ def test_the_front_ends_go_through_the_use_cases() -> None:
 
 def test_the_use_case_check_sees_a_front_end_doing_a_use_case_itself() -> None:
     source = ("from ..sources.gather import gather_and_execute\nfrom ..sources.inputs import Inputs, prepare\n"
-              "def f(research):\n    Research.create(x)\n    research.execute(t)\n    ls.research(r).continue_with(i)\n")
+              "def f(research):\n    Research.create(x)\n    research.execute(t)\n    ls.research(r).continue_with(i)\n"
+              "    ModelClient(u, m, os.environ.get('OPENAI_API_KEY'))\n    os.environ['OPENAI_API_KEY']\n"
+              "    from ..autopilot.client import ModelClient\n")
     found = _use_case_parts_taken("deep_research.lsp.x", source, False, "x.py")
-    assert [line.split(" ", 1)[0] for line in found] == ["x.py:1", "x.py:2", "x.py:4", "x.py:5", "x.py:6"]
+    assert sorted(line.split(" ", 1)[0] for line in found) == [
+        "x.py:1", "x.py:2", "x.py:4", "x.py:5", "x.py:6", "x.py:7", "x.py:8", "x.py:9"]
+
+
+# The storeys, lowest first: a module may import its own storey's and those below, never above.
+STOREYS = (("deep_research.engine",), ("deep_research.sources",), ("deep_research.autopilot",), ("deep_research.app",))
+
+
+def _storey(name: str) -> int | None:
+    for level, prefixes in enumerate(STOREYS):
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            return level
+    return None
+
+
+def test_no_arrow_runs_back_up() -> None:
+    """The engine imports nothing outside it; the outside world (`sources`) only the engine; the
+    autopilot (a library) not the use cases; the use cases no front end."""
+    edges, _ = _graph()
+    upward = []
+    for name, targets in edges.items():
+        level = _storey(name)
+        if level is None:
+            continue
+        for target in targets:
+            above = _storey(target)
+            if above is None and target != "deep_research" or above is not None and above > level:
+                upward.append(f"{name} imports {target}")
+    assert upward == []
+
+
+def test_the_features_import_no_feature_and_only_wiring_imports_them() -> None:
+    """What features share lives in modules of the LSP layer (`arguments`, `executing`,
+    `progress`, `show`, the server's methods), so each feature can be read alone."""
+    edges, _ = _graph()
+    features = {name for name in edges if name.startswith("deep_research.lsp.features.")}
+    assert len(features) >= 10
+    importers = sorted(name for name, targets in edges.items() if targets & features)
+    assert importers == ["deep_research.lsp.wiring"]
+
+
+def _name_switches(source: str, label: str, names: set[str]) -> list[str]:
+    """Where `source` compares with, or looks up, a command's name written out."""
+    found = []
+    for node in ast.walk(_parse(source, label)):
+        if isinstance(node, ast.Compare) and "name" in ast.unparse(node).replace("names", ""):  # `spec.name == …`
+            values = [node.left, *node.comparators]
+        elif isinstance(node, ast.Subscript) and "COMMANDS" in ast.unparse(node.value):  # `COMMANDS["…"]`
+            values = [node.slice]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add":
+            values = list(node.args[:1])  # a set of names made by hand
+        else:
+            continue
+        for value in values:
+            for constant in ast.walk(value):
+                if isinstance(constant, ast.Constant) and constant.value in names:
+                    found.append(f"{label}:{node.lineno} switches on {constant.value!r}")
+    return found
+
+
+def test_what_differs_per_command_is_declared_on_its_row() -> None:
+    """The command table is the only list of commands: no module but the table itself compares
+    with a command's name or looks one up; the grammar, the prompt, the budgets and completion
+    read the facts its rows declare (what a command grows, how it finishes a problem …)."""
+    from deep_research.engine.commands import COMMANDS
+
+    names = set(COMMANDS)
+    found = []
+    for name, (path, _) in _modules().items():
+        if name != "deep_research.engine.commands":
+            found += _name_switches(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE.parent)), names)
+    assert found == []
+    assert _name_switches('if spec.name == "write_report": pass\nx = COMMANDS["focus_up"]\nout.add("search")\n',
+                          "x.py", names) == ["x.py:1 switches on 'write_report'", "x.py:2 switches on 'focus_up'",
+                                             "x.py:3 switches on 'search'"]
+
+
+# What the autopilot (a library) uses of the engine, as ARCHITECTURE.md says: the research through
+# `Research` and plain values, and what the grammar is made from. Never what changes a research
+# itself (operations, drafts, files' formats, the transaction, the lock): that is `Research`'s.
+AUTOPILOT_ENGINE = {"research", "approval", "state", "text", "settings", "rules", "budgets", "commands", "parser",
+                    "incremental", "analysis", "prompt", "staleness", "evidence", "store",
+                    "citations", "parts"}  # a citation's key and an attachment's parts: the grammar's NAME#N
+AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping"}  # its own document read and drafted; and the layout's names
+
+
+def test_the_autopilot_uses_the_engine_as_architecture_says() -> None:
+    taken = []
+    for name, (path, is_package) in _modules().items():
+        if not name.startswith("deep_research.autopilot"):
+            continue
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(_parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom) or node.level == 0:
+                continue
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            origin = f"{base}.{node.module}" if node.module else base
+            if not origin.startswith("deep_research.engine"):
+                continue
+            modules = [a.name for a in node.names] if origin == "deep_research.engine" else [origin.split(".")[2]]
+            for module in modules:
+                if module not in AUTOPILOT_ENGINE:
+                    taken.append(f"{name}:{node.lineno} engine.{module}")
+            if origin.startswith("deep_research.engine.store"):
+                taken += [f"{name}:{node.lineno} store.{a.name}" for a in node.names
+                          if a.name not in AUTOPILOT_STORE and not a.name.isupper()]
+    assert taken == []
+
+
+def test_the_store_is_a_package_of_parts_each_on_those_before_it() -> None:
+    """layout < guard < cache < transaction: each part imports only those before it, and nothing
+    in the package imports the rest of the engine (but the inotify watch, which imports none of it)."""
+    order = ["layout", "guard", "cache", "transaction"]
+    edges, _ = _graph()
+    assert not {t for t in edges["deep_research.engine.watch"] if t.startswith("deep_research.engine")}
+    for index, part in enumerate(order):
+        name = f"deep_research.engine.store.{part}"
+        allowed = {f"deep_research.engine.store.{p}" for p in order[:index]} | {"deep_research.engine.watch"}
+        assert edges[name] <= allowed, (name, edges[name] - allowed)
+    assert set(order) == {n.rsplit(".", 1)[1] for n in edges if n.startswith("deep_research.engine.store.")}

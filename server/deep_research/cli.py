@@ -117,9 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         "approval, 4 a limit stopped it, 1 an error.",
     )
     run.add_argument("dir", type=Path)
-    from .config import add_options
-
-    add_options(run)  # the settings table's options (deep_research.config)
+    add_options(run)  # the settings table's options (engine/settings.py)
     run.add_argument("--seed", type=int, help=argparse.SUPPRESS)
 
     prompt = command("prompt", _prompt, "Print the prompt the assistant sees now.")
@@ -254,7 +252,7 @@ def _continue(args: argparse.Namespace) -> int:
     try:
         check_continue(folder, new_hint=f"`deep-research new {args.dir}`")
         research = Research.open(folder)
-        made = continue_research_sync(research, _inputs(args, NOT_CHANGED), config=_config(folder),
+        made = continue_research_sync(research, _inputs(args, NOT_CHANGED), config=_config(research.root, research),
                                       progress=_progress)  # one transaction
     except Refused as refusal:
         raise UserError(str(refusal)) from None
@@ -284,7 +282,7 @@ def _execute(args: argparse.Namespace) -> int:
     text = _read(path)
     research, researcher = _document_research(path)
     # Sources (attach_url, attach_file, search) are gathered first, then the message runs in one transaction.
-    result = execute_sync(research, text, _config(research.root), consume=path.resolve(), progress=_progress,
+    result = execute_sync(research, text, _config(research.root, research), consume=path.resolve(), progress=_progress,
                           researcher=researcher)
     if result.reason == "already-run":
         _say(f"Nothing to execute: the message in {path} has just been run (by another process) and consumed.")
@@ -298,8 +296,7 @@ def _execute(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .autopilot.console import Options, run_command
-    from .config import given
+    from .console import Options, run_command
     from .engine.research import NotAResearch
 
     try:
@@ -373,41 +370,31 @@ def _tree(args: argparse.Namespace) -> int:
 
 
 def _embed(args: argparse.Namespace) -> int:
-    from .config import load
+    from .app.embed import NotSetUp, embed
     from .engine.research import Research
     from .engine.text import printable
-    from .engine.vectors import VectorStore, wanted
-    from .sources.embeddings import BACKFILL, Endpoint, visible_sources
 
     research = Research.open(_folder(args.dir))
-    config, problems = load(research.root)
-    for problem in problems:
+    for problem in research.config_problems():
         _err(printable(f"deep-research: warning: {problem}"))
-    endpoint = Endpoint.of(config, os.environ)
-    if endpoint is None:
-        _err(f"deep-research: semantic search is not set up in {research.root}: set `base_url` and `model` under "
-             "[embeddings] in its deep-research.toml (docs/evidence.md).")
-        return EXIT_USAGE
-    sources = {}
-    for researcher in research.researchers():
-        draft = research.analyze("", research.state(researcher.name)).draft
-        sources.update((source.key, source) for source in visible_sources(research, draft))
-    needed = wanted(sources.values(), endpoint.model_key)
     interactive = sys.stderr.isatty()
 
     def report(progress) -> None:
         if interactive:
             print(f"\rembedding: {progress.done:,} of {progress.total:,} passages", end="", file=sys.stderr, flush=True)
 
-    progress = BACKFILL.run(str(research.root), endpoint, lambda: needed, VectorStore(research.root, research.guard),
-                            report)
+    try:
+        progress, sources = embed(research, report=report)
+    except NotSetUp as error:
+        _err(f"deep-research: {error}")
+        return EXIT_USAGE
     if interactive:
         print(file=sys.stderr)
     if progress.error:
         _err(printable(f"deep-research: embedding stopped at {progress.done:,} of {progress.total:,} passages: "
                        f"{progress.error}"))
         return EXIT_COMMAND_FAILED
-    print(f"{progress.total:,} passages of {len(sources):,} sources have their vectors.")
+    print(f"{progress.total:,} passages of {sources:,} sources have their vectors.")
     return EXIT_OK
 
 
@@ -637,14 +624,56 @@ def _read(path: Path, after: str | None = None) -> str:
         raise UserError(str(error)) from None
 
 
-def _config(root: Path):
-    """The research's deep-research.toml; its mistakes are warnings, never a stop."""
-    from .config import load
+def _config(root: Path, research=None):  # -> engine.settings.Config
+    """The research's deep-research.toml (through its file cache, if given); its mistakes are
+    warnings, never a stop."""
+    from .engine.settings import read
 
-    config, problems = load(root)
+    config, problems = read(root, research.cache if research is not None else None)
     for problem in problems:
         _err(f"deep-research: warning: {problem}")
     return config
+
+
+# -- the settings table's options ---------------------------------------------------------------
+
+
+def add_options(parser: argparse.ArgumentParser, keys: tuple[str, ...] | None = None) -> None:
+    """The settings table's options on a command (all of `run`'s, or those of `keys`); each is
+    stored under its setting's key."""
+    from .engine.settings import SETTINGS
+
+    for setting in SETTINGS:
+        if setting.option is None or (keys is not None and setting.key not in keys):
+            continue
+        default = "" if setting.default in (None, ()) else f" (default {setting.default})"
+        parser.add_argument(
+            setting.option, dest=setting.key, type=_argument(setting), default=None,
+            choices=setting.choices or None, metavar=None if setting.choices else _metavar(setting),
+            help=setting.help + default + ("; overrides deep-research.toml" if setting.toml else ""),
+        )
+
+
+def _argument(setting):  # type: ignore[no-untyped-def]
+    def convert(text: str):  # type: ignore[no-untyped-def]
+        try:
+            return setting.argument(text)
+        except ValueError as error:  # argparse prints its sentence as it is
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
+def _metavar(setting) -> str:  # type: ignore[no-untyped-def]
+    return {int: "N", str: "URL" if setting.key.endswith("url") else "NAME"}.get(setting.kind, "VALUE")
+
+
+def given(args: argparse.Namespace) -> dict:
+    """The settings a command was given (from `add_options`), by the table's keys."""
+    from .engine.settings import SETTINGS
+
+    return {s.key: getattr(args, s.key) for s in SETTINGS
+            if s.option is not None and getattr(args, s.key, None) is not None}
 
 
 def _progress(done: int, total: int, what: str) -> None:

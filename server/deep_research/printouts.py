@@ -40,10 +40,8 @@ def errors_only(reply: str) -> str:
 def prompt_printout(research: Research, max_tokens: int | None = None, researcher: str = "main") -> str:
     """The prompt the assistant (`researcher`) sees now (also written to its prompt file),
     shortened to `max_tokens` if given, else to the research's `max_prompt_tokens` setting."""
-    from .config import load
-
     research.write_prompt(researcher)
-    limit = max_tokens or load(research.root)[0].max_prompt_tokens
+    limit = max_tokens or research.config().max_prompt_tokens
     return research.prompt(limit, researcher)
 
 

@@ -24,7 +24,7 @@ from .engine.state import Phase
 from .engine.text import NotText, printable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import Config
+    from .engine.settings import Config
     from .engine.research import Execution
 
 SEPARATOR = "---"
@@ -43,7 +43,7 @@ _COMMAND = re.compile(r":[A-Za-z]+")
 
 def run_repl(research: Research, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
              show_prompt: bool = False) -> int:
-    from .sources.embeddings import keep_embedding
+    from .app.embed import keep_embedding
 
     keep_embedding()
     stdin = stdin or sys.stdin
@@ -109,9 +109,8 @@ class _Repl:
 
     def send(self, text: str) -> Execution:
         from .app.execute import execute_sync
-        from .config import load
 
-        config = load(self.research.root)[0]
+        config = self.research.config()
         if not self.interactive:  # attach_url, attach_file and search gather first, as `execute` does
             return execute_sync(self.research, text, config, progress=_progress_to_stderr)
         return asyncio.run(self._wait(text, config))

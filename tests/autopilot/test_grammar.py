@@ -120,7 +120,7 @@ def test_nothing_to_act_on_leaves_the_command_out(gbnf) -> None:
 
 
 def test_an_offline_research_gets_no_fetching_or_searching(gbnf, tmp_path) -> None:
-    from deep_research.config import Config, FetchConfig, SearchConfig
+    from deep_research.engine.settings import Config, FetchConfig, SearchConfig
 
     research = Research.create(tmp_path / "r")
     research.execute(DEFINE)

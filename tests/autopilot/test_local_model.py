@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.llm, pytest.mark.timeout(900)]
 SERVER = Path(__file__).resolve().parents[2] / "server"
 
 
+@pytest.mark.longest  # scripts/run-all-tests runs it beside the other llm tests
 @pytest.mark.timeout(3600)  # about 30 rounds of a 135M model on a shared 2-core machine
 def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) -> None:
     """Issue 27's goal, through `deep-research run`: with budgets for a two-level research,

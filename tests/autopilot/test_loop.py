@@ -385,7 +385,7 @@ def test_the_grammar_follows_a_reply_analysing_each_command_once_and_its_executi
     ran: list[str] = []
     step = analysis.Run.step
     monkeypatch.setattr(analysis.Run, "step", lambda run, command: (ran.append(command.name), step(run, command))[1])
-    monkeypatch.setattr(store, "RACY_NS", 0)  # the counts are about reuse, not about coarse file times
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)  # the counts are about reuse, not about coarse file times
     reply = "Breaking it down.\n" + "".join(f"///add_criteria Criterion {n}\n" for n in range(5))
     grammar = MessageGrammar(research, max_reply_tokens=2000)
     written = ""

@@ -70,7 +70,7 @@ def test_the_prompt_is_exact_when_piped_and_escaped_on_a_terminal(run, hostile: 
 
 def test_run_in_a_terminal_shows_the_models_escapes_escaped(tmp_path: Path) -> None:
     """The terminal display styles its own lines; what the model wrote is escaped inside them."""
-    from deep_research.autopilot.console import TerminalObserver
+    from deep_research.console import TerminalObserver
 
     class Terminal:
         written: list[str] = []

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.config import FIELDS, SETTINGS, Config, add_options, given, load
+from deep_research.cli import add_options, given
 from deep_research.engine.commands import ApprovalMode
-from deep_research.engine.rules import Rules, read_rules
-from deep_research.engine.store import CONFIG_FILE, FileCache
+from deep_research.engine.rules import Rules, rules_of
+from deep_research.engine.settings import FIELDS, SETTINGS, Config, load, read
+from deep_research.engine.store import CONFIG_FILE
 from deep_research.lsp.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,9 +80,9 @@ def test_the_engines_rules_are_the_tables_rules(tmp_path: Path) -> None:
     assert set(Rules.__dataclass_fields__) == rules and "report_max_words" in rules
     assert Rules() == Rules(**{key: FIELDS[key].default for key in rules})
     (tmp_path / CONFIG_FILE).write_text("report_max_words = 800\n", encoding="utf-8")
-    assert read_rules(tmp_path, FileCache()).report_max_words == 800 == load(tmp_path, {})[0].report_max_words
+    assert rules_of(read(tmp_path)[0]).report_max_words == 800 == load(tmp_path, {})[0].report_max_words
     (tmp_path / CONFIG_FILE).write_text("report_max_words = 3\n", encoding="utf-8")  # below the minimum: default
-    assert read_rules(tmp_path, FileCache()) == Rules()
+    assert rules_of(read(tmp_path)[0]) == Rules()
     config, problems = load(tmp_path, {})
     assert config.report_max_words == FIELDS["report_max_words"].default
     assert problems == [f"{tmp_path / CONFIG_FILE}: `report_max_words` must be a whole number from 100 to 100,000, "

@@ -39,7 +39,7 @@ def test_every_crash_state_is_before_or_after(name: str) -> None:
 
 def test_a_new_folder_not_fsynced_into_its_parent_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     real = store.make_folders
-    monkeypatch.setattr(store, "make_folders", lambda folder, durable: real(folder, durable=False))
+    monkeypatch.setattr(store.transaction, "make_folders", lambda folder, durable: real(folder, durable=False))
     result = run(scenario("execute"), kill_stride=None, log=lambda line: None)
     assert result.inconsistent
     assert any("lost: #" in line and "Mkdir(path='research/Subproblems/Part" in line for line in result.inconsistent)
@@ -47,7 +47,7 @@ def test_a_new_folder_not_fsynced_into_its_parent_is_found(monkeypatch: pytest.M
 
 def test_a_pending_file_whose_removal_is_not_durable_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """It comes back after the power loss and is applied again over the user's later edit."""
-    monkeypatch.setattr(store, "_finish", lambda book, durable: os.unlink(book / store.PENDING))
+    monkeypatch.setattr(store.transaction, "_finish", lambda book, durable: os.unlink(book / store.PENDING))
     result = run(scenario("edit"), kill_stride=None, log=lambda line: None)
     assert len(result.inconsistent) == 1
     assert "Unlink(path='research/.deep-research/pending.json')" in result.inconsistent[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deep_research.config import load
+from deep_research.engine.settings import load
 from deep_research.engine import budgets
 from deep_research.engine.lint import check_research
 from deep_research.engine.research import Research

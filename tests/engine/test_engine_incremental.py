@@ -98,7 +98,7 @@ def research(tmp_path_factory: pytest.TempPathFactory) -> Research:
 def trusted_reads(monkeypatch) -> None:
     """The research was just written; reads made within RACY_NS of a change are never
     reused, which would hide the incremental paths for the first 50 ms."""
-    monkeypatch.setattr(store, "RACY_NS", 0)
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)
 
 
 def same(incremental: Analysis, full: Analysis) -> None:

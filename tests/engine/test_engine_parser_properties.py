@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deep_research.engine.parser import parse
-from deep_research.engine.text import clean_text, split_lines
+from deep_research.engine.text import Pos, clean_text, split_lines
 
 from dr_engine_support import new_research, span_is_valid
 
@@ -67,6 +67,18 @@ def assert_spans_valid(text: str, parsed) -> None:
 @given(messages)
 def test_parse_never_raises_and_spans_lie_within_the_text(text: str) -> None:
     assert_spans_valid(text, parse(text))
+
+
+@SETTINGS
+@given(text=messages, data=st.data())
+def test_command_at_finds_the_command_whose_span_holds_the_position(text: str, data) -> None:
+    """It searches by bisection (hover and completion ask on every request): the same as
+    looking at every command."""
+    parsed = parse(text)
+    line = data.draw(st.integers(0, len(parsed.lines)))
+    col = data.draw(st.integers(0, max((len(row) for row in parsed.lines), default=0) + 1))
+    pos = Pos(line, col)
+    assert parsed.command_at(pos) is next((c for c in parsed.commands if c.span.contains(pos)), None)
 
 
 @SETTINGS

@@ -49,7 +49,7 @@ def crash_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
         count["n"] += 1
         real(path, text, durable=durable)
 
-    monkeypatch.setattr(store, "atomic_write", dying_write)
+    monkeypatch.setattr(store.transaction, "atomic_write", dying_write)
 
 
 def tree_state(root: Path) -> dict[str, str]:
@@ -186,7 +186,7 @@ def test_recover_without_pending_changes_nothing(research: Research, root: Path)
 
 
 def test_file_cache_parses_once_and_sees_changes(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(store, "RACY_NS", 0)  # trust even a file written a moment ago
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)  # trust even a file written a moment ago
     path = tmp_path / "f.md"
     path.write_text("one")
     calls = []
@@ -212,7 +212,7 @@ def test_file_cache_parses_once_and_sees_changes(tmp_path: Path, monkeypatch) ->
 def test_a_file_changed_a_moment_ago_is_read_again(tmp_path: Path, monkeypatch) -> None:
     """File times come from a coarse clock: a second same-size write within one tick would
     keep the signature, so a file changed within RACY_NS is never trusted from the cache."""
-    monkeypatch.setattr(store, "RACY_NS", 3_600 * 10**9)  # every file counts as just changed
+    monkeypatch.setattr(store.cache, "RACY_NS", 3_600 * 10**9)  # every file counts as just changed
     path = tmp_path / "f.md"
     path.write_text("one")
     cache = FileCache()
@@ -225,7 +225,7 @@ def test_a_file_changed_a_moment_ago_is_read_again(tmp_path: Path, monkeypatch) 
 
 
 def test_file_cache_is_bounded_by_entries_and_characters(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(store, "RACY_NS", 0)
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)
     cache = FileCache(max_entries=10, max_chars=1_000)
     parsed: list[str] = []
 
@@ -255,7 +255,7 @@ def test_file_cache_is_bounded_by_entries_and_characters(tmp_path: Path, monkeyp
 
 
 def test_reads_notice_every_change_to_what_was_read(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(store, "RACY_NS", 0)
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)
     folder = tmp_path / "Subproblems"
     folder.mkdir()
     (folder / "A").mkdir()
@@ -286,7 +286,7 @@ def test_reads_notice_every_change_to_what_was_read(tmp_path: Path, monkeypatch)
 
 
 def test_reads_made_a_moment_after_a_change_are_not_trusted(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(store, "RACY_NS", 3_600 * 10**9)
+    monkeypatch.setattr(store.cache, "RACY_NS", 3_600 * 10**9)
     path = tmp_path / "f.md"
     path.write_text("one")
     cache = FileCache()

@@ -1,13 +1,21 @@
 """pytest-lsp fixtures: the real server over stdio, with VS Code's and Neovim's capabilities.
 
+- `client`: a fresh server per test (twice: VS Code's and Neovim's capabilities), its
+  workspace the test's `tmp_path`. Cheap: the server is forked from the session's preloaded
+  process (tests/preload.py: `SERVER` is `preload.command("serve")`), about a fork instead of
+  ~0.5 s of imports, so there is no need to share a server between tests and their state.
+- `research`: a research made in `tmp_path/research` (no fsync: tests/conftest.py).
+- `make_client()`, `capabilities(preset)`, `ENV`, `SERVER`: for a fixture of a test module's own
+  (a different workspace, no workspace, one preset); clients share one converter.
+
 Spec violations (a request the client did not advertise support for) are errors
 (pyproject.toml turns LspSpecificationWarning into an error).
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,15 +26,31 @@ from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 from deep_research.engine.research import Research
 from deep_research.lsp.client_support import converter_factory
+from tests import preload
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = ["visual-studio-code", "neovim"]
-SERVER = [sys.executable, "-m", "deep_research", "serve"]
+SERVER = preload.command("serve")  # `python -m deep_research serve`, forked from a preloaded process (tests/preload.py)
 ENV = {**os.environ, "PYTHONPATH": str(REPO / "server")}
 
 
+@functools.lru_cache(maxsize=None)
+def shared_converter():
+    """One converter for every client of the test process: cattrs writes and compiles a
+    structure and an unstructure function per message type the first time a converter meets
+    it, which took each test's new client about a second of CPU."""
+    return converter_factory()
+
+
+@functools.lru_cache(maxsize=None)
+def capabilities(preset: str) -> types.ClientCapabilities:
+    """An editor's capabilities (pytest-lsp's `client_capabilities`, which reads and converts
+    its JSON file each time), once per preset. Tests only read them."""
+    return client_capabilities(preset)
+
+
 def make_client() -> LanguageClient:
-    client = LanguageClient(converter_factory=converter_factory)
+    client = LanguageClient(converter_factory=shared_converter)
     client.diagnostic_versions = {}  # type: ignore[attr-defined]
 
     def publish_diagnostics(ls: LanguageClient, params: types.PublishDiagnosticsParams) -> None:
@@ -129,7 +153,7 @@ async def client(request, lsp_client: LanguageClient, tmp_path: Path):
     lsp_client.preset = request.param  # type: ignore[attr-defined]
     lsp_client.set_configuration({"approvalMode": "update"}, section="deepResearch")
     result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(request.param),
+        capabilities=capabilities(request.param),
         root_uri=tmp_path.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="research")],
         initialization_options={"reloadsChangedFiles": True},  # as VS Code and editors/nvim declare

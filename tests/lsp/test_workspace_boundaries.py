@@ -15,11 +15,11 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from deep_research.engine.research import Research
 
-from .conftest import ENV, PRESETS, SERVER, make_client
+from .conftest import ENV, PRESETS, SERVER, capabilities, make_client
 from .helpers import DEFINE, configure, execute, open_doc
 
 COMMANDS = ["deepResearch.execute", "deepResearch.executeOnSave", "deepResearch.showPrompt",
@@ -68,7 +68,7 @@ async def ws_client(request, lsp_client: LanguageClient, tmp_path: Path):
     lsp_client.preset = request.param  # type: ignore[attr-defined]
     lsp_client.set_configuration({"approvalMode": "update"}, section="deepResearch")
     result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(request.param),
+        capabilities=capabilities(request.param),
         root_uri=ws.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name="ws")],
     ))
@@ -87,7 +87,7 @@ async def no_workspace_client(request, lsp_client: LanguageClient, tmp_path: Pat
     lsp_client.documents = {}  # type: ignore[attr-defined]
     lsp_client.preset = request.param  # type: ignore[attr-defined]
     result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(request.param), root_uri=None, workspace_folders=None))
+        capabilities=capabilities(request.param), root_uri=None, workspace_folders=None))
     lsp_client.encoding = negotiated(result)  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()

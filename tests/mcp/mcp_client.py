@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -12,6 +11,8 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+from tests import preload
 
 SERVER = Path(__file__).resolve().parents[2] / "server"
 
@@ -54,8 +55,8 @@ class Notifications:
 async def connect(root: Path, *, elicitation=None, cwd: Path | None = None, args: list[str] | None = None,
                   ) -> AsyncIterator[tuple[ClientSession, Notifications]]:
     notes = Notifications()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "deep_research", "mcp", *(args or [str(root)])],
-                                   cwd=str(cwd or root), env=server_env())
+    launch, *rest = preload.command("mcp", *(args or [str(root)]))  # forked from a preloaded process
+    params = StdioServerParameters(command=launch, args=rest, cwd=str(cwd or root), env=server_env())
     async with stdio_client(params) as (read, write):
         kwargs: dict[str, Any] = {"message_handler": notes}
         if elicitation is not None:

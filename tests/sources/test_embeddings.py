@@ -15,7 +15,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.config import Config
+from deep_research.engine.settings import Config
 from deep_research.engine.vectors import VectorStore, key_of
 from deep_research.sources.embeddings import BATCH, Backfill, EmbeddingError, Endpoint, embed, query_vector
 

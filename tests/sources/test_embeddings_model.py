@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.config import Config
+from deep_research.engine.settings import Config
 from deep_research.engine.reading import readable
 from deep_research.engine.research import Research
 from deep_research.engine.vectors import VectorStore, similarity, slice_text, slices

@@ -15,7 +15,7 @@ from werkzeug import Request, Response
 
 from deep_research.sources import SourceError
 from deep_research.sources.fetch import USER_AGENT, Limits, fetch
-from deep_research.config import Config
+from deep_research.engine.settings import Config
 from deep_research.engine.evidence import Need, NeedKind
 from deep_research.sources.gather import fetch_page, gather
 from deep_research.sources.guard import AddressPolicy

@@ -14,7 +14,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.config import Config, FetchConfig, SearchConfig
+from deep_research.engine.settings import Config, FetchConfig, SearchConfig
 from deep_research.engine.analysis import Status
 from deep_research.engine.commands import ApprovalMode
 from deep_research.engine.research import Research
@@ -243,7 +243,7 @@ def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return step(self, command)
 
     monkeypatch.setattr(analysis.Run, "step", counted)
-    monkeypatch.setattr(store, "RACY_NS", 0)
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)
     return ran
 
 

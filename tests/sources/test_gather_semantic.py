@@ -16,7 +16,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.config import Config
+from deep_research.engine.settings import Config
 from deep_research.engine.research import Research
 from deep_research.engine.vectors import VectorStore
 from deep_research.sources import embeddings

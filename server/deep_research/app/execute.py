@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..engine.store import MESSAGE_FILE, MESSAGE_SUFFIX, Guard, is_message_document
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
+    from ..engine.settings import Config
     from ..engine.research import Execution, Research
 
 

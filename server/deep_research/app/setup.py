@@ -28,7 +28,7 @@ from ..engine.text import control_sentence
 from ..sources.inputs import Folder, InputError, Inputs, prepare
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
+    from ..engine.settings import Config
     from ..sources.gather import Progress
 
 NOT_CREATED = "Nothing was created."

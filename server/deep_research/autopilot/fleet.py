@@ -41,9 +41,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..config import Config
 from ..engine.approval import Approver, StopApprover
 from ..engine.research import NoSuchResearcher, Research
+from ..engine.settings import Config
 from ..engine.state import MAIN, Phase, State
 from ..engine.store import bookkeeping
 from .client import ModelClient
@@ -100,12 +100,10 @@ class Fleet:
         observer: Observer | None = None,
         config: Config | None = None,
     ) -> None:
-        from ..config import load
-
         self.research = research
         self.client = client
         self.settings = settings
-        self.config = config if config is not None else load(research.root)[0]  # fetch roots, search
+        self.config = config if config is not None else research.config()  # fetch roots, search
         self.observer = observer or Observer()
         # A killed draft write leaves its temporary where the next commit sweeps it (bookkeeping)
         self.documents: DocumentFactory = documents or (lambda name, path: FileDocument(path, bookkeeping(research.root)))

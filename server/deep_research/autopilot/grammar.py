@@ -61,7 +61,7 @@ from pathlib import Path
 from functools import lru_cache
 
 from ..engine import budgets, citations, commands, staleness
-from ..engine.commands import ArgType, CommandSpec, Form
+from ..engine.commands import ArgType, CommandSpec, Finish, Form, Growth, Named
 from ..engine.incremental import DocumentAnalysis
 from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
 from ..engine.parts import is_pdf_type, layout, split_reference
@@ -81,8 +81,7 @@ ATTACHABLE = 40  # files of the research folder offered to attach_file
 PROSE_LINES = 2  # free-text lines between two commands: enough to think, not to ramble
 LINE_CHARS = 240  # characters of any one line
 TITLE_CHARS = 100  # characters of a one-line argument (a title, a name, a criterion)
-TEXT_LINES = 8  # lines of a definition or of appended text
-LONG_TEXT_LINES = {"write_report": 60, "add_attachment": 40}  # about three pages; a source's notes
+TEXT_LINES = 8  # lines of a definition or of appended text (longer ones say so: `Argument.lines`)
 REPORT_START = "Summarized problem definition:"
 CHARS_PER_TOKEN = 3  # a low estimate for English prose: how much of a reply the budget leaves
 REPORT_LINE_WORDS = 30  # words of one report line (the report's word limit counts lines of these)
@@ -214,7 +213,7 @@ _NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FIL
 
 
 def _search(config) -> bool:
-    from ..config import search_provider
+    from ..engine.settings import search_provider
 
     return search_provider(config) is not None
 
@@ -318,7 +317,7 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or bool(set(new.subproblems) - set(old.subproblems))  # titles now taken
         or bool(set(new.attachments) - set(old.attachments))  # names now taken
         or bool(set(new.full_subproblems) - set(old.full_subproblems))  # criteria budget of a subproblem
-        or any(_admitted(old, name) and not _admitted(new, name) for name in commands.COMMANDS)  # budgets, method
+        or any(_admitted(old, spec) and not _admitted(new, spec) for spec in commands.COMMANDS.values())  # budgets, method
         or new.report != old.report  # a report written: now the problem can be left
         or new.phase is not old.phase
         or bool(set(new.held) - set(old.held))  # delegated: not again, not entered
@@ -326,16 +325,16 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
     )
 
 
-def _admitted(inputs: GrammarInputs, name: str) -> bool:
+def _admitted(inputs: GrammarInputs, spec: CommandSpec) -> bool:
     """What the budgets and the autopilot's method leave of a command (whatever its arguments)."""
-    if name in inputs.refused:
+    if spec.name in inputs.refused:
         return False
-    if name == "write_report":  # on closed parts and done criteria; not again while it is up to date
+    if spec.finishes is Finish.REPORT:  # on closed parts and done criteria; not again while it is up to date
         return (not inputs.open_subproblems and not inputs.open_criteria and not inputs.report
                 and len(inputs.closed_subproblems) >= inputs.parts)
-    if name == "focus_up":  # leave with a report, once every subproblem is closed
+    if spec.finishes is Finish.DONE:  # leave with a report, once every subproblem is closed
         return inputs.report and not inputs.open_subproblems
-    if name == "fail_task_and_focus_up":  # given up only when closing it otherwise did not work out
+    if spec.finishes is Finish.FAILED:  # given up only when closing it otherwise did not work out
         return inputs.give_up
     return True
 def _leaves(spec: CommandSpec) -> bool:
@@ -365,24 +364,26 @@ class _Builder:
 
     def build(self) -> str:
         steps, focus = [], []
+        breakdown = None  # the rule of the command that breaks the problem down
         for spec in commands.valid_in(self.inputs.phase):
-            if spec.changes_focus and not self.inputs.focus_change or not self._admitted(spec.name):
+            if spec.changes_focus and not self.inputs.focus_change or not _admitted(self.inputs, spec):
                 continue
             if self.inputs.waiting and _leaves(spec):  # refused while delegations of the problem run
                 continue
             rule = self._command(spec)
             if rule is not None:
-                (focus if spec.changes_focus or spec.name == "define_problem" else steps).append(rule)
+                (focus if spec.ends_message else steps).append(rule)
+                breakdown = rule if spec.grows is Growth.SUBPROBLEMS else breakdown
         self.rules["any"] = f"[^\\n]{{0,{LINE_CHARS - 1}}}"
         self.rules["text-line"] = '([^\\n/<>] any)? "\\n"'
         self.rules["prose"] = f"text-line{{0,{PROSE_LINES}}}"
         ends = " | ".join(focus) if focus else None
         more = "*" if self.inputs.written else "+"  # a message holds at least one command
-        breaking_down = (not self.inputs.written and "cmd-add-subproblem" in steps
+        breaking_down = (not self.inputs.written and breakdown in steps
                          and len(self.inputs.subproblems) < self.inputs.parts)
         if breaking_down:  # a problem to break down: the message starts with a part of it
             self.rules["step"] = " | ".join(steps)
-            root = "prose cmd-add-subproblem prose (step prose)*" + (f" ({ends})?" if ends else "")
+            root = f"prose {breakdown} prose (step prose)*" + (f" ({ends})?" if ends else "")
         elif steps:
             self.rules["step"] = " | ".join(steps)
             root = f"prose ((step prose){more} ({ends})? | {ends})" if ends else f"prose (step prose){more}"
@@ -394,9 +395,6 @@ class _Builder:
         return "\n".join(lines) + "\n"
 
     # -- commands -------------------------------------------------------------------------
-
-    def _admitted(self, name: str) -> bool:
-        return _admitted(self.inputs, name)
 
     def _command(self, spec: CommandSpec) -> str | None:
         name = "cmd-" + spec.name.replace("_", "-")
@@ -432,7 +430,7 @@ class _Builder:
             if spec.changes_focus or argument.open_only:  # into (or delegating) a subproblem still to
                 # close, once the breakdown is made
                 titles = tuple(t for t in titles if t not in self.inputs.closed_subproblems) if enough else ()
-            elif spec.name == "add_criteria_to_subproblem":
+            elif argument.grows is Growth.CRITERIA:  # one that has room for another criterion
                 titles = tuple(t for t in titles if t not in self.inputs.full_subproblems)
             return "(" + " | ".join(_literal(t) for t in titles) + ")" if titles else None
         if argument.type is ArgType.CRITERION:
@@ -453,18 +451,15 @@ class _Builder:
             # a host name, not an address literal (which would skip name resolution)
             self.rules["url"] = f'"http" "s"? "://" [a-zA-Z] [^\\x00-\\x20]{{0,{TITLE_CHARS * 2}}}'
             return "url"
-        taken: set[str] = set()
-        if spec.name == "add_subproblem" and argument.name == "title":
-            taken = set(self.inputs.subproblems)
-        if spec.name == "add_attachment" and argument.name == "name":
-            taken = set(self.inputs.attachments)
+        taken = set({Named.SUBPROBLEM: self.inputs.subproblems, Named.ATTACHMENT: self.inputs.attachments}.get(
+            argument.names_new, ()))
         if argument.type is not ArgType.TEXT:  # one line: a title, a name, a criterion, a path, a query
             return self._line_except(taken, self.title_examples, TITLE_CHARS, words=True)
         first = self._line_except(taken, self.examples)
-        lines = LONG_TEXT_LINES.get(spec.name, TEXT_LINES) - 1
+        lines = (argument.lines or TEXT_LINES) - 1
         if self.inputs.reply_chars is not None:  # the block must close before the reply's token limit
             lines = min(lines, _budget_lines(self.inputs.reply_chars) - 1)
-        if spec.name == "write_report":
+        if spec.finishes is Finish.REPORT:
             return self._report(lines)
         more = f' text-line{{0,{lines}}}' if lines > 0 else ""
         return f'{first} "\\n"{more}'

@@ -30,17 +30,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..config import FIELDS, Config
 from ..engine.analysis import Outcome, Status
 from ..engine.approval import ApprovalRequest, Approver, Decision
 from ..engine.commands import ApprovalMode
 from ..engine.prompt import Entry
 from ..engine.research import DryRun, Execution, NoSuchResearcher, Research, message_digest
+from ..engine.settings import FIELDS, SETTINGS, Config
 from ..engine.state import MAIN, Phase, now
 from ..engine.store import Guard, atomic_write
 from ..engine.text import NotText, message_text, refuse_not_text
@@ -49,7 +49,6 @@ from .grammar import MessageGrammar
 from .turns import Turns
 
 NO_PROGRESS_ROUNDS = 3
-DEFAULT_MAX_ROUNDS = FIELDS["max_rounds"].default
 DEFAULT_REPLY_TOKENS = FIELDS["max_reply_tokens"].default
 
 
@@ -80,36 +79,28 @@ class RunResult:
     stopped: list[Stop] = field(default_factory=list)  # the researchers that stopped, and why
 
 
-@dataclass
-class Settings:
-    """What the loop reads of the merged settings (`deep_research.config`, whose table holds the
-    defaults), with the approval as a mode; mutable, for a benchmark to steer a run."""
+# The run's settings, derived from the settings table: its rows that are `run` options and not
+# rules of the research (those the engine keeps: `Research.rule_overrides`), with the approval
+# as a mode, and the seed (the command line's hidden option). Mutable, for a benchmark to
+# steer a run.
+RUN_SETTINGS = tuple(s for s in SETTINGS if s.option is not None and not s.rule)
 
-    model: str | None = None
-    approval: ApprovalMode = ApprovalMode.parse(FIELDS["approval_mode"].default)
-    grammar: str = FIELDS["grammar"].default  # auto | on | off
-    max_rounds: int | None = DEFAULT_MAX_ROUNDS
-    max_tokens: int | None = None
-    max_prompt_tokens: int | None = None
-    max_reply_tokens: int | None = DEFAULT_REPLY_TOKENS
-    seed: int | None = None
-    parallel: int = FIELDS["parallel"].default  # researchers with a round at once (so model requests in flight)
 
-    @classmethod
-    def from_config(cls, config: Config, *, approval: ApprovalMode | None = None, seed: int | None = None) -> Settings:
-        """The run's settings from a merged `deep_research.config.Config` (file, environment,
-        then the command line or the editor's settings); `approval` overrides the file's mode."""
-        return cls(
-            model=config.model,
-            approval=approval or ApprovalMode.parse(config.approval_mode),
-            grammar=config.grammar,
-            max_rounds=config.max_rounds,
-            max_tokens=config.max_tokens,
-            max_prompt_tokens=config.max_prompt_tokens,
-            max_reply_tokens=config.max_reply_tokens,
-            seed=seed,
-            parallel=config.parallel,
-        )
+def _run_fields() -> list[tuple[str, Any, Any]]:
+    fields = [("approval", ApprovalMode, field(default=ApprovalMode.parse(s.default))) if s.key == "approval_mode"
+              else (s.name, Any, field(default=s.default)) for s in RUN_SETTINGS]
+    return fields + [("seed", Any, field(default=None))]
+
+
+def _from_config(cls, config: Config, *, approval: ApprovalMode | None = None, seed: int | None = None) -> Settings:
+    """The run's settings from a merged `Config` (file, environment, then the command line or
+    the editor's settings); `approval` overrides the file's mode."""
+    values = {s.name: getattr(config, s.name) for s in RUN_SETTINGS if s.key != "approval_mode"}
+    return cls(**values, approval=approval or ApprovalMode.parse(config.approval_mode), seed=seed)
+
+
+Settings = make_dataclass("Settings", _run_fields(), namespace={"from_config": classmethod(_from_config)})
+Settings.__doc__ = "What a run reads of the merged settings: one attribute per run setting, `approval` and `seed`."
 
 
 # -- the pluggable parts ----------------------------------------------------------------------

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..engine.research import Research
 from ..engine.state import Phase
-from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping, fsync_folder
+from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping, fsync, fsync_folder
 from .page import Page
 
 DEFAULT_NAME = "dossier.html"
@@ -101,7 +101,7 @@ def _write(research: Research, target: Path) -> int:
             _hold(out.fileno())
             problems = Page(research.root, research.tree, out).write(_PHASES[research.state().phase])
             out.flush()
-            os.fsync(out.fileno())
+            fsync(out.fileno())
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -73,7 +73,10 @@ def _renderer() -> MarkdownIt:
 
     def link_open(self, tokens, idx, options, env):  # noqa: ANN001
         token = tokens[idx]
-        if not str(token.attrGet("href") or "").startswith("#"):
+        href = str(token.attrGet("href") or "")
+        if not safe_url(href):  # markdown-it checks no empty destination: `[text]()`
+            token.attrs.pop("href", None)
+        elif not href.startswith("#"):
             token.attrSet("rel", "noopener noreferrer")
         return self.renderToken(tokens, idx, options, env)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
@@ -19,7 +20,7 @@ from . import accounting, commands
 from .accounting import Figures
 from .budgets import Refusals
 from .rules import DEFAULT_PART_CHARS
-from .commands import ArgType, CommandSpec, Form
+from .commands import ArgType, CommandSpec, Form, Growth
 from .formats import status_label
 from .names import expand_home, find_title
 from .model import Attachment, Problem
@@ -51,7 +52,7 @@ class Snapshot:
         held: frozenset[str] = frozenset(), part_chars: int = DEFAULT_PART_CHARS,
     ) -> None:
         self.phase = phase
-        self.part_chars = part_chars  # the research's rule: what NAME#N means (engine/parts.py)
+        self._part_chars = part_chars  # the research's rule (what NAME#N means), unless the loaded part says
         # Titles of the focus's subproblems another researcher holds (delegated): nobody else may
         # focus into them, change them or delegate them again, so completion does not offer them.
         self.held = held
@@ -101,6 +102,14 @@ class Snapshot:
                 seen.add(key)
                 out.append((attachment, file))
         return tuple(out)
+
+    @property
+    def part_chars(self) -> int:
+        """The research's `part_chars` (engine/parts.py): from the loaded part when it has it."""
+        if self._load is None:
+            return self._part_chars
+        part = self._part()
+        return part[6] if len(part) > 6 else self._part_chars
 
     def layout(self, attachment: Attachment) -> Layout:
         return layout(attachment.content, self.part_chars, pdf=is_pdf_type(attachment.content_type))
@@ -178,7 +187,25 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
 def _within_budget(items: tuple[Candidate, ...], snap: Snapshot) -> Sequence[Candidate]:
     """The command names the research's budgets do not refuse now."""
     refused = snap.refused.commands
-    return [c for c in items if c.label not in refused] if refused else items
+    return _kept(items, (refused,), lambda: [c for c in items if c.label not in refused]) if refused else items
+
+
+# Candidates made from the snapshot, by what they were made from: the same objects (which the
+# snapshot keeps while their files are unchanged) give the same tuple, which the language
+# server then converts once (lsp/features/completion.py knows tuples by identity).
+_made: dict[tuple, tuple[object, tuple[Candidate, ...]]] = {}
+
+
+def _kept(source: object, key: tuple, make: Callable[[], Sequence[Candidate]]) -> tuple[Candidate, ...]:
+    """`make()` as a tuple: the same tuple again while `source` is the same object and `key` equal."""
+    whole = (id(source), *key)
+    found = _made.get(whole)
+    if found is not None and found[0] is source:
+        return found[1]
+    if len(_made) >= 64:
+        _made.clear()
+    made = _made[whole] = (source, tuple(make()))
+    return made[1]
 
 
 def _line_command(prefix: str) -> CommandSpec | None:
@@ -319,7 +346,7 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
         if argument is not None and argument.cites and _open_citation(prefix) is not None:
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
-            full = snap.refused.full_subproblems if spec.name == "add_criteria_to_subproblem" else frozenset()
+            full = snap.refused.full_subproblems if argument.grows is Growth.CRITERIA else frozenset()
             return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), spec, full)
     return []
 
@@ -413,21 +440,26 @@ def _part_markdown(attachment: Attachment, shape: Layout, number: int, chars: in
 
 
 def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozenset[str] = frozenset()
-                 ) -> list[Candidate]:
+                 ) -> Sequence[Candidate]:
     """The subproblems the command may name: none held by another researcher, none in `full`
     (their criteria are at the budget), and only open ones where the argument says so (`delegate`)."""
     open_only = any(a.open_only for a in spec.arguments if a.type is ArgType.SUBPROBLEM)
-    wanted = [child for child in snap.children if child.title not in snap.held and child.title not in full
-              and (not open_only or child.status is Status.OPEN)]
-    return [
-        Candidate(
-            label=child.title, kind=ItemKind.SUBPROBLEM,
-            detail=f"subproblem {child.counts} ({status_label(child.status)})",
-            documentation=_problem_markdown(child), replace=replace, text=child.title,
-            sort_text=f"{index:04d}",
-        )
-        for index, child in enumerate(wanted)
-    ]
+    children, held = snap.children, snap.held
+
+    def make() -> list[Candidate]:
+        wanted = [child for child in children if child.title not in held and child.title not in full
+                  and (not open_only or child.status is Status.OPEN)]
+        return [
+            Candidate(
+                label=child.title, kind=ItemKind.SUBPROBLEM,
+                detail=f"subproblem {child.counts} ({status_label(child.status)})",
+                documentation=_problem_markdown(child), replace=replace, text=child.title,
+                sort_text=f"{index:04d}",
+            )
+            for index, child in enumerate(wanted)
+        ]
+
+    return _kept(children, (replace, held, full, open_only), make)
 
 
 def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
@@ -445,8 +477,10 @@ def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
 
 
 def _block_around(parsed: ParsedMessage, line: int) -> Command | None:
-    """The block whose body (after its header, before its `>>>`) holds `line`."""
-    for command in parsed.commands:
+    """The block whose body (after its header, before its `>>>`) holds `line`: only the last
+    command that starts on or before it can (commands do not overlap)."""
+    last = parsed.last_starting(Pos(line, sys.maxsize))
+    for command in parsed.commands[max(last, 0):last + 1]:
         if not command.is_block or line <= command.header.start.line:
             continue
         if line < command.span.end.line or (not command.closed and line == command.span.end.line):
@@ -484,7 +518,7 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
     if command.name_span.contains(pos):
         if spec is None:
             return None
-        return HoverInfo(spec.markdown(), command.name_span)
+        return HoverInfo(_command_markdown(spec.name), command.name_span)
     if spec is None:
         return None
     for section in command.sections:
@@ -543,6 +577,13 @@ def _reference_markdown(snap: Snapshot, attachment: Attachment, first: int | Non
 
 
 HOVER_PART_CHARS = 1_500
+
+
+@lru_cache(maxsize=None)
+def _command_markdown(name: str) -> str:
+    """A command's documentation (the table's rows never change: made once)."""
+    spec = commands.get(name)
+    return spec.markdown() if spec is not None else ""
 
 
 def _citation_at(target, pos: Pos) -> tuple[str, Span] | None:

@@ -62,15 +62,12 @@ class Left:
     rounds: int  # the autopilot's rounds left in this visit (0: only closing moves)
 
     def refused(self) -> frozenset[str]:
-        """The commands refused at this problem whatever their arguments."""
-        out = set()
-        if self.deep_enough or self.subproblems <= 0:
-            out.add("add_subproblem")
-        if self.criteria <= 0:
-            out.add("add_criteria")
-        if self.rounds <= 0:
-            out |= {spec.name for spec in commands.COMMANDS.values() if not spec.closing}
-        return frozenset(out)
+        """The commands refused at this problem whatever their arguments: those that grow what
+        it has no room for, and once its rounds are spent every one that does not close it."""
+        full = {commands.Growth.SUBPROBLEMS: self.deep_enough or self.subproblems <= 0,
+                commands.Growth.CRITERIA: self.criteria <= 0}
+        return frozenset(spec.name for spec in commands.COMMANDS.values()
+                         if spec.grows is not None and full[spec.grows] or self.rounds <= 0 and not spec.closing)
 
 
 def left(problem: Problem, children: int, rules: Rules, rounds: int = 0) -> Left:

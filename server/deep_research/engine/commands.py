@@ -1,9 +1,12 @@
 """The command table: the one and only list of commands.
 
 Every other part reads it: the checks (unknown names, sections, arguments), execution
-(each spec points at its operation), the prompt's command help, and in the language
-server completion, hover, snippets and semantic tokens. To add a command, add a spec
-here and its operation in `operations.py`; nothing else lists command names.
+(each spec points at its operation), the prompt's command help, the budgets, the
+autopilot's grammar, and in the language server completion, hover, snippets and semantic
+tokens. What differs per command is declared on its row (its form, kind, phases, focus
+change, what it grows, how it finishes a problem, its arguments' kinds …), never switched
+on its name elsewhere. To add a command, add a spec here and its operation in
+`operations.py`; nothing else lists command names.
 """
 
 from __future__ import annotations
@@ -69,6 +72,29 @@ class ApprovalMode(IntEnum):
 DEFAULT_APPROVAL_MODE = ApprovalMode.UPDATE
 
 
+class Growth(Enum):
+    """What of a problem a command adds to, which the research's budgets bound (engine/budgets.py)."""
+
+    SUBPROBLEMS = "subproblems"  # at most max_breadth per problem, max_depth levels below the root
+    CRITERIA = "criteria"  # at most max_criteria per problem
+
+
+class Finish(Enum):
+    """How a command brings the current problem to its end (the autopilot's method takes them
+    in this order: the report, then leaving it done; failing it only when that did not work out)."""
+
+    REPORT = "report"  # writes its report (a text with the report's structure, within the word limit)
+    DONE = "done"  # leaves it done, with its report
+    FAILED = "failed"  # leaves it failed, with the reason
+
+
+class Named(Enum):
+    """What a new name (a one-line argument) names: a name the current problem already has is taken."""
+
+    SUBPROBLEM = "subproblem"  # among its subproblems' titles
+    ATTACHMENT = "attachment"  # among its attachments' names
+
+
 class ArgType(Enum):
     TEXT = "text"  # free multi-line text
     LINE = "line"  # one line; newlines become spaces
@@ -90,6 +116,9 @@ class Argument:
     optional: bool = False  # may be left out (the command runs without it)
     cites: bool = False  # may cite attachments as [[Name]] (engine/citations.py): checked, completed
     open_only: bool = False  # a SUBPROBLEM that must be open (done and failed ones are not offered)
+    grows: Growth | None = None  # a SUBPROBLEM that gets one more of these (one that has room for it)
+    names_new: Named | None = None  # the name of a new one of these (not a taken one)
+    lines: int | None = None  # a TEXT of about this many lines at most (a model's reply is bounded by it)
 
 
 @dataclass(frozen=True)
@@ -112,6 +141,14 @@ class CommandSpec:
     # It answers in the reply's Sources section (`read`, `find`): what it shows lasts as long as
     # the session, so a focus change in the same message would throw it away.
     answers: bool = False
+    grows: Growth | None = None  # what of the current problem it adds to (a budget bounds it)
+    finishes: Finish | None = None  # how it brings the current problem to its end
+    starts_session: bool = False  # a new session starts after it, as after a focus change: it ends the message
+
+    @property
+    def ends_message(self) -> bool:
+        """Nothing may follow it in a message: it changes focus or starts a new session."""
+        return self.changes_focus or self.starts_session
 
     @property
     def line_argument(self) -> Argument | None:
@@ -204,7 +241,7 @@ def _build() -> dict[str, CommandSpec]:
             "Define the research problem (once, before anything else).",
             "Defines the root problem of the research. Only one problem can ever be defined; "
             "after it the session restarts with that problem in focus.",
-            op.define_problem,
+            op.define_problem, starts_session=True,
         ),
         CommandSpec(
             "add_criteria", Form.LINE, Kind.CREATE, in_focus, False,
@@ -212,7 +249,7 @@ def _build() -> dict[str, CommandSpec]:
             "Add a criterion of the definition of done to the current problem.",
             "Adds one numbered criterion to the current problem's definition of done. Use it when "
             "new findings show that more must be answered before the problem is solved.",
-            op.add_criteria,
+            op.add_criteria, grows=Growth.CRITERIA,
         ),
         CommandSpec(
             "mark_criteria_as_done", Form.LINE, Kind.UPDATE, in_focus, False,
@@ -225,18 +262,20 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "add_subproblem", Form.BLOCK, Kind.CREATE, in_focus, False,
             (
-                Argument("title", ArgType.LINE, "one line, unique among the current problem's subproblems", "Title of the subproblem"),
+                Argument("title", ArgType.LINE, "one line, unique among the current problem's subproblems", "Title of the subproblem",
+                         names_new=Named.SUBPROBLEM),
                 Argument("content", ArgType.TEXT, "the subproblem's definition", "What this subproblem must answer.", cites=True),
             ),
             "Add a subproblem to the current problem.",
             "Adds a subproblem (title and definition) to the current problem's breakdown. Prefer a "
             "few well-separated subproblems over many small ones.",
-            op.add_subproblem,
+            op.add_subproblem, grows=Growth.SUBPROBLEMS,
         ),
         CommandSpec(
             "add_criteria_to_subproblem", Form.BLOCK, Kind.CREATE, in_focus, False,
             (
-                Argument("title", ArgType.SUBPROBLEM, "the exact title of a subproblem of the current problem", "Subproblem Title"),
+                Argument("title", ArgType.SUBPROBLEM, "the exact title of a subproblem of the current problem", "Subproblem Title",
+                         grows=Growth.CRITERIA),
                 Argument("criteria", ArgType.LINE, "one criterion, one line", "The criterion text"),
             ),
             "Add a criterion to a subproblem of the current problem.",
@@ -247,8 +286,10 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "add_attachment", Form.BLOCK, Kind.CREATE, in_focus, False,
             (
-                Argument("name", ArgType.LINE, "one line, e.g. a URL or a short name", "Name or URL of the source"),
-                Argument("content", ArgType.TEXT, "the material to keep: notes, excerpts, data", "The content to keep."),
+                Argument("name", ArgType.LINE, "one line, e.g. a URL or a short name", "Name or URL of the source",
+                         names_new=Named.ATTACHMENT),
+                Argument("content", ArgType.TEXT, "the material to keep: notes, excerpts, data", "The content to keep.",
+                         lines=40),  # a source's notes
             ),
             "Attach material (notes, excerpts, a source) to the current problem.",
             "Saves material under a name on the current problem. Attachments are visible while this "
@@ -315,7 +356,8 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "write_report", Form.BLOCK, Kind.CREATE, in_focus, False,
             (Argument("content", ArgType.TEXT, "the 3-page report in the Q/A structure, within the word limit",
-                      "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …", cites=True),),
+                      "Summarized problem definition: …\nQ1: …\nA1: …\nConclusion: …", cites=True,
+                      lines=60),),  # about three pages
             "Write (or replace) the 3-page report of the current problem.",
             "Writes the current problem's report, which its parent will read. Mark every criterion "
             "done first. Structure: `Summarized problem definition:`, then numbered questions and "
@@ -323,7 +365,7 @@ def _build() -> dict[str, CommandSpec]:
             "the research's word limit (about three pages; the prompt states the number) is refused. "
             "Cite an attachment of this problem or of a parent as `[[Attachment name]]`. Writing it "
             "again replaces it (that counts as an update, not a create).",
-            op.write_report, closing=True,
+            op.write_report, closing=True, finishes=Finish.REPORT,
         ),
         CommandSpec(
             "delegate", Form.LINE, Kind.CREATE, in_focus, False,
@@ -353,7 +395,7 @@ def _build() -> dict[str, CommandSpec]:
             "Marks the current problem done and makes its parent the current problem, in a new "
             "session that shows this problem's report. At the root problem it finishes the whole "
             "research. Must be the last command of the message.",
-            op.focus_up, closing=True,
+            op.focus_up, closing=True, finishes=Finish.DONE,
         ),
         CommandSpec(
             "fail_task_and_focus_up", Form.LINE, Kind.UPDATE, in_focus, True,
@@ -366,7 +408,7 @@ def _build() -> dict[str, CommandSpec]:
             "becomes the problem's report, so the parent learns what was tried and what blocks it. "
             "Must be the last command.",
             op.fail_task_and_focus_up,
-            also_block=True, closing=True,
+            also_block=True, closing=True, finishes=Finish.FAILED,
         ),
     ]
     return {spec.name: spec for spec in specs}

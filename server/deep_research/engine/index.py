@@ -7,7 +7,7 @@ Derived data, never the source of truth: every part of every attachment and cont
   indexed; a `find` stats the files in its scope (one `stat` each: checked cheaply, never
   rebuilt per `find`), and a source whose file changed is read again and indexed again only
   if its text did (a research copied elsewhere, with new inodes, keeps its index); a file
-  changed within `store.RACY_NS` of its reading is not trusted and is looked at next time;
+  changed within a moment (`store.is_racy`) of its reading is not trusted and is looked at next time;
 - what a message attaches is indexed right after its transaction, under the research's lock
   (`Research._commit`); a crash in between leaves the index behind the files, which the next
   `find` sees and repairs: so the index can never be wrong in a way a `find` would notice;
@@ -33,13 +33,12 @@ import logging
 import os
 import sqlite3
 import stat as stat_module
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from .parts import Layout
-from .store import BOOKKEEPING, RACY_NS, Guard, decode
+from .store import BOOKKEEPING, NO_FSYNC_FOR_TESTS, Guard, decode, is_racy
 
 log = logging.getLogger("deep_research.engine")
 
@@ -308,6 +307,7 @@ class _Unsafe(Exception):
 def _connect(name: str, *, durable: bool) -> sqlite3.Connection:
     db = sqlite3.connect(name, timeout=BUSY_SECONDS, isolation_level=None if name == ":memory:" else "DEFERRED",
                          check_same_thread=False)
+    durable = durable and os.environ.get(NO_FSYNC_FOR_TESTS) != "1"  # as store.fsync: tests turn it off
     db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
     if name == ":memory:":
         _create(db)
@@ -359,7 +359,7 @@ def _signature(file: Path) -> str | None:
         info = os.stat(file)
     except OSError:
         return None
-    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) < RACY_NS:
+    if is_racy(info):
         return None
     return f"{info.st_ino}:{info.st_size}:{info.st_mtime_ns}"
 

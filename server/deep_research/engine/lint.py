@@ -24,7 +24,7 @@ from difflib import get_close_matches
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
 
-from ..config import parse_toml, read_table
+from .settings import parse_toml, read_table
 from . import citations, formats, staleness
 from .model import Attachment, Problem
 from .names import title_key

@@ -18,6 +18,7 @@ table's business (`commands.py`), checked in `checks.py`.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -70,7 +71,19 @@ class ParsedMessage:
     diagnostics: list[Diagnostic]
 
     def command_at(self, pos: Pos) -> Command | None:
-        return next((c for c in self.commands if c.span.contains(pos)), None)
+        """The command whose span holds `pos`."""
+        index = self.last_starting(pos)
+        return self.commands[index] if index >= 0 and self.commands[index].span.contains(pos) else None
+
+    def last_starting(self, pos: Pos) -> int:
+        """The index of the last command that starts at or before `pos` (-1: none). Commands
+        follow each other in the text without overlapping, so this is a binary search (hover
+        and completion ask on every request)."""
+        commands = self.commands
+        starts = self.__dict__.get("_starts")
+        if starts is None or len(starts) != len(commands):
+            starts = self.__dict__["_starts"] = [(c.span.start.line, c.span.start.col) for c in commands]
+        return bisect_right(starts, (pos.line, pos.col)) - 1
 
 
 def parse(text: str) -> ParsedMessage:

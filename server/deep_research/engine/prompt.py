@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Protocol
 
 from . import budgets, commands, staleness
-from .commands import ArgType, Form
+from .commands import ArgType, Finish, Form, Growth
 from .formats import status_label
 from .model import Attachment, Problem
 from .operations import FAILED_HEADING, NO_REASON
@@ -55,7 +55,7 @@ def example_texts() -> set[str]:
     of each; not the report's outline, which is the structure a report must follow)."""
     texts = {
         a.placeholder for spec in commands.COMMANDS.values() for a in spec.arguments
-        if a.type in (ArgType.LINE, ArgType.TEXT) and spec.name != "write_report"
+        if a.type in (ArgType.LINE, ArgType.TEXT) and spec.finishes is not Finish.REPORT
     }
     return {text.split("\n")[0].strip() for text in texts | set(EXAMPLE_WORDING.values())} - {""}
 
@@ -259,7 +259,7 @@ def _size_line(body: str) -> str:
 
 
 def _no_problem_form(book: Bookkeeping, fit: _Fit) -> str:
-    define = commands.COMMANDS["define_problem"]
+    [define] = commands.valid_in(Phase.NO_PROBLEM)  # the one command before a problem exists
     return "\n\n".join([
         "# Deep Research Interface",
         _NO_PROBLEM_INTRO,
@@ -398,7 +398,7 @@ def _command_help() -> str:
     for spec in (s for s in specs if s.form is Form.BLOCK):
         sections = ", ".join(f"`///{a.name}` ({a.doc})" for a in spec.arguments)
         lines.append(f"- `<<< {spec.name}` with {sections}: {spec.doc}")
-    example = commands.COMMANDS["add_subproblem"]
+    example = next(s for s in specs if s.grows is Growth.SUBPROBLEMS)  # how a problem is broken down
     lines += ["", "Example:", "", "```", _worded(example.example()), "```"]
     return "\n".join(lines)
 

@@ -35,7 +35,9 @@ from .parts import is_pdf_type, layout
 from .parser import ParsedMessage, parse
 from .prompt import Bookkeeping, Conversation, Entry, render_conversation, render_prompt, render_update
 from .reply import render_reply
-from .rules import Rules, read_rules
+from .rules import Rules, rules_of
+from .settings import Config
+from .settings import read as read_settings
 from .state import MAIN, ROOT, Phase, ProblemPath, Seat, State, now
 from .state import Status as RootStatus
 from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
@@ -460,9 +462,19 @@ class Research:
         state = self.state()
         return self.tree.problem(state.focus) if state.phase is not Phase.NO_PROBLEM else None
 
+    def config(self) -> Config:
+        """The research's settings: its deep-research.toml over the table's defaults, read
+        through the file cache (parsed once per change of the file). A front end merges its
+        own over them (the editor's settings, `run`'s options: `Config.merged`)."""
+        return read_settings(self.root, self.cache)[0]
+
+    def config_problems(self) -> tuple[str, ...]:
+        """What is wrong in the research's deep-research.toml, one sentence each (for a front end to show)."""
+        return read_settings(self.root, self.cache)[1]
+
     def rules(self) -> Rules:
         """The research's limits: its deep-research.toml, under `rule_overrides`."""
-        rules = read_rules(self.root, self.cache)
+        rules = rules_of(self.config())
         return replace(rules, **self.rule_overrides) if self.rule_overrides else rules
 
     def rounds(self, state: State | None = None) -> int:

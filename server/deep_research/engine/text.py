@@ -164,7 +164,8 @@ class Span:
         return cls(Pos(first, 0), Pos(last, last_len))
 
     def contains(self, pos: Pos) -> bool:
-        return self.start <= pos <= self.end
+        start, end = self.start, self.end  # as tuples: the dataclass's generated order is slower
+        return (start.line, start.col) <= (pos.line, pos.col) <= (end.line, end.col)
 
     def __str__(self) -> str:  # human form, 1-based like editors show it
         return f"{self.start.line + 1}:{self.start.col + 1}"

@@ -107,7 +107,7 @@ def remember(tx: Transaction, *, text: str, before: State, after: State, documen
         old = read_bytes(root / rel)
         new_bytes = new.encode("utf-8") if isinstance(new, str) else new
         if old is not None and (old == new_bytes or isinstance(new, str) and _same_text(old, new)):
-            continue  # the transaction leaves this file alone (see store._apply)
+            continue  # the transaction leaves this file alone (see store/transaction.py, `_apply`)
         kept = _keep_large(root, rel, old, after.messages, len(files), tx.durable) if old is not None else None
         linked = linked or kept is not None
         files[rel] = {**(kept or _encode(old)), "after": _digest(new_bytes)}

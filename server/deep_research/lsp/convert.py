@@ -15,6 +15,8 @@ SOURCE = "deep-research"
 
 
 def _units(text: str, encoding: str) -> int:
+    if text.isascii():  # one unit per character in every encoding (a flag of the string: no scan)
+        return len(text)
     if encoding == types.PositionEncodingKind.Utf8:
         return len(text.encode("utf-8"))
     if encoding == types.PositionEncodingKind.Utf32:
@@ -28,6 +30,7 @@ class Positions:
     def __init__(self, lines: list[str], encoding: str) -> None:
         self.lines = lines
         self.encoding = encoding
+        self._ranges: dict[Span, types.Range] = {}  # converted lately: a document asked about again
 
     def to_client(self, pos: Pos) -> types.Position:
         if pos.line >= len(self.lines):
@@ -37,7 +40,14 @@ class Positions:
         return types.Position(line=pos.line, character=_units(line[: max(0, min(pos.col, len(line)))], self.encoding))
 
     def range(self, span: Span) -> types.Range:
-        return types.Range(start=self.to_client(span.start), end=self.to_client(span.end))
+        """The span for the client (the same object for the same span of this text: answers
+        are only read)."""
+        found = self._ranges.get(span)
+        if found is None:
+            if len(self._ranges) >= 256:
+                self._ranges.clear()
+            found = self._ranges[span] = types.Range(start=self.to_client(span.start), end=self.to_client(span.end))
+        return found
 
     def from_client(self, position: types.Position) -> Pos:
         """Clamped into the text: an out-of-range position from a client never fails."""
@@ -48,6 +58,8 @@ class Positions:
             return Pos(line, len(self.lines[line]) if position.line >= 0 else 0)
         line = self.lines[position.line]
         target, units = max(position.character, 0), 0
+        if line.isascii():
+            return Pos(position.line, min(target, len(line)))
         for index, char in enumerate(line):
             if units >= target:
                 return Pos(position.line, index)

@@ -9,13 +9,14 @@ convert LSP values, call the engine, and convert back.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -29,14 +30,15 @@ from pygls.workspace import TextDocument
 from .. import __version__
 from ..engine.parser import ParsedMessage, parse, reparse
 from ..engine.state import MAIN, Phase
-from ..engine.store import STATE, FileCache, bookkeeping
+from ..engine.store import STATE, FileCache, Reads, bookkeeping, recording, watched_stat
 from ..engine.text import split_lines
-from .config import Settings
+from ..engine.watch import moment
+from .config import SECTION, Settings
 from .convert import Positions
 from .tree_files import is_tree_markdown
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
+    from ..engine.settings import Config
     from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
@@ -49,6 +51,33 @@ if TYPE_CHECKING:  # pragma: no cover
 # is first used, and warmed up in a thread once `initialize` is answered (see warm_up).
 
 log = logging.getLogger("deep_research.lsp")
+
+
+class _Later:
+    """Engine modules the handlers of every keystroke use, imported on first use: `later.assist`.
+    An `import` statement in a handler costs microseconds on every request; an attribute of
+    this, once loaded, nothing (the cached property becomes a plain attribute)."""
+
+    @functools.cached_property
+    def assist(self):  # type: ignore[no-untyped-def]
+        from ..engine import assist
+
+        return assist
+
+    @functools.cached_property
+    def incremental(self):  # type: ignore[no-untyped-def]
+        from ..engine import incremental
+
+        return incremental
+
+    @functools.cached_property
+    def settings(self):  # type: ignore[no-untyped-def]
+        from ..engine import settings
+
+        return settings
+
+
+later = _Later()
 
 
 @dataclass
@@ -71,7 +100,7 @@ class Place:
         return self.research.state().phase if self.research else Phase.NO_PROBLEM
 
 
-@dataclass
+@dataclass(frozen=True)
 class Document:
     """One open document as the features see it: text, parse, position conversion."""
 
@@ -80,6 +109,17 @@ class Document:
     text: str
     parsed: ParsedMessage
     positions: Positions
+
+
+# What only reads the research: each such message is answered on one look at the disk (with
+# the watch on, one read of the inotify descriptor and one stat of the research's root, however
+# many results it checks: engine/watch.py's `moment`). Nothing here writes to the research.
+_READ_ONLY = frozenset({
+    types.TEXT_DOCUMENT_COMPLETION, types.COMPLETION_ITEM_RESOLVE, types.TEXT_DOCUMENT_HOVER,
+    types.TEXT_DOCUMENT_DIAGNOSTIC, types.TEXT_DOCUMENT_CODE_ACTION, types.TEXT_DOCUMENT_DOCUMENT_SYMBOL,
+    types.TEXT_DOCUMENT_FOLDING_RANGE, types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, types.TEXT_DOCUMENT_DEFINITION,
+    types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE,
+})
 
 
 class _Protocol(LanguageServerProtocol):
@@ -104,6 +144,18 @@ class _Protocol(LanguageServerProtocol):
             return
         yield from super().lsp_text_document__did_change(params)
 
+    def _handle_request(self, msg_id, method_name, params):  # type: ignore[no-untyped-def]
+        if method_name in _READ_ONLY:
+            with moment():
+                return super()._handle_request(msg_id, method_name, params)
+        return super()._handle_request(msg_id, method_name, params)
+
+    def _handle_notification(self, method_name, params):  # type: ignore[no-untyped-def]
+        if method_name in _READ_ONLY:
+            with moment():
+                return super()._handle_notification(method_name, params)
+        return super()._handle_notification(method_name, params)
+
     def structure_message(self, data):  # type: ignore[no-untyped-def]
         """pygls logs a request whose parameters do not fit the method and drops it: the
         client would wait for ever. Answer it with the error (JSON-RPC's Invalid params; pygls
@@ -126,12 +178,13 @@ class DeepResearchServer(LanguageServer):
         self._researches: dict[Path, Research] = {}
         self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
         self.settings = Settings()
-        self._configs: dict[Path, tuple[object, Config]] = {}  # root -> (stat of its toml, config from it)
+        self._configs: dict[Path, tuple[Reads, Config]] = {}  # root -> (the look at its toml, config from it)
         self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
-        self._parses: dict[str, tuple[int | None, str, ParsedMessage]] = {}
-        self._places: dict[str, tuple[Place, str, tuple]] = {}  # a document's research, its state file, the workspace
+        self._parses: dict[str, tuple[int | None, str, ParsedMessage, Document]] = {}
+        self._places: dict[str, tuple[Place, Reads, tuple]] = {}  # a document's research, its state file, the workspace
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
-        self._snapshots: dict[tuple[Path, str], Memo[tuple]] = {}  # the focus and its subproblems, by research root and researcher
+        # By research root and researcher: (phase and held subproblems, the focus and its subproblems)
+        self._snapshots: dict[tuple[Path, str], tuple[Memo[tuple], Memo[tuple]]] = {}
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message). A
         # document is one researcher's, so this guard is kept per researcher too.
@@ -147,6 +200,9 @@ class DeepResearchServer(LanguageServer):
         self.shown_prompt_lines: dict[str, int] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._ledgers: dict[Path, Ledger] = {}
+        # What brings every open document's diagnostics up to date (features/diagnostics.py
+        # sets it): features that change a research call `refresh_diagnostics`, not that feature.
+        self.diagnostics_refresher: Callable[[], None] = lambda: None
 
     # -- settings ---------------------------------------------------------------------------------
 
@@ -164,6 +220,26 @@ class DeepResearchServer(LanguageServer):
             if research.rule_overrides != overrides:
                 research.rule_overrides = overrides
                 self._analyses.clear()
+                self._snapshots.clear()  # what the budgets refuse depends on the rules too
+
+    async def refresh_settings(self) -> bool:
+        """Ask the client for `deepResearch`; False if it cannot answer."""
+        if not self.supports("workspace.configuration"):
+            return False
+        try:
+            result = await self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
+            )
+        except Exception as error:  # a client that fails to answer keeps the old settings
+            log.warning("could not read the deepResearch settings: %s", error)
+            return False
+        self.settings = Settings.from_client(result[0] if result else None)
+        log.info("%s", self.settings.describe())
+        return True
+
+    def refresh_diagnostics(self) -> None:
+        """A research changed under the open documents: bring all their diagnostics up to date."""
+        self.diagnostics_refresher()
 
     # -- errors go to the log, never to popups ------------------------------------------------
 
@@ -208,13 +284,13 @@ class DeepResearchServer(LanguageServer):
         text = doc.source
         cached = self._parses.get(uri)
         if cached is not None and cached[0] == doc.version and cached[1] is text:
-            parsed = cached[2]
-        else:
-            # Re-parse only what the edit touched (an unchanged command stays the same
-            # object, which lets the analysis resume after it).
-            parsed = reparse(cached[2], text) if cached is not None else parse(text)
-            self._parses[uri] = (doc.version, text, parsed)
-        return Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
+            return cached[3]
+        # Re-parse only what the edit touched (an unchanged command stays the same
+        # object, which lets the analysis resume after it).
+        parsed = reparse(cached[2], text) if cached is not None else parse(text)
+        document = Document(uri, doc.version, text, parsed, Positions(parsed.lines or split_lines(text), self.encoding))
+        self._parses[uri] = (doc.version, text, parsed, document)
+        return document
 
     # -- where the server may act ---------------------------------------------------------------
 
@@ -258,16 +334,17 @@ class DeepResearchServer(LanguageServer):
 
     def place(self, uri: str) -> Place:
         """Where the document sits. A document in a research stays there while the research's
-        state file does and the workspace folders are the same (one stat per request instead
-        of a walk up the folders); a delegated researcher's, while that researcher works (the
-        state is read through the file cache: a stat)."""
-        workspace = (tuple(sorted(self.workspace.folders)), self.workspace.root_uri)
+        state file is unchanged and the workspace folders are the same (one stat per request,
+        or none with the watch on, instead of a walk up the folders); a delegated researcher's,
+        while that researcher works (the state is read through the file cache: a stat)."""
+        workspace = self.workspace
+        workspace = (tuple(workspace.folders), workspace.root_uri)
         kept = self._places.get(uri)
-        if kept is not None and kept[2] == workspace and os.path.isfile(kept[1]) and _still_working(kept[0]):
+        if kept is not None and kept[2] == workspace and kept[1].unchanged() and _still_working(kept[0]):
             return kept[0]
         place = self._locate(uri)
         if place.research is not None:
-            self._places[uri] = (place, str(bookkeeping(place.research.root) / STATE), workspace)
+            self._places[uri] = (place, _look_at(bookkeeping(place.research.root) / STATE), workspace)
         else:
             self._places.pop(uri, None)
         return place
@@ -319,56 +396,54 @@ class DeepResearchServer(LanguageServer):
         return self._researches[root]
 
     def config(self, root: Path) -> "Config":
-        """The research's deep-research.toml (re-read when it changes; its mistakes logged
-        once) under the editor's settings, which override it."""
-        from ..config import CONFIG_FILE, load
-
-        try:
-            info = (root / CONFIG_FILE).stat()
-            key: object = (info.st_mtime_ns, info.st_size, info.st_ino)
-        except OSError:
-            key = None
+        """The research's deep-research.toml (the research's own reading: once per change of
+        the file; its mistakes logged once) under the editor's settings, which override it."""
         cached = self._configs.get(root)
-        if cached is None or cached[0] != key:
-            config, problems = load(root)
+        if cached is None or not cached[0].unchanged():
+            read = later.settings.read
+            research = self._researches.get(root) or self._researches.get(root.resolve())
+            # Through the research's file cache (a folder that is not a research yet: read afresh),
+            # noting the look at the file, so that nothing is read again until it changes.
+            with recording() as looked:
+                config, problems = read(research.root, research.cache) if research is not None else read(root)
             for problem in problems:
                 log.warning("%s", problem)
-            cached = self._configs[root] = (key, config)
+            cached = self._configs[root] = (looked, config)
+        config = cached[1]
         # Merged once per file version and settings (replaced, never changed, on a change):
         # completion and diagnostics ask on every keystroke.
         merged = self._merged.get(root)
-        if merged is None or merged[0] is not cached[1] or merged[1] is not self.settings:
-            merged = self._merged[root] = (cached[1], self.settings, cached[1].merged(**self.settings.overrides()))
+        if merged is None or merged[0] is not config or merged[1] is not self.settings:
+            merged = self._merged[root] = (config, self.settings, config.merged(**self.settings.overrides()))
         return merged[2]
 
     def snapshot(self, place: Place) -> "Snapshot":
         """What completion and hover need of the research. The phase is read now (a few
         stats); the focus and its subproblems only if the request needs them, and read
         again only when one of the files they came from changed."""
-        from ..config import search_provider
-        from ..engine.assist import Snapshot
-        from ..engine.incremental import Memo
-
+        Snapshot, Memo = later.assist.Snapshot, later.incremental.Memo
+        search_provider = later.settings.search_provider
         research = place.research
         if research is None:
             return Snapshot(Phase.NO_PROBLEM)
         config = self.config(research.root)
         sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
                        search_provider=search_provider(config))
-        state = research.state(place.researcher)
-        if state.phase is Phase.NO_PROBLEM:
-            return Snapshot(state.phase, **sources)
         key = (research.root, place.researcher)
-        memo = self._snapshots.get(key)
-        if memo is None or memo.cache is not research.cache:
-            memo = self._snapshots[key] = Memo(research.cache, lambda: _problems(research, place.researcher))
-        return Snapshot(state.phase, load=memo.get, figures=self.ledger(research.root).total_if_ready,
-                        held=_held(research, state), part_chars=research.rules().part_chars, **sources)
+        memos = self._snapshots.get(key)
+        if memos is None or memos[0].cache is not research.cache:
+            researcher = place.researcher
+            memos = self._snapshots[key] = (Memo(research.cache, lambda: _standing(research, researcher)),
+                                            Memo(research.cache, lambda: _problems(research, researcher)))
+        phase, held = memos[0].get()
+        if phase is Phase.NO_PROBLEM:
+            return Snapshot(phase, **sources)
+        return Snapshot(phase, load=memos[1].get, figures=self.ledger(research.root).total_if_ready,
+                        held=held, **sources)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         """The document's analysis: kept between requests, resumed after an edit."""
-        from ..engine.incremental import DocumentAnalysis
-
+        DocumentAnalysis = later.incremental.DocumentAnalysis
         if place.research is None:
             return None
         roots = tuple(self.config(place.research.root).fetch.allowed_roots)
@@ -379,11 +454,28 @@ class DeepResearchServer(LanguageServer):
         return kept.analyze(doc.parsed)
 
 
+def _look_at(path: Path) -> Reads:
+    """A look at one file (or its absence), to tell later whether it changed."""
+    with recording() as reads:
+        try:
+            watched_stat(path)
+        except OSError:
+            pass
+    return reads
+
+
 def _still_working(place: Place) -> bool:
     """A delegated researcher's document stays its place while that researcher works."""
     if place.research is None or place.researcher == MAIN:
         return True
     return place.research.state().find(place.researcher) is not None
+
+
+def _standing(research: "Research", researcher: str) -> tuple[Phase, frozenset[str]]:
+    """What every completion and hover needs: the researcher's phase and the subproblems of its
+    focus that others hold."""
+    state = research.state(researcher)
+    return state.phase, _held(research, state) if state.phase is not Phase.NO_PROBLEM else frozenset()
 
 
 def _held(research: "Research", state) -> frozenset[str]:
@@ -396,8 +488,8 @@ def _held(research: "Research", state) -> frozenset[str]:
 def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     """The focus, its subproblems and their folders, the attachments a citation may name
     (the focus's and its parents', nearest first, with their files), what the research's
-    budgets refuse there, and the context items (what `///read` may name besides), for
-    completion and hover."""
+    budgets refuse there, the context items (what `///read` may name besides) and the research's
+    part_chars (what NAME#N means), for completion and hover."""
     state = research.state(researcher)
     tree = research.tree
     focus = tree.problem(state.focus)
@@ -409,7 +501,8 @@ def _problems(research: "Research", researcher: str = MAIN) -> tuple:
     from ..engine.tree import attachment_files
 
     context = tuple(attachment_files(bookkeeping(research.root) / CONTEXT, research.cache))
-    return focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state), context
+    return (focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state), context,
+            research.rules().part_chars)
 
 
 def _real_folders(uris: list[str], *, parent: bool) -> list[Path]:

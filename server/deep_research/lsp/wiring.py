@@ -4,7 +4,7 @@ tests can make as many as they like), and running it on stdio or TCP. The featur
 
 from __future__ import annotations
 
-from ..sources.embeddings import keep_embedding
+from ..app.embed import keep_embedding
 from .server import DeepResearchServer
 
 
@@ -23,8 +23,12 @@ def create_server() -> DeepResearchServer:
 
 
 def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
+    from ..engine import watch
     from .logs import setup_logging
 
+    # A request whose files did not change then costs a read of the inotify descriptor
+    # instead of a stat per file its answer rests on (engine/watch.py).
+    watch.start()
     server = create_server()
     setup_logging(server, log_file)
     keep_embedding()

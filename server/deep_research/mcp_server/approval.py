@@ -14,11 +14,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..config import CONFIG_FILE, Config
 from ..engine.analysis import Outcome
 from ..engine.approval import ApprovalRequest, Decision
 from ..engine.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
 from ..engine.research import MAIN, MESSAGE_FILE
+from ..engine.settings import CONFIG_FILE, Config
 
 log = logging.getLogger("deep_research.mcp")
 

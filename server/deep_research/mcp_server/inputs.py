@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import Config, load
 from ..engine.names import expand_home
+from ..engine.settings import Config, read
 from ..sources.inputs import Inputs, is_url
 
 
@@ -22,7 +22,7 @@ def inputs_of(args: dict[str, Any], root: Path) -> Inputs:
 
 def settings_for(folder: Path, root: Path) -> Config:
     """`folder`'s deep-research.toml if it holds one already, else the root's: the fetch settings."""
-    return load(folder)[0] if folder.is_dir() else load(root)[0]
+    return read(folder)[0] if folder.is_dir() else read(root)[0]
 
 
 def may_read(root: Path, config: Config) -> Callable[[Path], str | None]:

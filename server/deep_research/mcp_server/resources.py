@@ -26,7 +26,6 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 
-from ..config import load
 from ..engine import citations
 from ..engine.outline import is_folder_name
 from ..engine.parts import is_pdf_type, layout
@@ -133,7 +132,7 @@ def read(workspace: Workspace, address: Address) -> str:
     except Refusal as refusal:
         raise ResourceMissing(str(refusal)) from None
     if address.aspect == "prompt":
-        return research.prompt(load(research.root)[0].max_prompt_tokens)
+        return research.prompt(research.config().max_prompt_tokens)
     tree = research.tree
     if address.aspect == PART:
         return _part(research, address)

@@ -25,11 +25,10 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from ..config import load
 from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
 from ..engine.text import NotText
 from ..engine.undo import UndoRefused
-from ..sources.embeddings import keep_embedding
+from ..app.embed import keep_embedding
 from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
 from . import approval, resources
 from .tools import TOOLS, BadArguments, ToolFailure, ToolSpec, check_arguments
@@ -147,8 +146,8 @@ class DeepResearchMCP:
         # Messages of different researchers overlap (gathering sources, asking for approval);
         # the engine's lock makes their transactions one at a time, each on the state before it.
         async with self.workspace.lock(research.root, researcher):
-            config, problems = load(research.root)
-            for problem in problems:
+            config = research.config()
+            for problem in research.config_problems():
                 log.warning("%s", problem)
             mode = approval.mode_of(config)
             result = await execute(research, text, config, mode=mode, researcher=researcher,

@@ -31,8 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..config import Config, load
 from ..engine.evidence import Evidence, Failed, Found, Gathered, Need, NeedKind
+from ..engine.settings import Config
 from ..engine.store import CONFIG_FILE
 from . import SourceError
 
@@ -216,7 +216,7 @@ async def gather_and_execute(
 
     mode = ApprovalMode.DELETE if mode is None else mode
     if config is None:
-        config = load(research.root)[0]
+        config = research.config()
     roots = tuple(config.fetch.allowed_roots)
     # Checked once, then analysed once (refused before anything is fetched)
     dry = prepared or await asyncio.to_thread(research.dry_run, text, consume=consume, researcher=researcher,

@@ -36,7 +36,7 @@ from ..engine.text import control_sentence
 from . import SourceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import Config
+    from ..engine.settings import Config
     from .fetch import Limits
     from .gather import Progress
     from .guard import AddressPolicy

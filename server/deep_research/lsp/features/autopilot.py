@@ -5,7 +5,7 @@ to `parallel` at once); what differs is plugged in here:
 - each researcher's reply is written into its own `.dr` document as it streams
   (`workspace/applyEdit`, batched to a few edits a second) when the editor has it open, so
   the user watches it being written and sees its diagnostics, and into the file otherwise;
-- a complete reply runs through the path a save takes (`execution.execute_message`:
+- a complete reply runs through the path a save takes (`lsp/executing.py::execute_message`:
   sources, one transaction, the message cleared, diagnostics, the prompt shown);
 - a message above the approval mode pauses its researcher: it waits in that researcher's
   document (the others go on), the user may read and edit it, and the "approve and execute"
@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from ...config import FIELDS, SETTINGS
+from ...engine.settings import FIELDS, SETTINGS
 from ...engine.state import MAIN
 from ...engine.text import Pos
 from ..arguments import message_document
+from ..executing import EditorPause, execute_message
 from ..progress import Progress
 from ..server import DeepResearchServer, Place
-from .execution import EditorPause, execute_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...autopilot.fleet import Fleet
@@ -105,9 +105,7 @@ async def start(ls: DeepResearchServer, uri: str, options: dict[str, Any] | None
     from ...engine.research import message_digest
     from ...engine.state import Phase
 
-    from .workspace import refresh_settings
-
-    await refresh_settings(ls)  # the model and limits as the editor has them now
+    await ls.refresh_settings()  # the model and limits as the editor has them now
     place = ls.place(uri)
     if place.research is None:
         return _refused("not-a-research", place.problem)
@@ -315,7 +313,7 @@ class EditorDocument:
 
 
 class EditorExecutor:
-    """A complete reply runs through the path a save takes (execution.execute_message), as the
+    """A complete reply runs through the path a save takes (executing.execute_message), as the
     message of the researcher whose document `consume` is; only the prompt of the researcher
     the run was started from is shown (one prompt tab, not one per researcher)."""
 
@@ -416,21 +414,20 @@ class EditorRun:
         return bookkeeping(self.research.root)
 
     async def begin(self) -> None:
-        from ...autopilot.client import ModelClient
-        from ...autopilot.fleet import Fleet
-        from ...autopilot.loop import Settings
+        from ...app.run import build_run
 
-        config = self.ls.config(self.research.root)
-        settings = Settings.from_config(config, approval=self.ls.settings.approval_mode)
-        if self.parallel is not None:
-            settings.parallel = self.parallel
-        client = ModelClient(config.base_url, config.model, os.environ.get("OPENAI_API_KEY") or None)
-        self.pilot = Fleet(
-            self.research, client, settings,
+        # The editor's settings over the research's file (and the environment); its approval mode.
+        run = build_run(
+            self.research, {**self.ls.settings.overrides(), "parallel": self.parallel},
+            approval=self.ls.settings.approval_mode,
             documents=lambda name, path: self.document_at(path, name),
             document=self.document if self.place.researcher == MAIN else None,
-            executor=EditorExecutor(self), approver=EditorPause(), observer=_Observer(self), config=config,
+            executor=EditorExecutor(self), approver=EditorPause(), observer=_Observer(self),
         )
+        for problem in run.problems:
+            log.warning("%s", problem)
+        client = run.client
+        self.pilot = run.fleet
         self.pilot.budget.rounds, self.pilot.budget.tokens = self.carried
         self.state, self.message, self.error, self.stop_reason = "running", None, None, None
         self.progress = await Progress.start(self.ls, "Deep Research autopilot")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from lsprotocol import types
 
 from .. import convert
-from ..server import DeepResearchServer
+from ..server import DeepResearchServer, later
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...engine import assist
@@ -40,8 +40,7 @@ def register(server: DeepResearchServer) -> None:
         types.CompletionOptions(trigger_characters=["/", "<", " ", "["], resolve_provider=True),
     )
     def completion(ls: DeepResearchServer, params: types.CompletionParams) -> types.CompletionList | None:
-        from ...engine import assist
-
+        assist = later.assist
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None
@@ -84,12 +83,32 @@ class _Style:
 
 
 def _answer(ls: DeepResearchServer, candidates: Sequence["assist.Candidate"], positions: convert.Positions) -> types.CompletionList:
-    style = _Style(ls, positions)
+    """The answer for the client. The same candidates on the same lines give the same answer:
+    command names come as one cached tuple per place, and the engine keeps others made from an
+    unchanged research as the same tuple too (both known by identity: the entry keeps the tuple
+    alive, so its id cannot be reused); other candidates by value."""
+    capabilities = ls.client_capabilities
+    kept = _styles.get(positions.encoding)
+    if kept is None or kept[0] is not capabilities:  # read from the client's capabilities once
+        kept = _styles[positions.encoding] = (capabilities, _Style(ls, positions))
+    style = kept[1]
+    lines = {c.replace.start.line for c in candidates} | {c.replace.end.line for c in candidates}
+    identity = id(candidates) if isinstance(candidates, tuple) else tuple(candidates)
+    key = (identity, tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)), style.key())
+    found = _converted.get(key)
+    if found is None:
+        if len(_converted) >= 32:
+            _converted.clear()
+        found = _converted[key] = (candidates, _convert(candidates, positions, style))
+    return found[1]
+
+
+def _convert(candidates: Sequence["assist.Candidate"], positions: convert.Positions, style: _Style) -> types.CompletionList:
     shared = {c.replace for c in candidates}
     edit_range = positions.range(shared.pop()) if style.edit_range and len(shared) == 1 else None
     formats = {_format(c, style) for c in candidates}
     text_format = formats.pop() if style.text_format and len(formats) == 1 else None
-    items = _items(candidates, positions, style, edit_range is not None, text_format is not None)
+    items = [_item(c, positions, style, edit_range is not None, text_format is not None) for c in candidates]
     defaults = None
     if edit_range is not None or text_format is not None:
         defaults = types.CompletionItemDefaults(edit_range=edit_range, insert_text_format=text_format)
@@ -101,29 +120,12 @@ def _format(candidate: "assist.Candidate", style: _Style) -> types.InsertTextFor
     return types.InsertTextFormat.Snippet if snippet else types.InsertTextFormat.PlainText
 
 
-# The same candidates on the same line give the same items: converting the command table's
-# documentation again on every `///` typed was most of a completion's cost.
-_converted: dict[tuple, tuple[Sequence["assist.Candidate"], list[types.CompletionItem]]] = {}
+# The style of the answers, by position encoding, for the client capabilities it was read from.
+_styles: dict[str, tuple[object, _Style]] = {}
+# Answers lately given, by their candidates, the text of the lines they replace in and the style.
+_converted: dict[tuple, tuple[Sequence["assist.Candidate"], types.CompletionList]] = {}
 # Documentation and detail of the items answered lately, for completionItem/resolve (by a number).
 _docs: dict[str, tuple[str, str]] = {}
-
-
-def _items(
-    candidates: Sequence["assist.Candidate"], positions: convert.Positions, style: _Style, default_range: bool,
-    default_format: bool,
-) -> list[types.CompletionItem]:
-    lines = {c.replace.start.line for c in candidates} | {c.replace.end.line for c in candidates}
-    # Command names come as one cached tuple per place: known by identity (the entry keeps
-    # the tuple alive, so its id cannot be reused); other candidates by value.
-    identity = id(candidates) if isinstance(candidates, tuple) else tuple(candidates)
-    key = (identity, tuple(positions.lines[n] for n in sorted(lines) if n < len(positions.lines)),
-           style.key(), default_range, default_format)
-    found = _converted.get(key)
-    if found is None:
-        if len(_converted) >= 32:
-            _converted.clear()
-        found = _converted[key] = (candidates, [_item(c, positions, style, default_range, default_format) for c in candidates])
-    return found[1]
 
 
 def _item(

@@ -23,6 +23,8 @@ log = logging.getLogger("deep_research.lsp")
 
 
 def register(server: DeepResearchServer) -> None:
+    server.diagnostics_refresher = lambda: refresh_diagnostics(server)
+
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: DeepResearchServer, params: types.DidOpenTextDocumentParams) -> None:
         uri = params.text_document.uri

@@ -16,9 +16,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
 from ..arguments import fs_path, research_of
+from ..executing import relax_collector
 from ..progress import Progress
 from ..server import DeepResearchServer
-from .execution import relax_collector
 
 
 def register(server: DeepResearchServer) -> None:

@@ -22,10 +22,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
 from ..arguments import fs_path, message_document
+from ..executing import DID_EXECUTE, relax_collector
 from ..server import DeepResearchServer
 from ..show import show_prompt
-from .diagnostics import refresh_diagnostics
-from .execution import DID_EXECUTE, relax_collector
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -65,7 +64,7 @@ def register(server: DeepResearchServer) -> None:
             if back.buffer is not None and undone.text.strip():
                 put_back = await _put_back(ls, back.buffer, undone.text)
         state = undone.state
-        refresh_diagnostics(ls)
+        ls.refresh_diagnostics()
         ls.protocol.notify(DID_EXECUTE, {
             "uri": uri, "phase": state.phase.value if state else None, "focusChanged": True, "undone": undone.message,
         })

@@ -7,7 +7,7 @@ import logging
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
-from ..server import DeepResearchServer
+from ..server import DeepResearchServer, later
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -20,21 +20,32 @@ TOKEN_TYPES = list(LSP_TOKEN_TYPES.values())
 LEGEND = types.SemanticTokensLegend(token_types=TOKEN_TYPES, token_modifiers=[])
 
 
+# The last hover answered per document: the same information for the same text gives the same
+# answer object (answers are only read).
+_hovers: dict[str, tuple[object, object, types.Hover]] = {}
+
+
 def register(server: DeepResearchServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: DeepResearchServer, params: types.HoverParams) -> types.Hover | None:
-        from ...engine import assist
-
+        assist = later.assist
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None
         info = assist.hover(doc.parsed, doc.positions.from_client(params.position), ls.snapshot(ls.place(doc.uri)))
         if info is None:
             return None
-        return types.Hover(
+        last = _hovers.get(doc.uri)
+        if last is not None and last[0] == info and last[1] is doc.positions:  # asked again, the same answer
+            return last[2]
+        answer = types.Hover(
             contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=info.markdown),
             range=doc.positions.range(info.span),
         )
+        if len(_hovers) >= 64:
+            _hovers.clear()
+        _hovers[doc.uri] = (info, doc.positions, answer)
+        return answer
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def document_symbols(ls: DeepResearchServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:

@@ -23,7 +23,6 @@ from ...engine.text import control_sentence
 from ..arguments import fs_path
 from ..progress import Progress
 from ..server import DeepResearchServer
-from .diagnostics import refresh_diagnostics
 
 if TYPE_CHECKING:  # pragma: no cover
     from ...app.setup import SetUp
@@ -97,7 +96,7 @@ async def _set_up(ls: DeepResearchServer, failed: str, title: str | None,
         if progress is not None:
             progress.end()
     if made is not None:
-        refresh_diagnostics(ls)
+        ls.refresh_diagnostics()
     return made
 
 

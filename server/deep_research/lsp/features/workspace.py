@@ -7,7 +7,7 @@ import threading
 
 from lsprotocol import types
 
-from ..config import SECTION, Settings
+from ..config import Settings
 from ..server import DeepResearchServer, warm_up
 
 log = logging.getLogger("deep_research.lsp")
@@ -27,40 +27,20 @@ def register(server: DeepResearchServer) -> None:
     async def initialized(ls: DeepResearchServer, params: types.InitializedParams) -> None:
         threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
         await _watch_tree(ls)
-        await refresh_settings(ls)
+        await ls.refresh_settings()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: DeepResearchServer, params: types.DidChangeConfigurationParams) -> None:
-        if not await refresh_settings(ls) and isinstance(params.settings, dict):
+        if not await ls.refresh_settings() and isinstance(params.settings, dict):
             ls.settings = Settings.from_client(params.settings)
             log.info("%s", ls.settings.describe())
-        from .diagnostics import refresh_diagnostics
-
-        refresh_diagnostics(ls)
+        ls.refresh_diagnostics()
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def did_change_watched_files(ls: DeepResearchServer, params: types.DidChangeWatchedFilesParams) -> None:
         # Reads are validated by file stats, so nothing is stale; the diagnostics of open
         # messages may change, though (a ticked criterion, a renamed subproblem).
-        from .diagnostics import refresh_diagnostics
-
-        refresh_diagnostics(ls)
-
-
-async def refresh_settings(ls: DeepResearchServer) -> bool:
-    """Ask the client for `deepResearch`; False if it cannot answer."""
-    if not ls.supports("workspace.configuration"):
-        return False
-    try:
-        result = await ls.workspace_configuration_async(
-            types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])
-        )
-    except Exception as error:  # a client that fails to answer keeps the old settings
-        log.warning("could not read the deepResearch settings: %s", error)
-        return False
-    ls.settings = Settings.from_client(result[0] if result else None)
-    log.info("%s", ls.settings.describe())
-    return True
+        ls.refresh_diagnostics()
 
 
 async def _watch_tree(ls: DeepResearchServer) -> None:

@@ -1,12 +1,14 @@
-"""A research's settings: one table (`SETTINGS`), and everything that reads settings derived from it.
+"""A research's settings, the engine's own: one table (`SETTINGS`), and everything that reads
+settings derived from it.
 
 Each `Setting` is one row: its `deep-research.toml` key, type, bounds or choices, default,
 `deep-research run` option, the editors' `deepResearch.*` key (camelCase) and a line of help.
 From the table come `Config` (what a research's settings are) and its reading and
-validation (`load`), `run`'s options (`add_options`, `given`), the editors' settings
-(`lsp/config.py`), the research's rules the engine keeps (`engine/rules.py`: the rows marked
-`rule`), and a test holds the VS Code manifest (`package.json`) to it. Adding a setting is
-adding a row.
+validation (`read`, through the research's file cache: once per change of the file;
+`Research.config()`), `run`'s options (`cli.add_options`, `cli.given`) and settings
+(`autopilot/loop.py::Settings`), the editors' settings (`lsp/config.py`), the research's
+rules the engine keeps (`engine/rules.py`: the rows marked `rule`), and a test holds the VS
+Code manifest (`package.json`) to it. Adding a setting is adding a row.
 
     model = "gpt-4o-mini"           # or the name llama-server / Ollama knows
     base_url = "http://127.0.0.1:8080/v1"
@@ -40,9 +42,9 @@ adding a row.
     model = "multilingual-e5-small"
 
 Precedence, lowest first: the table's defaults, this file, the environment (the `openai`
-package's `OPENAI_BASE_URL`), then the command line or the editor's `deepResearch.*`
-settings (`Config.merged`). The API key is never a setting: it comes from the
-environment only and is never written anywhere.
+package's `OPENAI_BASE_URL`: `environment`, which only a run reads, `app/run.py`), then the
+command line or the editor's `deepResearch.*` settings (`Config.merged`). The API key is
+never a setting: it comes from the environment only and is never written anywhere.
 
 Reading never fails: a missing file is the defaults, and a broken one gives the defaults
 for what cannot be read plus one problem message per mistake (naming the key), for the
@@ -50,7 +52,7 @@ caller to show.
 
 Light on purpose: the language server imports this before `initialize` (through
 `lsp/config.py`), so it imports no more than the engine's store and names; TOML is parsed
-in `load`.
+when a file is read.
 """
 
 from __future__ import annotations
@@ -60,11 +62,11 @@ from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .engine.names import expand_home
-from .engine.store import CONFIG_FILE, Guard
+from .names import expand_home
+from .store import CONFIG_FILE, FileCache, Guard
 
-__all__ = ["CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig", "SearchConfig", "SETTINGS", "Setting",
-           "load", "search_provider"]
+__all__ = ["CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load",
+           "read", "search_provider"]
 
 
 @dataclass(frozen=True)
@@ -289,30 +291,43 @@ Config.__doc__ = ("A research's settings: one attribute per row of `SETTINGS` (t
                   "`search` or `embeddings`).")
 
 
-def load(root: Path, environ: dict[str, str] | None = None) -> tuple[Any, list[str]]:
-    """The research's config: defaults < `deep-research.toml` < environment. Never raises;
-    the second value lists what was wrong in the file, one sentence each."""
-    env = os.environ if environ is None else environ
-    problems: list[str] = []
-    config = Config()
+def read(root: Path, cache: FileCache | None = None) -> tuple[Any, tuple[str, ...]]:
+    """The research's `deep-research.toml` over the defaults, and what was wrong in it (one
+    sentence each), read through `cache` (the research's: parsed once per change of the
+    file). Never raises: a missing file is the defaults."""
+    if cache is None:  # a folder without a research's cache: its real path, as a research's cache has it
+        root = Path(os.path.realpath(root))
+        cache = FileCache()
+        cache.confine(Guard(root))  # a research from someone else: its file may be a link out, or a pipe
     path = root / CONFIG_FILE
-    raw: dict[str, Any] = {}
-    guard = Guard(root)  # a research from someone else: its file may be a link out, or a pipe
-    data = guard.read(path)
-    if data is not None:
-        try:
-            raw, problem = parse_toml(text=data.decode("utf-8"))
-        except UnicodeDecodeError as error:
-            raw, problem = {}, str(error)
-        if problem:
-            problems.append(f"{path} cannot be read ({problem}); using the defaults")
-    elif guard.why_not(path) is not None:
-        problems.append(f"{path} is not read ({guard.why_not(path)}); using the defaults")
-    if raw:
-        config = config.merged(**read_table(raw, problems, str(path), root))
-    if env.get("OPENAI_BASE_URL"):
-        config = replace(config, base_url=env["OPENAI_BASE_URL"])
-    return config, problems
+    found = cache.read(path, lambda text: _parse(text, path, root))
+    if found is not None:
+        return found
+    why = Guard(root).why_not(path)
+    return Config(), ((f"{path} is not read ({why}); using the defaults",) if why is not None else ())
+
+
+def _parse(text: str, path: Path, root: Path) -> tuple[Any, tuple[str, ...]]:
+    problems: list[str] = []
+    raw, problem = parse_toml(text=text)
+    if problem:
+        problems.append(f"{path} cannot be read ({problem}); using the defaults")
+    config = Config().merged(**read_table(raw, problems, str(path), root)) if raw else Config()
+    return config, tuple(problems)
+
+
+def environment(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the environment sets, by the table's keys (above the file, below the command line
+    and the editor): the `openai` package's `OPENAI_BASE_URL`."""
+    env = os.environ if environ is None else environ
+    return {"base_url": env["OPENAI_BASE_URL"]} if env.get("OPENAI_BASE_URL") else {}
+
+
+def load(root: Path, environ: dict[str, str] | None = None, cache: FileCache | None = None) -> tuple[Any, list[str]]:
+    """The settings of a run of the research at `root`: defaults < `deep-research.toml` <
+    environment. Never raises; the second value lists what was wrong in the file."""
+    config, problems = read(root, cache)
+    return config.merged(**environment(environ)), list(problems)
 
 
 def parse_toml(path: Path | None = None, text: str | None = None) -> tuple[dict[str, Any], str | None]:
@@ -373,45 +388,6 @@ def _folders(items: list, root: Path | None, problems: list[str], where: str, ke
         else:
             problems.append(f"{where}`{key}` holds {item!r}, not a folder; ignored")
     return tuple(folders)
-
-
-# -- the command line ----------------------------------------------------------------------------------
-
-
-def add_options(parser: Any, keys: tuple[str, ...] | None = None) -> None:
-    """The table's options on an argparse parser (all of `run`'s, or those of `keys`); each is
-    stored under its setting's key."""
-    for setting in SETTINGS:
-        if setting.option is None or (keys is not None and setting.key not in keys):
-            continue
-        default = "" if setting.default in (None, ()) else f" (default {setting.default})"
-        parser.add_argument(
-            setting.option, dest=setting.key, type=_parser_type(setting), default=None,
-            choices=setting.choices or None, metavar=None if setting.choices else _metavar(setting),
-            help=setting.help + default + ("; overrides deep-research.toml" if setting.toml else ""),
-        )
-
-
-def _parser_type(setting: Setting):
-    def convert(text: str) -> Any:
-        from argparse import ArgumentTypeError  # argparse prints its sentence as it is
-
-        try:
-            return setting.argument(text)
-        except ValueError as error:
-            raise ArgumentTypeError(str(error)) from None
-
-    return convert
-
-
-def _metavar(setting: Setting) -> str:
-    return {int: "N", str: "URL" if setting.key.endswith("url") else "NAME"}.get(setting.kind, "VALUE")
-
-
-def given(args: Any) -> dict[str, Any]:
-    """The settings an argparse namespace was given (from `add_options`), by the table's keys."""
-    return {s.key: getattr(args, s.key) for s in SETTINGS
-            if s.option is not None and getattr(args, s.key, None) is not None}
 
 
 def search_provider(config: Any) -> str | None:

@@ -24,16 +24,21 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from ..engine.research import Research
-from ..engine.state import MAIN
-from ..engine.text import NotText, printable
-from ..keys import EscapeWatch
-from .client import ModelClient, ModelError
-from .fleet import Fleet
-from ..engine.approval import ApprovalRequest, Decision
-from .loop import Observer, RoundReport, RunResult, RunStatus, SeatStatus, Settings
+from .app.embed import keep_embedding
+from .app.run import build_run
+from .autopilot.client import ModelError
+from .autopilot.fleet import Fleet
+from .autopilot.loop import Observer, RoundReport, RunResult, RunStatus, SeatStatus
+from .engine.approval import ApprovalRequest, Decision
+from .engine.research import Research
+from .engine.state import MAIN
+from .engine.text import NotText, printable
+from .keys import EscapeWatch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .autopilot.client import ModelClient
 
 EXIT = {
     RunStatus.FINISHED: 0, RunStatus.SHUT_DOWN: 0, RunStatus.WAITING: 3, RunStatus.LIMIT: 4,
@@ -45,7 +50,7 @@ EXIT_INTERRUPTED = 130
 @dataclass
 class Options:
     """What the command line gave: the folder, and the settings given, by the settings table's
-    keys (`deep_research.config.given`)."""
+    keys (`cli.given`)."""
 
     folder: Path
     given: dict[str, Any] = field(default_factory=dict)
@@ -53,25 +58,16 @@ class Options:
 
 
 def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    from .. import config as research_config
-
-    from ..sources.embeddings import keep_embedding
-
     keep_embedding()
     research = Research.open(options.folder)
-    config, problems = research_config.load(research.root)
-    for problem in problems:
-        print(printable(f"deep-research: warning: {problem}"), file=err)
-    config = config.merged(**options.given)
-    research.rule_overrides = research_config.rule_values(options.given)  # the budgets given on the command line
-    settings = Settings.from_config(config, seed=options.seed)
     terminal = out.isatty() and sys.stdin.isatty()
     observer = TerminalObserver(out) if out.isatty() else LineObserver(out)
     approver = TerminalApprover(out) if terminal else None
-    key = os.environ.get("OPENAI_API_KEY") or None
-    client = ModelClient(config.base_url, config.model, key)
-    fleet = Fleet(research, client, settings, approver=approver, observer=observer, config=config)
-    interrupted = asyncio.run(_drive(fleet, client, watch_escape=terminal))
+    run = build_run(research, options.given, seed=options.seed, approver=approver, observer=observer)
+    for problem in run.problems:
+        print(printable(f"deep-research: warning: {problem}"), file=err)
+    fleet = run.fleet
+    interrupted = asyncio.run(_drive(fleet, run.client, watch_escape=terminal))
     if isinstance(observer, TerminalObserver):
         observer.close()
     if interrupted is None:
@@ -109,7 +105,7 @@ def _holds_text(document) -> bool:
 
 def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
     """The research's answer, the root problem's report, once it finishes (`deep-research report` prints it again)."""
-    from ..printouts import report_printout
+    from .printouts import report_printout
 
     text, notes = report_printout(research)
     for note in notes:
