@@ -24,7 +24,8 @@ from ..engine import citations, formats, staleness
 from ..engine.accounting import Ledger, summary
 from ..engine.model import Attachment, Problem
 from ..engine.parts import is_pdf_type, layout, part_name
-from ..engine.rules import read_rules
+from ..engine.rules import rules_of
+from ..engine.settings import read as read_settings
 from ..engine.state import ProblemPath, Status
 from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping
 from ..engine.tree import Tree, read_attachments
@@ -79,7 +80,7 @@ class Page:
         self.ledger = Ledger(root)
         self.ids: dict[ProblemPath, Node] = {}
         self.problems = 0
-        self.rules = read_rules(root, tree.cache)  # part_chars: what `[[NAME#N]]` means
+        self.rules = rules_of(read_settings(root, tree.cache)[0])  # part_chars: what `[[NAME#N]]` means
 
     # -- the skeleton --------------------------------------------------------------------
 
