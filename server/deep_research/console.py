@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .app.embed import keep_embedding
 from .app.run import build_run
 from .autopilot.client import ModelError
 from .autopilot.fleet import Fleet
@@ -57,6 +58,7 @@ class Options:
 
 
 def run_command(options: Options, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    keep_embedding()
     research = Research.open(options.folder)
     terminal = out.isatty() and sys.stdin.isatty()
     observer = TerminalObserver(out) if out.isatty() else LineObserver(out)

@@ -43,6 +43,9 @@ _COMMAND = re.compile(r":[A-Za-z]+")
 
 def run_repl(research: Research, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
              show_prompt: bool = False) -> int:
+    from .app.embed import keep_embedding
+
+    keep_embedding()
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
     interactive = stdin.isatty() and stdout.isatty()

@@ -455,4 +455,5 @@ def test_the_same_read_or_find_twice_in_a_message_shows_it_once(book: Research) 
 def test_a_find_of_many_passages_fits_a_reply(book: Research, root: Path) -> None:
     (root / "deep-research.toml").write_text("find_results = 50\n", encoding="utf-8")
     result = book.execute(line("find", "background remarks computing"))
-    assert statuses(result) == [("find", "ok")] and len(passages(result.reply)) == 22  # every part matches
+    # every part of the 22 matches, and a part gives up to three passages (engine/ranking.py)
+    assert statuses(result) == [("find", "ok")] and len(passages(result.reply)) == 50

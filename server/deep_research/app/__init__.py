@@ -6,7 +6,9 @@ forms.
 - `execute.py`: a message executed (checked and analysed once, approval, sources, one
   transaction) and what is reported of it;
 - `run.py`: the autopilot's run built (settings, the model client with the API key, the
-  fleet) for a front end to drive.
+  fleet) for a front end to drive;
+- `embed.py`: semantic search's vectors, in the background (`keep_embedding`) or at once
+  (`embed`).
 
 Below: the engine (`engine/`), the outside world (`sources/`) and the autopilot as a library
 (`autopilot/`). Nothing here knows LSP, MCP or a terminal.

@@ -50,6 +50,7 @@ class NeedKind(str, Enum):
     URL = "url"
     FILE = "file"
     SEARCH = "search"
+    EMBED = "embed"  # a find's query, embedded for semantic search (when an endpoint is set)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class Need:
 
     @property
     def label(self) -> str:
-        return {NeedKind.URL: "fetch", NeedKind.FILE: "read", NeedKind.SEARCH: "search"}[self.kind] + " " + self.target
+        return {NeedKind.URL: "fetch", NeedKind.FILE: "read", NeedKind.SEARCH: "search",
+                NeedKind.EMBED: "embed the query"}[self.kind] + " " + self.target
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,16 @@ class Failed:
     reason: str  # one or two sentences for the Errors Report
 
 
-Gathered = Union[Found, Failed]
+@dataclass(frozen=True)
+class QueryVector:
+    """A find's query embedded (engine/vectors.py): the normalised vector and the key of the
+    model that made it (the passages' vectors must be that model's)."""
+
+    vector: Sequence[float]
+    model_key: str
+
+
+Gathered = Union[Found, Failed, QueryVector]
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ class Index:
             if not self._inside(db):
                 db.close()
                 raise _Unsafe
-            if _schema(db) != SCHEMA:
+            if schema_of(db) != SCHEMA:
                 _create(db)
             return db
         except _Unsafe:
@@ -140,27 +140,10 @@ class Index:
             return _connect(":memory:", durable=False)
 
     def _unusable(self) -> str | None:
-        """Why the index's place cannot hold it (None: it can): the bookkeeping folder reached
-        through a link or not inside, the file or a journal a folder, a FIFO or a device. A
-        link there is removed (the link itself: what it points to is not touched)."""
-        book = self.path.parent
-        real = self.guard.locate(book)
-        if real is None or os.path.normpath(real) != os.path.normpath(str(book)):
-            return f"its folder {BOOKKEEPING} is missing, or reached through a link"
-        for name in (str(self.path), *(str(self.path) + s for s in _JOURNALS)):
-            try:
-                info = os.lstat(name)
-            except FileNotFoundError:
-                continue
-            except OSError as error:
-                return f"{os.path.basename(name)} cannot be looked at: {error.strerror or error}"
-            if stat_module.S_ISLNK(info.st_mode):
-                os.unlink(name)  # the link, never its target
-                self.notes.append(f"{os.path.basename(name)} was a link; it was removed and the index made again.")
-                continue
-            if not stat_module.S_ISREG(info.st_mode):
-                return f"{os.path.basename(name)} is not a regular file"
-        return None
+        """Why the index's place cannot hold it (None: it can): see `check_place`."""
+        why, removed = check_place(self.path, self.guard)
+        self.notes += [f"{name} was a link; it was removed and the index made again." for name in removed]
+        return why
 
     def _inside(self, db: sqlite3.Connection) -> bool:
         """The file SQLite opened is the research's (it resolves links in the path it was given)."""
@@ -275,6 +258,48 @@ class Index:
                 for rowid, score in best]
 
 
+    def frequencies(self, words: Sequence[str], ids: dict[str, int]) -> tuple[int, dict[str, int]]:
+        """How many parts the sources `ids` have, and in how many of them each of `words`
+        occurs (as FTS5 matches it: stemmed): what a word's weight in a query comes from."""
+        if not ids:
+            return 0, {}
+        db = self.connection()
+        wanted = ",".join(str(int(i)) for i in ids.values())
+        total = db.execute(f"SELECT coalesce(sum(parts), 0) FROM sources WHERE id IN ({wanted})").fetchone()[0]
+        found = {}
+        for word in words:
+            found[word] = db.execute(
+                f"SELECT count(*) FROM parts WHERE parts MATCH ? AND (rowid >> {PART_BITS}) IN ({wanted})",
+                ('"' + word.replace('"', '""') + '"',)).fetchone()[0]
+        return int(total), found
+
+
+def check_place(path: Path, guard: Guard) -> tuple[str | None, list[str]]:
+    """Why the place of a derived database (the index, the vectors) cannot hold it (None: it can):
+    the bookkeeping folder reached through a link or not inside, the file or a journal a folder, a
+    FIFO or a device; and the names of links found in the place of the file or a journal, which
+    are removed (the links themselves: what they point to is not touched)."""
+    book = path.parent
+    real = guard.locate(book)
+    if real is None or os.path.normpath(real) != os.path.normpath(str(book)):
+        return f"its folder {BOOKKEEPING} is missing, or reached through a link", []
+    removed: list[str] = []
+    for name in (str(path), *(str(path) + s for s in _JOURNALS)):
+        try:
+            info = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            return f"{os.path.basename(name)} cannot be looked at: {error.strerror or error}", removed
+        if stat_module.S_ISLNK(info.st_mode):
+            os.unlink(name)  # the link, never its target
+            removed.append(os.path.basename(name))
+            continue
+        if not stat_module.S_ISREG(info.st_mode):
+            return f"{os.path.basename(name)} is not a regular file", removed
+    return None, removed
+
+
 class _Unsafe(Exception):
     pass
 
@@ -289,7 +314,8 @@ def _connect(name: str, *, durable: bool) -> sqlite3.Connection:
     return db
 
 
-def _schema(db: sqlite3.Connection) -> str | None:
+def schema_of(db: sqlite3.Connection) -> str | None:
+    """The schema a derived database says it has (its `meta` table), or None."""
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
     except sqlite3.OperationalError as error:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from . import citations, formats, ranking
+from .evidence import Failed, Need, NeedKind, QueryVector
 from .index import Source, key_of
 from .model import Attachment
 from .names import one_line
@@ -33,6 +34,7 @@ from .rules import Rules
 from .store import BOOKKEEPING, CONTEXT
 from .text import Edit, Fix, attribute
 from .tree import attachment_files
+from .vectors import VectorStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from .draft import Draft
@@ -240,13 +242,19 @@ def find(draft: Draft, args: Args) -> Result:
     _within_sources(draft, arg, _find_size(limit, len(query)))
     draft.shown = draft.shown | {searched}
     sources = "source" if len(scope) == 1 else "sources"
+    need = Need(NeedKind.EMBED, query, arg.span.start.line + 1 if arg.span else 0)
     if draft.index is None:  # a dry run: nothing is searched while typing
         draft.searches += 1
+        if draft.evidence is None:
+            draft.needs.append(need)  # the query's vector, if semantic search is set up (sources/gather.py)
         return Result(f"Will search the {len(scope):,} {sources} visible here for {quote(query)} when the message runs.")
     part_chars = draft.rules.part_chars
     by_key = {item.key: item for item in scope}
-    passages = ranking.rank(query, [item.source(part_chars) for item in scope], draft.index, limit)
+    semantic = _semantic(draft, need)
+    passages = ranking.rank(query, [item.source(part_chars) for item in scope], draft.index, limit, semantic)
     warnings = [Warning_(note, arg.span) for note in draft.index.notes]
+    if semantic is not None and semantic.note:
+        warnings.append(Warning_(semantic.note, arg.span))
     draft.index.notes.clear()
     counts = {item.key: item.layout(part_chars).count for item in scope}
     shown = [f'<passage part="{attribute(part_name(by_key[p.key].name, p.number))}" rank="{rank}">\n{p.text}\n</passage>'
@@ -262,6 +270,17 @@ def find(draft: Draft, args: Args) -> Result:
     summary = (f"Found {len(passages)} passage{'s' if len(passages) != 1 else ''} for {quote(query)}; they are under "
                "Sources." if passages else f"Nothing matches {quote(query)} in the sources visible here.")
     return Result(summary, warnings, sources="\n".join([head, *shown]))
+
+
+def _semantic(draft: Draft, need: Need) -> ranking.Semantic | None:
+    """Semantic search's inputs for this find: None when it is not set up (no vector was asked
+    for: the find is lexical and says nothing of it), else the query's vector or why it has none."""
+    found = draft.evidence.results.get(need) if draft.evidence is not None else None
+    if isinstance(found, QueryVector):
+        return ranking.Semantic(found.vector, found.model_key, VectorStore(draft.tree.root, draft.tree.guard))
+    if isinstance(found, Failed):
+        return ranking.Semantic(None, failure=found.reason)
+    return None
 
 
 def _within_sources(draft: Draft, arg: Arg, size: int) -> None:

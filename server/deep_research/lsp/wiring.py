@@ -4,6 +4,7 @@ tests can make as many as they like), and running it on stdio or TCP. The featur
 
 from __future__ import annotations
 
+from ..app.embed import keep_embedding
 from .server import DeepResearchServer
 
 
@@ -30,6 +31,7 @@ def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
     watch.start()
     server = create_server()
     setup_logging(server, log_file)
+    keep_embedding()
     if tcp:
         host, _, port = tcp.rpartition(":")
         if not port.isdigit():

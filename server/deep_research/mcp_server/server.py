@@ -28,6 +28,7 @@ from .. import __version__
 from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
 from ..engine.text import NotText
 from ..engine.undo import UndoRefused
+from ..app.embed import keep_embedding
 from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
 from . import approval, resources
 from .tools import TOOLS, BadArguments, ToolFailure, ToolSpec, check_arguments
@@ -358,5 +359,6 @@ def run(root: Path) -> int:
 
     logging.basicConfig(level=os.environ.get("DEEP_RESEARCH_MCP_LOG", "WARNING").upper(),
                         format="deep-research mcp: %(levelname)s %(message)s")
+    keep_embedding()
     anyio.run(DeepResearchMCP(root).run_stdio)
     return 0

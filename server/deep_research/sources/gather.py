@@ -75,6 +75,8 @@ async def gather(
     environ = os.environ if environ is None else environ
     roots = tuple(config.fetch.allowed_roots)
     unique = list(dict.fromkeys(needs))
+    if not config.embeddings.enabled:  # semantic search not set up: finds are lexical, and say nothing of it
+        unique = [need for need in unique if need.kind is not NeedKind.EMBED]
     results: dict[Need, Gathered] = {}
     for extra in unique[MAX_NEEDS:]:
         results[extra] = Failed(f"Not done: a message may bring in at most {MAX_NEEDS} sources. Send this command "
@@ -116,6 +118,10 @@ async def gather(
 
 async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, limits: Limits,
                policy: AddressPolicy, environ: Mapping[str, str], readers: Readers | None) -> Gathered:
+    if need.kind is NeedKind.EMBED:  # its own endpoint, whether or not the research is offline (docs/evidence.md)
+        from .embeddings import gathered_query
+
+        return await asyncio.to_thread(gathered_query, need.target, config, environ)
     if config.fetch.offline and need.kind is not NeedKind.FILE:
         return Failed(f"Could not {need.label}: this research is offline (`offline = true` under [fetch] in "
                       f"{CONFIG_FILE}): no page is fetched and no search is made. Attach files instead.")
@@ -241,11 +247,16 @@ async def gather_and_execute(
         evidence=evidence, **execute_options,
     ))
     try:
-        return await asyncio.shield(commit)
+        execution = await asyncio.shield(commit)
     except asyncio.CancelledError:
         stop.set()
         await asyncio.wait({commit})
         raise
+    if execution.executed and analysis.needs:  # sources attached, searched or found: embed them, off this path
+        from .embeddings import keep_up
+
+        await asyncio.to_thread(keep_up, research, execution, config, os.environ if environ is None else environ)
+    return execution
 
 
 def gather_and_execute_sync(research: Research, text: str, config: Config | None = None, **options: Any) -> Execution:

@@ -1,0 +1,362 @@
+"""Embeddings of a research's sources, as `///find` uses them: what is embedded, where the
+vectors are kept, and how their similarity is fused with the lexical ranking. No network: the
+vectors come from `sources/embeddings.py`, which asks an endpoint for them outside any message.
+
+- **Windows.** A part (engine/parts.py, up to 4,000 characters) is embedded as windows of at
+  most `WINDOW_CHARS` characters, cut at a paragraph, line, sentence or space near the end:
+  small models read 512 tokens at most, and a passage the size of a paragraph or two is what
+  similarity ranks best. A part's similarity to a query is its best window's; that window is
+  also where its passage is taken when the words do not match.
+- **The store.** `.deep-research/embeddings.sqlite3` (`VectorStore`): derived data like the
+  full-text index, but dear to make (a small model on two cores embeds ~3 windows a second),
+  so kept apart from it, keyed by what was embedded: the digest of the model's key and the
+  window's text. A part whose text changed has new windows, so new keys, and is embedded again;
+  one that did not keeps its vectors through an undo, a rebuilt index or a copied research.
+  Vectors are float32, normalised, so a dot product is the cosine.
+- **Fusion.** `fuse`: reciprocal rank fusion of the lexical and the semantic rankings
+  (docs/decisions.md, issue 32: measured against the alternatives on the benchmark's questions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import sqlite3
+import sys
+import threading
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from operator import mul
+from pathlib import Path
+from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence
+
+from .index import check_place, schema_of
+from .store import BOOKKEEPING, Guard
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .index import Source
+
+log = logging.getLogger("deep_research.engine")
+
+WINDOW_CHARS = 1_000
+VECTORS_FILE = "embeddings.sqlite3"
+SCHEMA = "1"
+RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al. 2009), the usual choice
+BUSY_SECONDS = 10.0
+_JOURNALS = ("-journal", "-wal", "-shm")
+_BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", " ")
+
+
+@dataclass(frozen=True)
+class Window:
+    start: int  # offsets in the part's text
+    end: int
+
+
+def windows(text: str, size: int = WINDOW_CHARS) -> list[Window]:
+    """`text` cut into windows of at most `size` characters, each ending at the last paragraph
+    break, line break, sentence end or space of its final third (a hard cut where there is
+    none); windows of whitespace only are left out."""
+    out: list[Window] = []
+    start, length = 0, len(text)
+    while start < length:
+        while start < length and text[start].isspace():
+            start += 1
+        if start >= length:
+            break
+        end = min(length, start + size)
+        if end < length:
+            floor = start + (2 * size) // 3
+            for mark in _BREAKS:
+                cut = text.rfind(mark, floor, end)
+                if cut > start:
+                    end = cut + len(mark)
+                    break
+        out.append(Window(start, end))
+        start = end
+    return out
+
+
+def embedded_text(window_text: str, section: str = "") -> str:
+    """What is sent to be embedded for a window: its section's heading first, when it has one
+    (a window in the middle of a section otherwise loses what it is about)."""
+    body = window_text.strip()
+    return f"{section.strip()}\n{body}" if section.strip() else body
+
+
+def key_of(model_key: str, text: str) -> bytes:
+    """The store's key of a text embedded by a model (`model_key` names the model and how its
+    inputs were prefixed: the same text embedded otherwise is another vector)."""
+    return hashlib.sha256(model_key.encode("utf-8", "surrogatepass") + b"\0" +
+                          text.encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+# -- a source's windows -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One window of one part of a source, as it is embedded."""
+
+    key: bytes  # the store's key (`key_of` the model and the embedded text)
+    source: str  # the source's key (engine/index.py)
+    number: int  # its part
+    start: int  # the window's offsets in the part's text
+    end: int
+
+
+_SLICES: OrderedDict[tuple, tuple[Slice, ...]] = OrderedDict()
+_SLICES_KEPT = 256  # sources whose windows are remembered (offsets and keys: small)
+_SLICES_LOCK = threading.Lock()
+
+
+def slices(source: "Source", model_key: str) -> tuple[Slice, ...]:
+    """Every window of every part of `source` (engine/index.py's Source), with its key for
+    `model_key`; remembered per source text, so a find does not hash a large source again."""
+    text, found = source.text, source.layout
+    memo = (source.key, hash(text), len(text), found.size, found.pdf, model_key)
+    with _SLICES_LOCK:
+        kept = _SLICES.get(memo)
+        if kept is not None:
+            _SLICES.move_to_end(memo)
+            return kept
+    out = []
+    for part in found.parts:
+        body = text[part.start:part.end]
+        for window in windows(body):
+            embedded = embedded_text(body[window.start:window.end], part.section)
+            out.append(Slice(key_of(model_key, embedded), source.key, part.number, window.start, window.end))
+    made = tuple(out)
+    with _SLICES_LOCK:
+        _SLICES[memo] = made
+        while len(_SLICES) > _SLICES_KEPT:
+            _SLICES.popitem(last=False)
+    return made
+
+
+def slice_text(source: "Source", piece: Slice) -> str:
+    """What was embedded for `piece` (a slice of `source`)."""
+    part = source.layout.part(piece.number)
+    body = source.text[part.start:part.end]
+    return embedded_text(body[piece.start:piece.end], part.section)
+
+
+def wanted(sources: Iterable["Source"], model_key: str) -> dict[bytes, str]:
+    """What `sources` need embedded: each window's key and text (the backfill's work list)."""
+    out: dict[bytes, str] = {}
+    for source in sources:
+        for piece in slices(source, model_key):
+            if piece.key not in out:
+                out[piece.key] = slice_text(source, piece)
+    return out
+
+
+@dataclass(frozen=True)
+class Near:
+    """A window and its similarity to the query."""
+
+    similarity: float
+    slice: Slice
+
+
+def nearest(query: Sequence[float], sources: Sequence["Source"], model_key: str,
+            store: "VectorStore") -> tuple[list[Near], int, int]:
+    """The windows of `sources` by similarity to `query`, best first; how many windows have a
+    vector, and how many there are."""
+    every = [piece for source in sources for piece in slices(source, model_key)]
+    found = store.get(piece.key for piece in every)
+    target = query if isinstance(query, array) else array("f", query)
+    near = [Near(similarity(target, found[piece.key]), piece) for piece in every if piece.key in found]
+    near.sort(key=lambda item: -item.similarity)
+    return near, sum(1 for piece in every if piece.key in found), len(every)
+
+
+# -- vectors ----------------------------------------------------------------------------------------
+
+
+def normalised(values: Sequence[float]) -> array | None:
+    """`values` as a float32 vector of length 1, or None when they are not a usable vector
+    (empty, not finite, all zero)."""
+    try:
+        floats = [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+    if not floats or not all(math.isfinite(v) for v in floats):
+        return None
+    norm = math.sqrt(math.fsum(v * v for v in floats))
+    if norm == 0 or not math.isfinite(norm):
+        return None
+    return array("f", (v / norm for v in floats))
+
+
+def similarity(a: array, b: array) -> float:
+    """The cosine of two normalised vectors (0 when their sizes differ: another model's)."""
+    if len(a) != len(b):
+        return 0.0
+    return sum(map(mul, a, b))
+
+
+def to_bytes(vector: array) -> bytes:
+    out = array("f", vector)
+    if out.itemsize != 4:  # pragma: no cover - float is 4 bytes on every platform Python runs on
+        raise ValueError("float32 vectors need a 4-byte float")
+    if sys.byteorder != "little":  # pragma: no cover
+        out.byteswap()
+    return out.tobytes()
+
+
+def from_bytes(data: bytes) -> array | None:
+    if not data or len(data) % 4:
+        return None
+    out = array("f")
+    out.frombytes(data)
+    if sys.byteorder != "little":  # pragma: no cover
+        out.byteswap()
+    return out
+
+
+# -- fusion -------------------------------------------------------------------------------------------
+
+
+def fuse(rankings: Sequence[Sequence[Hashable]], k: int = RRF_K,
+         weights: Sequence[float] | None = None) -> list[Hashable]:
+    """Reciprocal rank fusion: each item scores Σ weight / (k + rank) over the rankings it is in
+    (rank from 1), best first; ties keep the order of the first ranking, then the next."""
+    scores: dict[Hashable, float] = {}
+    first_seen: dict[Hashable, int] = {}
+    for index, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else float(weights[index])
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+            first_seen.setdefault(item, len(first_seen))
+    return sorted(scores, key=lambda item: (-scores[item], first_seen[item]))
+
+
+# -- the store ---------------------------------------------------------------------------------------
+
+
+def store_path(root: Path) -> Path:
+    return root / BOOKKEEPING / VECTORS_FILE
+
+
+class StoreUnusable(Exception):
+    """The store's place cannot hold it (a sentence for the reply)."""
+
+
+class VectorStore:
+    """The vectors of one research (`.deep-research/embeddings.sqlite3`), opened on first use.
+    Safe to share between threads (one connection, serialised) and processes (SQLite's locks,
+    WAL). Opened like the full-text index: never through a link, a broken file made again."""
+
+    def __init__(self, root: Path, guard: Guard | None = None, *, path: Path | None = None) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.guard = guard or Guard(self.root)
+        self.path = path or store_path(self.root)
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        self._check_place()
+        try:
+            db = self._connect()
+            if schema_of(db) != SCHEMA:
+                _create(db)
+            return db
+        except sqlite3.DatabaseError as error:
+            log.warning("the embeddings store of %s is made again: %s", self.root, error)
+            self._remove()
+            try:
+                db = self._connect()
+                _create(db)
+                return db
+            except (sqlite3.Error, OSError) as again:
+                raise StoreUnusable(f"the embeddings store could not be made ({again})") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path), timeout=BUSY_SECONDS, check_same_thread=False, isolation_level=None)
+        for row in db.execute("PRAGMA database_list"):
+            if row[1] == "main" and row[2] and not self.guard.contains(os.path.realpath(row[2])):
+                db.close()
+                raise StoreUnusable("the embeddings store was opened outside the research (a link was put in "
+                                    "its place meanwhile)")
+        with contextlib.suppress(sqlite3.OperationalError):  # WAL: readers never wait for the writer
+            db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")  # derived data: a lost last batch is embedded again
+        return db
+
+    def _check_place(self) -> None:
+        """As the index's (index.check_place): a link in the store's place is removed, not
+        followed; a place that cannot hold it makes the store unusable (semantic search says why)."""
+        why, _removed = check_place(self.path, self.guard)
+        if why is not None:
+            raise StoreUnusable(why)
+
+    def _remove(self) -> None:
+        for name in (str(self.path), *(str(self.path) + s for s in _JOURNALS)):
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
+    def get(self, keys: Iterable[bytes]) -> dict[bytes, array]:
+        """The stored vectors of `keys` (those not stored are left out)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[bytes, array] = {}
+        with self._lock:
+            db = self._connection()
+            for at in range(0, len(wanted), 500):
+                chunk = wanted[at:at + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, data in db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk):
+                    vector = from_bytes(data)
+                    if vector is not None:
+                        found[bytes(key)] = vector
+        return found
+
+    def put(self, items: Mapping[bytes, array]) -> None:
+        """Store vectors (one transaction: a batch is all there or not at all)."""
+        if not items:
+            return
+        with self._lock:
+            db = self._connection()
+            with _transaction(db):
+                db.executemany("INSERT OR REPLACE INTO vectors(key, vector) VALUES (?, ?)",
+                               [(key, to_bytes(vector)) for key, vector in items.items()])
+
+    def count(self) -> int:
+        with self._lock:
+            return int(self._connection().execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.close()
+                self._db = None
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection):
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _create(db: sqlite3.Connection) -> None:
+    with _transaction(db):
+        for table in ("vectors", "meta"):
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        db.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("CREATE TABLE vectors(key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
+        db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA,))

@@ -1,0 +1,114 @@
+"""engine/vectors.py: the windows a part is embedded as, reciprocal rank fusion, and the
+vector store beside the index (keyed by what was embedded; a broken file made again; a link
+in its place removed, never followed)."""
+
+from __future__ import annotations
+
+import os
+from array import array
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from deep_research.engine.vectors import (
+    StoreUnusable, VectorStore, embedded_text, fuse, key_of, normalised, similarity, store_path, windows)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab .\n?"), max_size=3000), st.integers(min_value=20, max_value=400))
+def test_windows_cover_every_word_in_order_within_the_size(text: str, size: int) -> None:
+    found = windows(text, size)
+    assert all(0 < w.end - w.start <= size for w in found)
+    assert all(a.end <= b.start for a, b in zip(found, found[1:]))
+    covered = "".join(text[w.start:w.end] for w in found)
+    assert covered.split() == text.split()  # nothing but whitespace is left out
+
+
+def test_windows_end_at_a_paragraph_or_sentence_when_there_is_one() -> None:
+    first = "A first paragraph about tides. " * 20  # 620 characters
+    text = first + "\n\nA second paragraph about the moon's pull on the sea. " * 10
+    cut = windows(text, 1000)
+    assert text[cut[0].start:cut[0].end].endswith(". \n\n") or text[cut[0].end - 2:cut[0].end] == ". "
+    assert all(text[w.end - 1] in " \n" for w in cut[:-1])
+
+
+def test_embedded_text_carries_its_section() -> None:
+    assert embedded_text("  body text \n", "Retries") == "Retries\nbody text"
+    assert embedded_text("body", "") == "body"
+
+
+def test_keys_depend_on_the_model_and_the_text() -> None:
+    assert key_of("m", "text") == key_of("m", "text")
+    assert len({key_of("m", "text"), key_of("n", "text"), key_of("m", "text!")}) == 3
+
+
+def test_vectors_are_normalised_or_refused() -> None:
+    vector = normalised([3, 4])
+    assert vector is not None and list(vector) == pytest.approx([0.6, 0.8])
+    assert similarity(vector, vector) == pytest.approx(1.0)
+    assert similarity(vector, normalised([1, 2, 3])) == 0.0  # another model's size
+    for bad in ([], [0, 0], [1, float("nan")], [1, float("inf")], ["x"], [None]):
+        assert normalised(bad) is None
+
+
+def test_reciprocal_rank_fusion() -> None:
+    lexical, semantic = ["a", "b", "c"], ["c", "d", "a"]
+    fused = fuse([lexical, semantic])
+    assert fused[:2] == ["a", "c"]  # in both lists beats first in one
+    assert set(fused) == {"a", "b", "c", "d"}
+    assert fuse([lexical, []]) == lexical  # one ranking alone is kept as it is
+    assert fuse([["x", "y"], ["y", "x"]]) == ["x", "y"]  # ties keep the first ranking's order
+    assert fuse([["x"], ["y"]], weights=[1.0, 2.0]) == ["y", "x"]
+
+
+def research(tmp_path: Path) -> Path:
+    (tmp_path / ".deep-research").mkdir(parents=True)
+    return tmp_path
+
+
+def test_the_store_keeps_vectors_across_openings(tmp_path: Path) -> None:
+    root = research(tmp_path)
+    store = VectorStore(root)
+    one, two = normalised([1, 0, 0]), normalised([0, 1, 1])
+    store.put({b"k1": one, b"k2": two})
+    store.close()
+    again = VectorStore(root)
+    found = again.get([b"k1", b"k2", b"k3"])
+    assert set(found) == {b"k1", b"k2"} and list(found[b"k2"]) == pytest.approx(list(two))
+    assert again.count() == 2
+
+
+def test_a_broken_store_is_made_again(tmp_path: Path) -> None:
+    root = research(tmp_path)
+    store_path(root).write_bytes(b"this is not a database" * 100)
+    store = VectorStore(root)
+    assert store.get([b"k"]) == {}
+    store.put({b"k": array("f", [1.0])})
+    assert store.count() == 1
+
+
+def test_a_link_in_the_stores_place_is_removed_not_followed(tmp_path: Path) -> None:
+    root = research(tmp_path / "r")
+    outside = tmp_path / "elsewhere.sqlite3"
+    outside.write_bytes(b"precious")
+    os.symlink(outside, store_path(root))
+    store = VectorStore(root)
+    store.put({b"k": array("f", [1.0])})
+    assert outside.read_bytes() == b"precious"
+    assert not store_path(root).is_symlink() and store.count() == 1
+
+
+def test_a_folder_in_the_stores_place_makes_it_unusable(tmp_path: Path) -> None:
+    root = research(tmp_path)
+    store_path(root).mkdir()
+    with pytest.raises(StoreUnusable, match="not a regular file"):
+        VectorStore(root).get([b"k"])
+    (tmp_path / "elsewhere").mkdir()
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    os.symlink(tmp_path / "elsewhere", linked / ".deep-research")
+    with pytest.raises(StoreUnusable, match="reached through a link"):
+        VectorStore(linked).get([b"k"])
+    assert list((tmp_path / "elsewhere").iterdir()) == []
