@@ -161,3 +161,20 @@ def test_what_a_cut_left_out_is_shown_again(tmp_path: Path) -> None:
         text = conversation(turns, research, 6000)
         assert 'Key number: 4242.' in text, n
     assert turns.cuts >= 1 and turns.fresh_starts == 1
+
+
+def test_a_long_source_is_shown_by_its_outline_once_and_briefly_after(tmp_path: Path) -> None:
+    """A source longer than its share is one item (its outline and first part): an attachment
+    added later shows in the update, the long one as its tag only (issues 32 and 33 together)."""
+    research = planned(tmp_path)
+    book = "".join(f"# Chapter {n}\n\n" + f"Paragraph of chapter {n}. " * 300 + "\n\n" for n in range(1, 9))
+    assert research.execute(f"<<< add_attachment\n///name\nBook\n///content\n{book}\n>>>\n").executed
+    turns = Turns()
+    opening = conversation(turns, research, None)
+    assert "Outline (headings, each with its part #N):" in opening and "`///read Book#2` reads on" in opening
+    assert research.execute("<<< add_attachment\n///name\nSaved\n///content\nKey number: 4242.\n>>>\n").executed
+    update = conversation(turns, research, None).split("# What changed")[-1]
+    assert "Key number: 4242." in update
+    [tag] = [line for line in update.splitlines() if line.startswith('<attachment name="Book"')]
+    assert f"{tag}\n[… unchanged …]\n</attachment>" in update, "the long source as its brief"
+    assert "Outline (headings" not in update
