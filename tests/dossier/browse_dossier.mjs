@@ -45,6 +45,12 @@ const browser = await pw.chromium.launch({
 try {
   const { context, page } = await open(browser, true);
   const visiblePages = () => page.$$eval('main .page', (els) => els.filter((e) => e.offsetParent !== null).map((e) => e.id));
+  // A click changes the hash; the page it names shows on the hashchange event, which comes after
+  // the click returns: wait for it (a loaded machine read the previous page once).
+  const settled = () => page.waitForFunction(() => {
+    const target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    return target !== null && target !== '' && target.offsetParent !== null;
+  }, null, { timeout: 5000 });
   out.navTitles = await page.$$eval('#nav a[href^="#p"]', (as) => as.map((a) => a.textContent));
   out.sectionTitles = await page.$$eval('main section.problem h2', (hs) => hs.map((h) => h.firstChild.textContent.trim()));
   out.pwned = await page.evaluate(() => window.__pwned ?? null);
@@ -53,6 +59,7 @@ try {
 
   // Click a tree entry that is visible from the start (a child of the root).
   await page.locator('#nav a', { hasText: clickTitle }).first().click();
+  await settled();
   out.afterClick = { hash: await page.evaluate(() => location.hash), visible: await visiblePages(),
     heading: await page.locator('main .page.current h2').first().textContent() };
 
@@ -60,6 +67,7 @@ try {
   const cite = page.locator('main .page.current a.cite').first();
   const citeHref = await cite.getAttribute('href');
   await cite.click();
+  await settled();
   const target = page.locator(citeHref);
   out.citation = { href: citeHref, hash: await page.evaluate(() => location.hash), visible: await visiblePages(),
     open: await target.evaluate((d) => d.open), shown: await target.isVisible(),
@@ -73,11 +81,13 @@ try {
   const nested = page.locator('#nav a', { hasText: filterTitle }).first();
   await nested.waitFor({ state: 'visible', timeout: 5000 });
   await nested.click();
+  await settled();
   out.afterFilter = { hash: await page.evaluate(() => location.hash), visible: await visiblePages(),
     heading: await page.locator('main .page.current h2').first().textContent() };
 
   // The journal, and an attachment unfolded.
   await page.locator('#nav a[href="#journal"]').click();
+  await settled();
   out.journal = { visible: await visiblePages(), entries: await page.$$eval('ol.timeline > li', (l) => l.length) };
   await page.screenshot({ path: screenshot.replace(/\.png$/, '-journal.png') });
   // The root problem with its report, an attachment unfolded.
