@@ -16,9 +16,15 @@ CHAPTERS = "".join(f"# Chapter {n}\n\n" + f"Chapter {n} covers loop tiling. " * 
 async def test_an_agent_reads_and_finds_and_reads_a_part_as_a_resource(tmp_path: Path):
     from mcp.shared.exceptions import MCPError
 
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "cache.md").write_text("Cache lines are 64 bytes.\n", encoding="utf-8")
+    (papers / "scan.bin").write_bytes(b"\x00\x01\x02 not text")
     async with connect(tmp_path) as (session, _):
-        await call(session, "new_research", research="r", instruction="Question",
-                   context=["Brief\n" + "The user's brief. " * 300])  # a context text is named by its first line
+        created = await call(session, "new_research", research="r", instruction="Question", attachments=["papers"],
+                             context=["Brief\n" + "The user's brief. " * 300])  # a context text is named by its first line
+        # the agent is told what each folder given brought, as the CLI and the editors are
+        assert "\npapers: 1 file attached; skipped scan.bin (" in created and created.endswith("define the problem as it says.\n")
         attach = f"<<< add_attachment\n///name\nTiling notes\n///content\n{CHAPTERS}>>>\n"
         await call(session, "execute_message", research="r", message=DEFINE)
         await call(session, "execute_message", research="r", message=attach)

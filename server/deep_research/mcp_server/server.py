@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -132,8 +133,12 @@ class DeepResearchMCP:
         self.workspace.forget(research.root)
         self.workspace.used(research.root)
         await self._changed(ctx)
-        return (f"Created a research in {research.root} (research {name!r}). Next: call get_prompt with research "
-                f"{name!r} and define the problem as it says.\n"), None
+        # what is worth saying of the sources (a page cut short …) and of each folder given: its
+        # files attached, those skipped and why; as the CLI and the editors say it
+        folders = [replace(f, given=self.workspace.name(Path(f.given))) for f in made.folders]  # named as the agent did
+        said = "".join(f"{line}\n" for line in (*made.notes, *(f.summary() for f in folders)))
+        return (f"Created a research in {research.root} (research {name!r}).\n{said}Next: call get_prompt with "
+                f"research {name!r} and define the problem as it says.\n"), None
 
     async def _tool_get_prompt(self, ctx: Any, args: dict[str, Any]) -> tuple[str, None]:
         research = self.workspace.open(args["research"])
