@@ -35,12 +35,13 @@ import json
 import logging
 import os
 import stat as stat_module
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from . import parts
 from .parts import Layout, stored_layout
-from .store import BOOKKEEPING, TMP_MARK, Guard
+from .store import BOOKKEEPING, Guard
 
 log = logging.getLogger("deep_research.engine")
 
@@ -48,6 +49,8 @@ FOLDER = "parts"  # in the research's bookkeeping folder
 SCHEMA = 1
 MAX_RECORDS = 4_000
 _SUFFIX = ".json"
+_TEMPORARY = ".tmp-layout-"  # not the transactions' mark: these are not theirs to sweep
+_STALE_NS = 60 * 10**9  # a temporary this old was left by a process that stopped: removed
 _DIRECTORY_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -160,7 +163,7 @@ class LayoutStore:
 
 
 def _write_at(folder: int, name: str, data: bytes) -> None:
-    temporary = f"{TMP_MARK}{os.getpid()}-{os.urandom(4).hex()}"
+    temporary = f"{_TEMPORARY}{os.getpid()}-{os.urandom(4).hex()}"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
                  | getattr(os, "O_CLOEXEC", 0), 0o644, dir_fd=folder)
     try:
@@ -174,14 +177,20 @@ def _write_at(folder: int, name: str, data: bytes) -> None:
 
 
 def _prune(folder: int) -> None:
-    """Past MAX_RECORDS records, remove the older half (by when they were written)."""
+    """Past MAX_RECORDS records, remove the older half (by when they were written); and the
+    temporaries a stopped process left."""
+    records, stale = [], []
+    now = time.time_ns()
     with os.scandir(folder) as entries:
-        records = [(entry.stat(follow_symlinks=False).st_mtime_ns, entry.name) for entry in entries
-                   if entry.name.endswith(_SUFFIX)]
-    if len(records) <= MAX_RECORDS:
-        return
-    records.sort()
-    for _, name in records[: len(records) - MAX_RECORDS // 2]:
+        for entry in entries:
+            if entry.name.endswith(_SUFFIX):
+                records.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+            elif entry.name.startswith(_TEMPORARY) and now - entry.stat(follow_symlinks=False).st_mtime_ns > _STALE_NS:
+                stale.append(entry.name)
+    if len(records) > MAX_RECORDS:
+        records.sort()
+        stale += [name for _, name in records[: len(records) - MAX_RECORDS // 2]]
+    for name in stale:
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=folder)
 

@@ -202,6 +202,12 @@ def cached(text: str, part_chars: int, *, pdf: bool = False) -> Layout | None:
         return found
 
 
+def forget_all() -> None:
+    """Empty this process's cache of layouts (tests: as a fresh process starts)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
 def remember(text: str, part_chars: int, found: Layout, *, pdf: bool = False) -> None:
     """Keep `found` as the layout of `text` in this process (one read back from disk:
     engine/layouts.py, which checks that it is this text's)."""
