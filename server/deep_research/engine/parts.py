@@ -341,8 +341,8 @@ def stored_layout(starts: list[int], pages: list[tuple[int, int] | None] | None,
     sections: list[str] = []
 
     def part(index: int) -> Part:
-        if not sections:
-            sections.extend(section_titles(levels, titles, heading_starts, starts))
+        if not sections:  # (made once, for every part: a slice assignment, atomic between threads)
+            sections[:] = section_titles(levels, titles, heading_starts, starts)
         return Part(index + 1, starts[index], ends[index], pages[index] if pages else None, sections[index])
 
     def heading(index: int) -> Heading:
