@@ -6,8 +6,9 @@ after a hand edit or an undo), by several processes at once."""
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,29 +185,32 @@ def test_records_are_bounded(store: LayoutStore, root: Path, monkeypatch: pytest
     assert 3 <= len(list((root / ".deep-research" / FOLDER).iterdir())) <= 6
 
 
-def _divide_in_a_process(root: str, texts: list[str], start: multiprocessing.synchronize.Barrier,
-                         results: multiprocessing.Queue) -> None:
-    forget_all()
-    start.wait()
-    store = LayoutStore(Path(root))
-    results.put([found.starts for found in store.layouts([(text, False) for text in texts], PART_CHARS)])
+_CHILD = """
+import json, sys
+from pathlib import Path
+from deep_research.engine.layouts import LayoutStore
+root, texts = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
+sys.stdin.read(1)  # both wait here until the test lets them go at once
+found = LayoutStore(Path(root)).layouts([(text, False) for text in texts], 4000)
+print(json.dumps([list(f.starts) for f in found]))
+"""
 
 
-def test_two_processes_at_once(store: LayoutStore, root: Path) -> None:
-    """Both write every record at the same moment: each gets the right layouts, and what is
-    left is whole records, no temporary."""
+def test_two_processes_at_once(store: LayoutStore, root: Path, tmp_path: Path) -> None:
+    """Two processes write every record at the same moment: each gets the right layouts, and
+    what is left is whole records, no temporary."""
     texts = [book_text(seed, chapters=3) for seed in range(20)]
-    context = multiprocessing.get_context("fork")
-    start, results = context.Barrier(2), context.Queue()
-    processes = [context.Process(target=_divide_in_a_process, args=(str(root), texts, start, results))
-                 for _ in range(2)]
-    for process in processes:
-        process.start()
-    answers = [results.get(timeout=60) for _ in processes]
-    for process in processes:
-        process.join(timeout=60)
-        assert process.exitcode == 0
-    expected = [divided(text).starts for text in texts]
+    given = tmp_path / "texts.json"
+    given.write_text(json.dumps(texts))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    children = [subprocess.Popen([sys.executable, "-c", _CHILD, str(root), str(given)], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, env=env, text=True) for _ in range(2)]
+    for child in children:  # both started (importing) before either is let go
+        child.stdin.write("go")
+        child.stdin.flush()
+    answers = [json.loads(child.communicate(timeout=120)[0]) for child in children]
+    assert [child.returncode for child in children] == [0, 0]
+    expected = [list(divided(text).starts) for text in texts]
     assert answers == [expected, expected]
     folder = root / ".deep-research" / FOLDER
     assert sorted(p.name for p in folder.iterdir()) == sorted(record_of(root, text).name for text in texts)
