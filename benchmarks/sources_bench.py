@@ -33,7 +33,8 @@ Whole sources within reach (issue 32):
   attaching a 1 MB source (`///attach_file`) with this code against the code before the
   index (`--baseline-ref`, by default the parent of the commit that added engine/index.py,
   from `git archive`), each on a fresh copy of the same small research, in fresh processes,
-  alternating; and the index's size against the text's. `--quick`: 1 MB, 1 run.
+  alternating; and the index's size against the text's. Each figure is wall time, with the CPU time
+  (user + system) the process used beside it: a shared machine disturbs it less. `--quick`: 1 MB, 1 run.
 - (c) `--model`: SmolLM2-135M (scripts/setup-local-llm) drives a research holding one long
   attachment for `--rounds` rounds with the grammar: how many `read` and `find` commands it
   wrote, and how many ran (the journal's records), with why the others did not. Only with
@@ -599,21 +600,31 @@ def generated_book(seed: int, chars: int, vocabulary: list[str]) -> str:
     return "".join(out)[:chars]
 
 
-def _cli(code: Path, research: Path, message: str) -> float:
-    """Milliseconds of `deep-research execute` in a fresh process, with the code under `code`."""
+def _cli(code: Path, research: Path, message: str) -> tuple[float, float]:
+    """Milliseconds of `deep-research execute` in a fresh process, with the code under `code`:
+    wall time, and the CPU time (user + system) the process used, which a loaded machine
+    disturbs less."""
     import os
+    import resource
     import subprocess
 
     document = research / "message.dr"
     document.write_text(message, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(code)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "deep_research", "execute", str(document)], env=env,
                             capture_output=True, text=True, timeout=600)
     elapsed = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise RuntimeError(f"execute failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return elapsed, cpu
+
+
+def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
 def _baseline_code(ref: str | None, into: Path) -> tuple[Path, str]:
@@ -669,9 +680,11 @@ def bench_cost(args: argparse.Namespace) -> None:
                     ("criteria", lambda r=run: _cli(code, research.root, f"///add_criteria Criterion {r}\n"))]
             for name, measure in (pair if run % 2 == 0 else pair[::-1]):
                 (finds if name == "find" else criteria).append(measure())
-        find, plain = statistics.median(finds), statistics.median(criteria)
-        print(f"  one ///add_criteria (baseline), fresh process     p50 {plain:8.0f} ms")
-        print(f"  one ///find, fresh process                        p50 {find:8.0f} ms   x{find / plain:.2f}")
+        (find, find_cpu), (plain, plain_cpu) = _medians(finds), _medians(criteria)
+        print("  (wall time, p50; beside it the CPU time the process used, user + system, p50)")
+        print(f"  one ///add_criteria (baseline), fresh process     p50 {plain:8.0f} ms          CPU {plain_cpu:6.0f} ms")
+        print(f"  one ///find, fresh process                        p50 {find:8.0f} ms   x{find / plain:.2f}   "
+              f"CPU {find_cpu:6.0f} ms   x{find_cpu / plain_cpu:.2f}")
 
         baseline, commit = _baseline_code(args.baseline_ref, base / "baseline")
         small = Research.create(base / "small", "Attach one source.")
@@ -685,10 +698,11 @@ def bench_cost(args: argparse.Namespace) -> None:
                 shutil.copytree(small.root, copy)
                 (old if name == "old" else new).append(_cli(folder, copy, "///attach_file source.md\n"))
                 shutil.rmtree(copy)
-        before, after = statistics.median(old), statistics.median(new)
+        (before, before_cpu), (after, after_cpu) = _medians(old), _medians(new)
         print(f"Attaching a 1 MB source (///attach_file), fresh process each, {runs} runs alternating:")
-        print(f"  the code before the index ({commit}, baseline)       p50 {before:8.0f} ms")
-        print(f"  this code (parts, whole source, indexed)          p50 {after:8.0f} ms   x{after / before:.2f}")
+        print(f"  the code before the index ({commit}, baseline)       p50 {before:8.0f} ms          CPU {before_cpu:6.0f} ms")
+        print(f"  this code (parts, whole source, indexed)          p50 {after:8.0f} ms   x{after / before:.2f}   "
+              f"CPU {after_cpu:6.0f} ms   x{after_cpu / before_cpu:.2f}")
 
 
 # -- (c) what a small model does with read and find (issue 32) --------------------------------------------------

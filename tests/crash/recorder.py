@@ -78,11 +78,14 @@ class Recorder:
             with self._lock:
                 self._scan()
 
-    def _rel(self, path) -> str | None:
-        """`path` relative to the sandbox (its folder resolved, not its last component), or None."""
+    def _rel(self, path, dir_fd: int | None = None) -> str | None:
+        """`path` relative to the sandbox (its folder resolved, not its last component), or None.
+        With `dir_fd`, `path` is relative to that open folder (engine/layouts.py writes so)."""
         if isinstance(path, int):
             return None
         name = os.fsdecode(path)
+        if dir_fd is not None and not os.path.isabs(name):
+            name = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
         folder = os.path.realpath(os.path.dirname(os.path.abspath(name)))
         full = os.path.join(folder, os.path.basename(name))
         if full == str(self.sandbox):
@@ -95,7 +98,7 @@ class Recorder:
         real = self._real[name]
 
         def wrapper(path, *args, **kwargs):
-            rel = self._rel(path)
+            rel = self._rel(path, kwargs.get("dir_fd"))
             with self._lock:
                 if rel is not None:
                     self._scan()
@@ -113,7 +116,7 @@ class Recorder:
         real = self._real[name]
 
         def wrapper(src, dst, *args, **kwargs):
-            rel_src, rel_dst = self._rel(src), self._rel(dst)
+            rel_src, rel_dst = self._rel(src, kwargs.get("src_dir_fd")), self._rel(dst, kwargs.get("dst_dir_fd"))
             with self._lock:
                 if rel_src is not None or rel_dst is not None:
                     self._scan()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable
 
 from deep_research.engine.index import INDEX_FILE
+from deep_research.engine.layouts import FOLDER as LAYOUTS
 from deep_research.engine.research import NotAResearch, Research
 from deep_research.engine.state import Phase
 
@@ -166,7 +167,7 @@ def snapshot(sandbox: Path, *, garbage: bool = False) -> Snapshot:
     spare = set(_spare_links(sandbox / RESEARCH)) if not garbage else set()
     for current, dirs, files in os.walk(sandbox):
         rel = os.path.relpath(current, sandbox)
-        if rel != ".":
+        if rel != "." and (garbage or not _garbage(rel + "/")):
             out[rel + "/"] = None
         for name in files:
             path = os.path.join(rel, name) if rel != "." else name
@@ -187,9 +188,10 @@ def _digest(snap: Snapshot) -> str:
 def _garbage(path: str) -> bool:
     """Not state: the lock, temporary files (the engine's, swept by the next commit; the
     dossier's, swept by the next export: `_leftovers` checks they are swept), and the search
-    index, derived data (`_find_problems` checks that the next find answers right)."""
+    index and the parts' layouts, derived data (`_find_problems` checks that the next find
+    answers right; a layout is checked against its text whenever it is read)."""
     return (path == f"{RESEARCH}/{BOOK}/lock" or _temporary(os.path.basename(path))
-            or path.startswith(f"{RESEARCH}/{BOOK}/{INDEX_FILE}"))
+            or path.startswith(f"{RESEARCH}/{BOOK}/{INDEX_FILE}") or path.startswith(f"{RESEARCH}/{BOOK}/{LAYOUTS}/"))
 
 
 def _temporary(name: str) -> bool:

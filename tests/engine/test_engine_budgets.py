@@ -170,6 +170,50 @@ def test_rounds_are_counted_from_the_journals_end(research: Research, root: Path
     assert research.rounds() == 300
 
 
+def _parsed_count(journal: Path, session: int, problem: list, researcher: str = "main") -> int:
+    """What the count is by parsing every line, last first (the definition `rounds_in_session` keeps)."""
+    count = 0
+    for raw in reversed(journal.read_bytes().split(b"\n")):
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(record, dict) or record.get("researcher", "main") != researcher:
+            continue
+        if isinstance(record.get("session"), int) and record["session"] < session:
+            break
+        count += (record.get("record") == "round" and record.get("session") == session
+                  and record.get("problem") == problem and record.get("outcome") not in ("error", "cancelled"))
+    return count
+
+
+def test_rounds_are_counted_the_same_across_long_records_and_tricky_lines(tmp_path: Path) -> None:
+    """Books of 78 kB in a session's command records (read a block at a time, and passed over
+    unparsed when their head says they cannot matter) give the count parsing every line gives:
+    a researcher or session named twice, a "round" in a book, a torn line, another researcher."""
+    journal = tmp_path / ".deep-research" / "journal.jsonl"
+    journal.parent.mkdir()
+    book = "A long book about rounds and sessions. " * 2_000  # longer than a block (64 kB)
+
+    def command(session: int, who: str = "main", extra: str = "") -> str:
+        return json.dumps({"message": 1, "researcher": who, "session": session, "arguments": {"content": book + extra}},
+                          ensure_ascii=False)
+
+    def round_(session: int, who: str = "main") -> str:
+        return json.dumps({"record": "round", "researcher": who, "session": session, "problem": [], "outcome": "ok"})
+
+    lines = [round_(1), command(1), round_(2), command(2), round_(2, "other"), command(1, "other"),
+             command(2, extra='"round" "session": 1'), round_(2),
+             '{"message": 1, "researcher": "main", "session": 3, "arguments": {"content": "%s"}, "session": 1}' % book,
+             round_(3), command(3), '{"message": 1, "researcher": "main", "session": 1, "torn' + book, round_(3),
+             command(3, 'x"y'), round_(3)]
+    for cut in range(len(lines) + 1):  # every tail of it as the journal
+        journal.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
+        for session in (1, 2, 3):
+            for who in ("main", "other", 'x"y'):
+                assert budgets.rounds_in_session(journal, session, (), who) == _parsed_count(journal, session, [], who)
+
+
 def test_people_are_never_refused_for_rounds_they_did_not_take(research: Research) -> None:
     rules_file(research.root, "rounds_per_problem = 1\n")
     for n in range(4):  # messages without round records: a person's, or an MCP agent's

@@ -318,3 +318,32 @@ def test_a_clear_is_applied_only_to_the_text_it_expects_also_on_recovery(tmp_pat
     assert recover(root) is True
     assert same.read_text(encoding="utf-8") == ""
     assert changed.read_text(encoding="utf-8") == "typed meanwhile\n"
+
+
+def test_a_message_holds_big_files_it_reads_and_lets_them_go_after(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file too big to keep (a book) is read once while `holding()` lasts (a message's dry
+    run, execution and prompt), read again when it changes meanwhile, and not kept after."""
+    cache = FileCache(max_chars=1_000)
+    big, small = tmp_path / "book.md", tmp_path / "note.md"
+    big.write_text("b" * 5_000)
+    small.write_text("s" * 10)
+    monkeypatch.setattr(store.cache, "RACY_NS", 0)  # trust even a file written a moment ago
+    parsed: list[str] = []
+
+    def parse(text: str) -> str:
+        parsed.append(text[:1])
+        return text
+
+    cache.read(big, parse), cache.read(big, parse)
+    assert parsed == ["b", "b"], "too big to keep, outside a message"
+    with cache.holding():
+        with cache.holding():  # (another thread's message)
+            cache.read(big, parse)
+        cache.read(big, parse), cache.read(small, parse)
+        assert parsed == ["b", "b", "b", "s"]
+        big.write_text("c" * 5_000)
+        assert cache.read(big, parse) == "c" * 5_000 and parsed[-1] == "c"
+    assert cache.chars <= 1_000 and len(cache) == 1  # the note stays, the book goes
+    cache.read(big, parse)
+    assert parsed[-2:] == ["c", "c"]

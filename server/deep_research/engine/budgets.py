@@ -20,9 +20,11 @@ over. Every refusal is a sentence naming the budget and saying what to do instea
 from __future__ import annotations
 
 import json
+import re
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from . import commands
 from .model import Problem
@@ -156,8 +158,11 @@ def rounds_in_session(journal: Path, session: int, problem: ProblemPath, researc
     session's records, not the journal's. A round whose request failed is not counted."""
     count = 0
     wanted = list(problem)
-    for record in _backwards(journal):
-        if record.get("researcher", MAIN) != researcher:
+    for line in _lines_backwards(journal):
+        if _passed_over(line, researcher, session):
+            continue
+        record = _record(line)
+        if record is None or record.get("researcher", MAIN) != researcher:
             continue
         number = record.get("session")
         if isinstance(number, int) and number < session:
@@ -168,27 +173,56 @@ def rounds_in_session(journal: Path, session: int, problem: ProblemPath, researc
     return count
 
 
-def _backwards(path: Path):
-    """The journal's JSON records, last first (a torn or broken line is passed over). Read
-    through the research's guard (the journal is in its bookkeeping folder): a link out or a
-    pipe planted there is not read, and never blocks."""
+# What a message's command record starts with (research.py writes it): a line of this shape that
+# is no round and names its researcher and session once each is read no further, which spares
+# parsing the attachments a session's records hold (1 MB each for a book).
+_COMMAND_HEAD = re.compile(rb'\{"message": -?\d+, "researcher": ("(?:[^"\\]|\\.)*"), "session": (-?\d+)[,}]')
+_MATTERS = re.compile(rb'"(?:round"|researcher":|session":)')  # one scan for all three
+
+
+def _passed_over(line: bytes, researcher: str, session: int) -> bool:
+    """Whether `line` cannot count nor end the count, known without parsing it: a command record
+    (no round) of another researcher, or of this one in `session` or later. Exactly what parsing
+    it would decide: a line that holds `"round"` is parsed (it appears unescaped only as a string
+    of its own), and so is one that names a researcher or a session again after its head
+    (`"session":` cannot appear inside a string, where its quote would be escaped)."""
+    head = _COMMAND_HEAD.match(line, 0, 400)
+    if head is None or _MATTERS.search(line, head.end()) is not None:
+        return False
+    try:
+        name = json.loads(head.group(1))
+    except ValueError:
+        return False
+    return name != researcher or int(head.group(2)) >= session
+
+
+def _lines_backwards(path: Path) -> Iterator[bytes]:
+    """The journal's lines, last first. Read through the research's guard (the journal is in its
+    bookkeeping folder): a link out or a pipe planted there is not read, and never blocks. A
+    line longer than a block is joined once, not split again with each block it spans."""
     handle = Guard(path.parent.parent).open_binary(path)
     if handle is None:
         return
     with handle:
         position = handle.seek(0, os.SEEK_END)
-        rest = b""
+        tail: list[bytes] = []  # the pieces of a line cut by the blocks read so far, last first
         while position > 0:
             step = min(CHUNK, position)
             position -= step
             handle.seek(position)
-            block = handle.read(step) + rest
+            block = handle.read(step)
+            head = b""
+            if position > 0:
+                cut = block.find(b"\n")
+                if cut < 0:  # all of it inside one line
+                    tail.append(block)
+                    continue
+                head, block = block[:cut], block[cut + 1:]
             lines = block.split(b"\n")
-            rest = lines.pop(0) if position > 0 else b""
-            for line in reversed(lines):
-                record = _record(line)
-                if record is not None:
-                    yield record
+            if tail:
+                lines[-1] += b"".join(reversed(tail))
+            tail = [head] if position > 0 else []
+            yield from reversed(lines)
 
 
 def _record(line: bytes) -> dict | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import formats
 from .model import Attachment, Problem
@@ -25,6 +25,7 @@ from .tree import Tree
 if TYPE_CHECKING:  # pragma: no cover
     from .evidence import Evidence, Need
     from .index import Index
+    from .parts import Layout
 
 # What about a problem changed, hence which of its files must be written.
 DEFINITION_ASPECT = "definition"
@@ -131,6 +132,9 @@ class Draft:
     def attachments(self, path: ProblemPath) -> list[Attachment]:
         extra = [n.attachment for n in self.new_attachments if n.path == path]
         return self.tree.attachments(path) + extra
+
+    def layouts(self, items: Sequence[Attachment], part_chars: int) -> list[Layout]:
+        return self.tree.layouts(items, part_chars)
 
     def attachment_files(self, path: ProblemPath) -> list[tuple[Attachment, Path, bool]]:
         """The problem's attachments with their files and whether each is on disk yet (one this

@@ -28,7 +28,6 @@ one thing not caught (docs/evidence.md says so).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import sqlite3
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from .layouts import text_digest as digest  # one digest of a text, for its row and its layout's record
 from .parts import Layout
 from .store import BOOKKEEPING, NO_FSYNC_FOR_TESTS, Guard, decode, is_racy
 
@@ -75,10 +75,6 @@ MARK_OPEN, MARK_CLOSE = "\x01", "\x02"  # never in a source's text: control char
 
 def index_path(root: Path) -> Path:
     return root / BOOKKEEPING / INDEX_FILE
-
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class Index:

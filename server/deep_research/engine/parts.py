@@ -24,6 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from threading import Lock
+from typing import Callable, Generic, Iterator, Sequence, TypeVar, overload
 
 PAGE_LINE = "[Page {number}]"  # what sources/extract.py writes before each page of a PDF
 PDF_TYPE = "application/pdf"
@@ -87,12 +88,57 @@ class Part:
         return f"page {first}" if first == last else f"pages {first}–{last}"
 
 
+T = TypeVar("T")
+
+
+class Built(Sequence[T], Generic[T]):
+    """A tuple whose items are made when first asked for: the parts and headings of a layout read
+    back from disk (engine/layouts.py), of which a message mostly needs only the count."""
+
+    __slots__ = ("_make", "_items")
+
+    def __init__(self, length: int, make: Callable[[int], T]) -> None:
+        self._make = make
+        self._items: list[T | None] = [None] * length
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self._items))))
+        item = self._items[index]  # an IndexError as a tuple's
+        if item is None:
+            at = index if index >= 0 else index + len(self._items)
+            item = self._items[at] = self._make(at)
+        return item
+
+    def __iter__(self) -> Iterator[T]:
+        return (self[i] for i in range(len(self._items)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (tuple, Built)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where the parts of one text are (offsets only: the text is not kept)."""
 
-    parts: tuple[Part, ...]
-    headings: tuple[Heading, ...]
+    parts: Sequence[Part]  # a tuple, or `Built` for one read back from disk (equal either way)
+    headings: Sequence[Heading]
     paged: bool
     size: int = 4_000  # the part_chars it was divided with
     pdf: bool = False  # divided as a PDF's text was asked for
@@ -139,18 +185,36 @@ def layout(text: str, part_chars: int, *, pdf: bool = False) -> Layout:
     pages are followed even if something was written before the first page marker); a text
     that starts with a page marker is read as pages too. Cached by the text's hash and length
     (Python keeps a string's hash): an unchanged attachment is divided once per process."""
+    found = cached(text, part_chars, pdf=pdf)
+    if found is None:
+        found = _divide(text, max(1, part_chars), pdf)
+        remember(text, part_chars, found, pdf=pdf)
+    return found
+
+
+def cached(text: str, part_chars: int, *, pdf: bool = False) -> Layout | None:
+    """The layout `layout` would return if this process has it already, else None."""
     key = (hash(text), len(text), part_chars, pdf)
     with _LOCK:
         found = _CACHE.get(key)
         if found is not None:
             _CACHE.move_to_end(key)
-            return found
-    made = _divide(text, max(1, part_chars), pdf)
+        return found
+
+
+def forget_all() -> None:
+    """Empty this process's cache of layouts (tests: as a fresh process starts)."""
     with _LOCK:
-        _CACHE[key] = made
+        _CACHE.clear()
+
+
+def remember(text: str, part_chars: int, found: Layout, *, pdf: bool = False) -> None:
+    """Keep `found` as the layout of `text` in this process (one read back from disk:
+    engine/layouts.py, which checks that it is this text's)."""
+    with _LOCK:
+        _CACHE[(hash(text), len(text), part_chars, pdf)] = found
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
-    return made
 
 
 def _divide(text: str, size: int, pdf: bool) -> Layout:
@@ -171,7 +235,8 @@ def _divide(text: str, size: int, pdf: bool) -> Layout:
             spans += [(a, b, (number, number)) for a, b in _cuts(text, start, end, size, cut_at, fences)]
     else:
         spans = [(a, b, None) for a, b in _cuts(text, 0, len(text), size, cut_at, fences)]
-    sections = _sections(headings, [a for a, _, _ in spans])
+    sections = section_titles([h.level for h in headings], [h.title for h in headings], [h.start for h in headings],
+                              [a for a, _, _ in spans])
     parts = tuple(Part(n, a, b, pages, section) for n, ((a, b, pages), section) in enumerate(zip(spans, sections), 1))
     return Layout(parts, headings, paged, size, pdf, tuple(p.start for p in parts), tuple(h.start for h in headings))
 
@@ -249,20 +314,42 @@ def _paragraph_cut(text: str, low: int, high: int, fences: _Fences) -> int | Non
         at = found + 1
 
 
-def _sections(headings: tuple[Heading, ...], starts: list[int]) -> list[str]:
-    """For each part start, the titles of the headings in force there, outermost first."""
+def section_titles(levels: Sequence[int], titles: Sequence[str], heading_starts: Sequence[int],
+                   starts: Sequence[int]) -> list[str]:
+    """For each part start, the titles of the headings in force there, outermost first (the
+    headings as parallel lists, in order)."""
     out = []
-    stack: list[Heading] = []
-    index = 0
+    stack: list[tuple[int, str]] = []
+    index, count = 0, len(levels)
     for start in starts:
-        while index < len(headings) and headings[index].start <= start:  # one the part starts with too
-            heading = headings[index]
-            while stack and stack[-1].level >= heading.level:
+        while index < count and heading_starts[index] <= start:  # one the part starts with too
+            level = levels[index]
+            while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append(heading)
+            stack.append((level, titles[index]))
             index += 1
-        out.append(" › ".join(h.title for h in stack))
+        out.append(" › ".join(title for _, title in stack))
     return out
+
+
+def stored_layout(starts: list[int], pages: list[tuple[int, int] | None] | None, levels: list[int],
+                  titles: list[str], heading_starts: list[int], length: int, size: int, pdf: bool,
+                  paged: bool) -> Layout:
+    """A layout from its offsets (checked by the caller: in order, inside a text of `length`),
+    its parts and headings made only when asked for."""
+    ends = starts[1:] + [length]
+    sections: list[str] = []
+
+    def part(index: int) -> Part:
+        if not sections:  # (made once, for every part: a slice assignment, atomic between threads)
+            sections[:] = section_titles(levels, titles, heading_starts, starts)
+        return Part(index + 1, starts[index], ends[index], pages[index] if pages else None, sections[index])
+
+    def heading(index: int) -> Heading:
+        return Heading(levels[index], titles[index], heading_starts[index])
+
+    return Layout(Built(len(starts), part), Built(len(levels), heading), paged, size, pdf, tuple(starts),
+                  tuple(heading_starts))
 
 
 # -- outlines ----------------------------------------------------------------------------------------------

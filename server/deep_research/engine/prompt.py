@@ -29,7 +29,7 @@ from .operations import FAILED_HEADING, NO_REASON
 from .reply import SOURCES_HEADING
 from .rules import Rules
 from .state import ROOT, Phase, ProblemPath, State, Status
-from .parts import Layout, is_pdf_type, layout, outline, part_name
+from .parts import Layout, outline, part_name
 from .text import attribute
 
 RULE = "======================"
@@ -64,6 +64,7 @@ class TreeView(Protocol):
     def problem(self, path: ProblemPath) -> Problem | None: ...
     def children(self, path: ProblemPath) -> list[Problem]: ...
     def attachments(self, path: ProblemPath) -> list[Attachment]: ...
+    def layouts(self, items: Sequence[Attachment], part_chars: int) -> list[Layout]: ...
 
 
 @dataclass(frozen=True)
@@ -208,7 +209,7 @@ def view_sections(view: TreeView, state: State, book: Bookkeeping, fit: Fit = Fi
     """What the prompt shows of the researcher's view, in the prompt's order: the prompt is
     these sections' texts joined by blank lines, then the session (`render_prompt`)."""
     if state.phase is Phase.NO_PROBLEM or view.problem(ROOT) is None:
-        return _no_problem_form(book, fit)
+        return _no_problem_form(view, book, fit)
     return _problem_form(view, state, book, fit)
 
 
@@ -343,7 +344,7 @@ def _size_line(body: str) -> str:
 # -- the form before a problem exists ---------------------------------------------------------
 
 
-def _no_problem_form(book: Bookkeeping, fit: Fit) -> list[Section]:
+def _no_problem_form(view: TreeView, book: Bookkeeping, fit: Fit) -> list[Section]:
     [define] = commands.valid_in(Phase.NO_PROBLEM)  # the one command before a problem exists
     return [
         _plain("title", "# Deep Research Interface"),
@@ -351,9 +352,9 @@ def _no_problem_form(book: Bookkeeping, fit: Fit) -> list[Section]:
         _attachments_section(
             "attachments", RULE + "\n# Attachments\n\nThese attachments were given by the user for defining the "
             "problem. When the problem is defined they are copied to it, so nothing here is lost.\n\n",
-            [(a, None) for a in book.pending_attachments], fit.attachments_total, book.rules.part_chars,
+            [(a, None) for a in book.pending_attachments], fit.attachments_total, book.rules.part_chars, view,
             reading=False),
-        _context(book, reading=False),
+        _context(view, book, reading=False),
         _plain("instruction", _instruction(book)),
         _plain("how to define", RULE + "\n# How to define a problem\n\nDefine the problem using this command:\n\n```\n"
                + _worded(define.example()) + "\n```"),
@@ -400,7 +401,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: Fit) -> 
             **asdict(book.rules), closing=budgets.closing_moves(), fan_out=budgets.fan_out_line(book.rules))),
         _plain("commands", "## Block Commands\n\n" + _command_help()),
         _current_attachments(view, chain, fit.attachments_total, book.rules.part_chars),
-        _context(book),
+        _context(view, book),
         _plain("instruction", _instruction(book)),
         _plain("problem", RULE + f"\n# Current Problem: {focus.title}"),
         _plain("hierarchy", "## Problem Hierarchy\n\n" + _hierarchy(chain, state)),
@@ -497,26 +498,26 @@ def _current_attachments(view: TreeView, chain: list[Problem], total: int, part_
     return _attachments_section(
         "attachments", RULE + "\n# Attachments Of Current Problem\n\n"
         "Material saved on the current problem and on its parents (the `problem` attribute says which).\n\n",
-        items, total, part_chars)
+        items, total, part_chars, view)
 
 
 def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str | None]], total: int,
-                         part_chars: int, *, reading: bool = True) -> Section:
+                         part_chars: int, view: TreeView, *, reading: bool = True) -> Section:
     """`intro`, then the attachments (each an item: `_sources`)."""
     if not items:
         return Section(key, intro + "No attachments.")
-    elements = _sources(key, items, "attachment", ATTACHMENT_CHARS, total, part_chars, reading)
+    elements = _sources(key, items, "attachment", ATTACHMENT_CHARS, total, part_chars, view, reading)
     return Section(key, intro + "<attachments>", elements, "\n</attachments>")
 
 
 def _sources(key: str, items: list[tuple[Attachment, str | None]], tag: str, each: int, total: int,
-             part_chars: int, reading: bool) -> tuple[Item, ...]:
+             part_chars: int, view: TreeView, reading: bool) -> tuple[Item, ...]:
     """One item per source, none left out for lack of room (SPEC §13): whole when it fits its
     share (`each` characters at most, of what is left of `total`), else its outline and first part
     and how to read on, else (nothing left) its name and size in parts. `reading`: `read` and
     `find` can run now (not before the problem is defined). Each item's key is `key`, its owner
     and its name; its lead the opening tag, its body what is shown of the source."""
-    shapes = [layout(a.content, part_chars, pdf=is_pdf_type(a.content_type)) for a, _ in items]
+    shapes = view.layouts([a for a, _ in items], part_chars)  # kept on disk between processes
     left = total
     out = []
     for (attachment, owner), shape in zip(items, shapes):
@@ -586,7 +587,7 @@ def _shortened(text: str, limit: int | None, what: str) -> str:
     return (kept + note).strip("\n")
 
 
-def _context(book: Bookkeeping, reading: bool = True) -> Section:
+def _context(view: TreeView, book: Bookkeeping, reading: bool = True) -> Section:
     text = (
         RULE + "\n# Context\n\nContext given by the user before the research started. It stays here, "
         "unchanged, in every session, whatever the current problem.\n\n"
@@ -595,7 +596,7 @@ def _context(book: Bookkeeping, reading: bool = True) -> Section:
         return Section("context", text + "No context was given.")
     items: list[tuple[Attachment, str | None]] = [(item, None) for item in book.context]
     elements = _sources("context", items, "contextAttachment", CONTEXT_CHARS, CONTEXT_TOTAL, book.rules.part_chars,
-                        reading)
+                        view, reading)
     return Section("context", text + "<contextAttachments>", elements, "\n</contextAttachments>")
 
 

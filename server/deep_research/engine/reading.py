@@ -70,6 +70,13 @@ class Readable:
                       lambda text: formats.parse_attachment(text, fallback_name=fallback).content)
 
 
+def sources_of(draft: Draft, scope: list[Readable]) -> list[Source]:
+    """The index's sources for `scope`, their layouts read from disk where kept (engine/layouts.py)."""
+    part_chars = draft.rules.part_chars
+    draft.layouts([item.attachment for item in scope], part_chars)  # into this process's cache: `item.layout` finds them
+    return [item.source(part_chars) for item in scope]
+
+
 def sources_limit(rules: Rules) -> int:
     """Characters of sources one reply holds: SOURCES_CHARS, or whatever one part or one find
     of the research's rules takes, if more."""
@@ -113,7 +120,7 @@ def read(draft: Draft, args: Args) -> Result:
     arg = args["part"]
     scope = readable(draft)
     item, first, last = _resolve(draft, arg, scope)
-    found = item.layout(draft.rules.part_chars)
+    [found] = draft.layouts([item.attachment], draft.rules.part_chars)
     count = found.count
     whole = "part" if count == 1 else "parts"
     if first < 1 or last < first:
@@ -251,7 +258,7 @@ def find(draft: Draft, args: Args) -> Result:
     part_chars = draft.rules.part_chars
     by_key = {item.key: item for item in scope}
     semantic = _semantic(draft, need)
-    passages = ranking.rank(query, [item.source(part_chars) for item in scope], draft.index, limit, semantic)
+    passages = ranking.rank(query, sources_of(draft, scope), draft.index, limit, semantic)
     warnings = [Warning_(note, arg.span) for note in draft.index.notes]
     if semantic is not None and semantic.note:
         warnings.append(Warning_(semantic.note, arg.span))

@@ -21,10 +21,13 @@ import re
 from difflib import get_close_matches
 from functools import partial
 from pathlib import Path
+from typing import Sequence
 
 from . import formats
 from .model import Attachment, Criterion, Problem
+from .layouts import LayoutStore
 from .names import name_key
+from .parts import Layout, is_pdf_type
 from .store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, Entry, FileCache, Guard
 from .state import NAME_SEPARATOR, ROOT, ProblemPath
 
@@ -38,6 +41,7 @@ class Tree:
         self.guard = guard if guard is not None else Guard(root)
         self.cache.confine(self.guard)
         self._folders: dict[ProblemPath, Path] = {(): self.root}
+        self.layout_store = LayoutStore(self.root, self.guard)
 
     def folder(self, path: ProblemPath) -> Path:
         """The problem's folder (remembered: joining paths is most of a tree walk's cost;
@@ -122,6 +126,11 @@ class Tree:
     def attachment_files(self, path: ProblemPath) -> list[tuple[Attachment, Path]]:
         """The problem's attachments with their files, oldest first."""
         return attachment_files(self.folder(path) / ATTACHMENTS, self.cache)
+
+    def layouts(self, items: Sequence[Attachment], part_chars: int) -> list[Layout]:
+        """The parts of each of `items` (engine/parts.py's `layout`), kept on disk between
+        processes (engine/layouts.py)."""
+        return self.layout_store.layouts([(a.content, is_pdf_type(a.content_type)) for a in items], part_chars)
 
 
 def is_problem_folder(entry: Entry) -> bool:

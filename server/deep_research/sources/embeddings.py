@@ -322,12 +322,11 @@ def keep_up(research: object, execution: object, config: object, environ: Mappin
 def visible_sources(research: object, draft: object = None) -> list:
     """The sources a researcher's `find` searches (engine/reading.py): those visible from the
     focus of `draft` (by default the main researcher's, as it is on disk) and the context."""
-    from ..engine.reading import readable
+    from ..engine.reading import readable, sources_of
 
     if draft is None:
         draft = research.analyze("").draft  # type: ignore[attr-defined]
-    part_chars = research.rules().part_chars  # type: ignore[attr-defined]
-    return [item.source(part_chars) for item in readable(draft)]
+    return sources_of(draft, readable(draft))  # type: ignore[arg-type]
 
 
 def gathered_query(query: str, config: object, environ: Mapping[str, str]) -> object:

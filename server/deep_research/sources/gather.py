@@ -67,16 +67,18 @@ async def gather(
 ) -> Evidence | None:
     """A result for every need; None if cancelled (nothing else happened; a page being read
     stops being read). `readers`: the processes that read pages (by default the shared ones)."""
+    roots = tuple(config.fetch.allowed_roots)
+    unique = list(dict.fromkeys(needs))
+    if not config.embeddings.enabled:  # semantic search not set up: finds are lexical, and say nothing of it
+        unique = [need for need in unique if need.kind is not NeedKind.EMBED]
+    if not unique:  # (a find without semantic search: the HTTP client is not even loaded)
+        return Evidence({}, roots)
     from .fetch import Limits
     from .guard import AddressPolicy
 
     limits = limits or Limits()
     policy = policy or AddressPolicy(allow_private=config.fetch.allow_private_networks)
     environ = os.environ if environ is None else environ
-    roots = tuple(config.fetch.allowed_roots)
-    unique = list(dict.fromkeys(needs))
-    if not config.embeddings.enabled:  # semantic search not set up: finds are lexical, and say nothing of it
-        unique = [need for need in unique if need.kind is not NeedKind.EMBED]
     results: dict[Need, Gathered] = {}
     for extra in unique[MAX_NEEDS:]:
         results[extra] = Failed(f"Not done: a message may bring in at most {MAX_NEEDS} sources. Send this command "
@@ -217,41 +219,42 @@ async def gather_and_execute(
     mode = ApprovalMode.DELETE if mode is None else mode
     if config is None:
         config = research.config()
-    roots = tuple(config.fetch.allowed_roots)
-    # Checked once, then analysed once (refused before anything is fetched)
-    dry = prepared or await asyncio.to_thread(research.dry_run, text, consume=consume, researcher=researcher,
-                                              roots=roots)
-    if dry.consume != consume:  # a dry run made for the document's file, run from an editor's buffer
-        dry = replace(dry, consume=checked_document(consume))
-    analysis = dry.analysis
-    if analysis is None:
-        return Execution(False, "empty")
-    waiting = analysis.needing_approval(mode)
-    if waiting:
-        decision = await (approver or StopApprover()).decide(ApprovalRequest(
-            dry.text, waiting, mode, document=dry.consume, researcher=dry.researcher or analysis.before.researcher))
-        if decision is not Decision.RUN:
-            return Execution(False, NOT_RUN[decision], analysis, researcher=analysis.before.researcher)
-        mode = ApprovalMode.DELETE  # approved: the whole message, as it is
-    evidence: Evidence | None = Evidence(roots=roots)
-    if analysis.needs:
-        evidence = await gather(analysis.needs, root=research.root, config=config, progress=progress,
-                                cancelled=cancelled, limits=limits, policy=policy, environ=environ)
-    if evidence is None or (cancelled is not None and cancelled()):
-        return Execution(False, "cancelled", analysis, researcher=analysis.before.researcher)
-    # Cancelling the task from here on: a commit that has begun finishes first (then the
-    # cancellation goes on), one that has not does not start (`Research.execute` asks once more).
-    stop = threading.Event()
-    commit = asyncio.ensure_future(asyncio.to_thread(
-        research.execute, dry, mode=mode, cancelled=lambda: stop.is_set() or bool(cancelled and cancelled()),
-        evidence=evidence, **execute_options,
-    ))
-    try:
-        execution = await asyncio.shield(commit)
-    except asyncio.CancelledError:
-        stop.set()
-        await asyncio.wait({commit})
-        raise
+    with research.cache.holding():  # the dry run, the execution and the prompt read the same sources once
+        roots = tuple(config.fetch.allowed_roots)
+        # Checked once, then analysed once (refused before anything is fetched)
+        dry = prepared or await asyncio.to_thread(research.dry_run, text, consume=consume, researcher=researcher,
+                                                  roots=roots)
+        if dry.consume != consume:  # a dry run made for the document's file, run from an editor's buffer
+            dry = replace(dry, consume=checked_document(consume))
+        analysis = dry.analysis
+        if analysis is None:
+            return Execution(False, "empty")
+        waiting = analysis.needing_approval(mode)
+        if waiting:
+            decision = await (approver or StopApprover()).decide(ApprovalRequest(
+                dry.text, waiting, mode, document=dry.consume, researcher=dry.researcher or analysis.before.researcher))
+            if decision is not Decision.RUN:
+                return Execution(False, NOT_RUN[decision], analysis, researcher=analysis.before.researcher)
+            mode = ApprovalMode.DELETE  # approved: the whole message, as it is
+        evidence: Evidence | None = Evidence(roots=roots)
+        if analysis.needs:
+            evidence = await gather(analysis.needs, root=research.root, config=config, progress=progress,
+                                    cancelled=cancelled, limits=limits, policy=policy, environ=environ)
+        if evidence is None or (cancelled is not None and cancelled()):
+            return Execution(False, "cancelled", analysis, researcher=analysis.before.researcher)
+        # Cancelling the task from here on: a commit that has begun finishes first (then the
+        # cancellation goes on), one that has not does not start (`Research.execute` asks once more).
+        stop = threading.Event()
+        commit = asyncio.ensure_future(asyncio.to_thread(
+            research.execute, dry, mode=mode, cancelled=lambda: stop.is_set() or bool(cancelled and cancelled()),
+            evidence=evidence, **execute_options,
+        ))
+        try:
+            execution = await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.wait({commit})
+            raise
     if execution.executed and analysis.needs:  # sources attached, searched or found: embed them, off this path
         from .embeddings import keep_up
 

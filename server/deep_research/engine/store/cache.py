@@ -153,6 +153,24 @@ class FileCache:
         self._chars = 0
         self._lock = threading.Lock()
         self._guards: tuple[Guard, ...] = ()
+        self._holding = 0  # `holding()` blocks open
+
+    @contextlib.contextmanager
+    def holding(self) -> Iterator[None]:
+        """Keep files of any size read while the block runs (one message: its dry run, its
+        execution and its prompt read the same sources, a book each, which are otherwise too big
+        to keep); at its end (the last of those open) the cache goes back within its bounds."""
+        with self._lock:
+            self._holding += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holding -= 1
+                if not self._holding:
+                    for key in [k for k, entry in self._entries.items() if entry[2] > self.max_chars // 4]:
+                        self._chars -= self._entries.pop(key)[2]
+                    self._trim()
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -260,7 +278,7 @@ class FileCache:
             return None
         text = decode(data)
         value = parse(text)
-        if keep and not is_racy(st) and len(text) <= self.max_chars // 4:
+        if keep and not is_racy(st) and (len(text) <= self.max_chars // 4 or self._holding):
             self._store(key, (signature, value, len(text)))
         return value
 
@@ -271,9 +289,13 @@ class FileCache:
                 self._chars -= old[2]
             self._entries[key] = entry
             self._chars += entry[2]
-            while len(self._entries) > self.max_entries or self._chars > self.max_chars:
-                _, dropped = self._entries.popitem(last=False)
-                self._chars -= dropped[2]
+            self._trim()
+
+    def _trim(self) -> None:
+        """Drop the least recently used entries past the bounds (not past `max_chars` while holding)."""
+        while len(self._entries) > self.max_entries or (self._chars > self.max_chars and not self._holding):
+            _, dropped = self._entries.popitem(last=False)
+            self._chars -= dropped[2]
 
     def forget(self, path: Path) -> None:
         with self._lock:
