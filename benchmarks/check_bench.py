@@ -209,7 +209,7 @@ def main() -> int:
     # many subproblems there), so that only the size of the rest of the tree differs.
     reps, runs = args.reps, args.runs
     if args.quick:
-        sizes, reps, runs = {"1k": (10, 10, 10), "5k": (10, 10, 50)}, 3, 1
+        sizes, reps, runs = {"300": (5, 8, 8), "1k": (10, 10, 10)}, 3, 1
     try:
         # reports on every level above the leaves, so that a leaf's edited report makes its parent's stale
         if args.execute_only:

@@ -42,6 +42,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     PRELOADED.stop()
 
 
+ONE_WORKER = ("tests/vscode/",)  # tests that share what they build: one worker runs them all
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """On pytest-xdist's workers (`-n 2`: scripts/run-all-tests), each test is a unit of work
+    of its own, except those under ONE_WORKER: one unit, which runs on one worker (they share
+    the packaged extension, written into the checkout, and one code-server), and first, since
+    loadscope hands out the largest units first. (`--dist loadgroup` does this with a marker,
+    but not with pytest 9.2, whose node ids xdist 3.8 can no longer suffix.)"""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None  # a mode asked for by name
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneWorkerForSharedBuilds(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((prefix for prefix in ONE_WORKER if nodeid.startswith(prefix)), nodeid)
+
+    return OneWorkerForSharedBuilds(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the local model is marked `llm`, however it asks for it: `make test`

@@ -19,7 +19,9 @@ SERVER = Path(__file__).resolve().parents[2] / "server"
 
 
 def env(**extra: str) -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "DEEP_RESEARCH_DEBUG"))}
+    # not COLUMNS and LINES either: a terminal's size is its own (pytest-xdist's workers set 80 x 24)
+    out = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OPENAI_", "DEEP_RESEARCH_DEBUG")) and k not in ("COLUMNS", "LINES")}
     out.update(PYTHONPATH=str(SERVER), PYTHONIOENCODING="utf-8", NO_COLOR="1", **extra)
     return out
 

@@ -13,6 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SETUP = "scripts/setup-vscode-test-env"
 VSIX = REPO / "vscode-client" / "dist" / "deep-research.vsix"
+DRIVERS = REPO / "vscode-client" / "test" / "drivers"
 SCREENSHOTS = REPO / ".test-output" / "screenshots"  # kept after the run (git ignores it)
 
 

@@ -2,8 +2,10 @@
 
 - the extension-host suite (vscode-client/test/suite/index.js) runs in a real extension
   host against the real `vscode` API (driver: vscode-client/test/drivers/exthost.mjs);
-- the UI test installs the packaged .vsix and works through the workbench with
-  Playwright (driver: vscode-client/test/drivers/ui.mjs).
+- the UI tests install the packaged .vsix and work through the workbench with Playwright
+  (drivers: vscode-client/test/drivers/ui.mjs, autopilot.mjs, …); those that need no
+  environment of their own share one code-server and one Chromium (the `workbench` fixture),
+  each in its own folder and browser context.
 
 Needs scripts/setup-vscode-test-env to have run; skipped only with DEEP_RESEARCH_SKIP_VSCODE=1.
 """
@@ -16,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from .harness import REPO, SCREENSHOTS, SETUP, driver_env, run
+from .harness import DRIVERS, REPO, SCREENSHOTS, SETUP, driver_env, run
 
 pytestmark = [pytest.mark.vscode, pytest.mark.editor, pytest.mark.timeout(420)]
 
 
-def run_driver(name: str, env_dir: Path, **extra_env: str) -> None:
-    proc = run(["node", str(REPO / "vscode-client" / "test" / "drivers" / name)], timeout=360,
-               env={**driver_env(env_dir), **extra_env})
+def run_driver(name: str, env_dir: Path, workbench: str | None = None, **extra_env: str) -> None:
+    """Runs a driver; with `workbench` (the fixture's), in the shared code-server and Chromium."""
+    shared = {"DR_WORKBENCH": workbench} if workbench else {}
+    proc = run(["node", str(DRIVERS / name)], timeout=360, env={**driver_env(env_dir), **shared, **extra_env})
     print(proc.stdout[-4000:])
     if proc.returncode == 2:
         pytest.fail(f"{name}: the test environment is missing. Run: {SETUP}\n{proc.stderr}", pytrace=False)
@@ -34,32 +37,32 @@ def test_extension_host_suite(extension_package: Path, vscode_env: Path) -> None
     run_driver("exthost.mjs", vscode_env)
 
 
-def test_ui_playwright(extension_package: Path, vscode_env: Path) -> None:
-    run_driver("ui.mjs", vscode_env)
+def test_ui_playwright(vscode_env: Path, workbench: str) -> None:
+    run_driver("ui.mjs", vscode_env, workbench)
 
 
-def test_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
+def test_autopilot_ui(vscode_env: Path, workbench: str) -> None:
     """Run the autopilot from the palette against a scripted model on loopback; stop it."""
     from tests.scripted_model import BREAK_DOWN, DEFINE, Hold, Say, ScriptedModel
 
     with ScriptedModel([Say(DEFINE), Say(BREAK_DOWN), Hold("The model is still writing this message")]) as model:
         key = "sk-test-key-from-the-secret-storage"
-        run_driver("autopilot.mjs", vscode_env, DR_MODEL_URL=model.base_url, DR_API_KEY=key)
+        run_driver("autopilot.mjs", vscode_env, workbench, DR_MODEL_URL=model.base_url, DR_API_KEY=key)
         assert len(model.requests) == 3
         # Set API Key reached the server's environment: the model endpoint saw it.
         assert set(model.authorizations) == {f"Bearer {key}"}
         model.wait_for(lambda m: m.disconnects >= 1, timeout=10)  # stopping closed the request in flight
 
 
-def test_researchers_ui(extension_package: Path, vscode_env: Path) -> None:
+def test_researchers_ui(vscode_env: Path, workbench: str) -> None:
     """Parallel research: the tree view's researcher states, a click opens a researcher's document,
     approval there runs the message as that researcher, the status bar counts researchers."""
     shots = SCREENSHOTS / "vscode-researchers"
     shutil.rmtree(shots, ignore_errors=True)
-    run_driver("researchers.mjs", vscode_env, DR_SCREENSHOTS=str(shots))
+    run_driver("researchers.mjs", vscode_env, workbench, DR_SCREENSHOTS=str(shots))
 
 
-def test_parallel_autopilot_ui(extension_package: Path, vscode_env: Path) -> None:
+def test_parallel_autopilot_ui(vscode_env: Path, workbench: str) -> None:
     """Run Autopilot over two delegated researchers (deepResearch.parallel 2): each writes into its
     own document and waits there for approval; approving each in its document finishes the research."""
     import json
@@ -71,7 +74,7 @@ def test_parallel_autopilot_ui(extension_package: Path, vscode_env: Path) -> Non
     shutil.rmtree(shots, ignore_errors=True)
     with ScriptedModel(route=by_problem) as model:
         script(model)
-        run_driver("parallel.mjs", vscode_env, DR_MODEL_URL=model.base_url, DR_PLAN=json.dumps([DEFINE, BREAK_DOWN]),
+        run_driver("parallel.mjs", vscode_env, workbench, DR_MODEL_URL=model.base_url, DR_PLAN=json.dumps([DEFINE, BREAK_DOWN]),
                    DR_SCREENSHOTS=str(shots))
         assert sorted(by_problem(body) for body in model.requests) == sorted([ROOT, ROOT, CACHE, LOOPS])
 

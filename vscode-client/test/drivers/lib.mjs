@@ -220,8 +220,8 @@ export function tail(file, lines = 40) {
   }
 }
 
-export function launchChromium(pw, env, dirs) {
-  return pw.chromium.launch({
+function chromiumOptions(env, dirs) {
+  return {
     executablePath: env.chromium,
     headless: true,
     env: isolatedEnv(dirs),
@@ -229,7 +229,11 @@ export function launchChromium(pw, env, dirs) {
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--disable-background-networking',
       '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage',
     ],
-  });
+  };
+}
+
+export function launchChromium(pw, env, dirs) {
+  return pw.chromium.launch(chromiumOptions(env, dirs));
 }
 
 /** The Python that runs our server in the tests (the pytest interpreter when run from pytest). */
@@ -265,26 +269,23 @@ export function requireBuilt() {
   }
 }
 
-/**
- * Installs the packaged .vsix into a fresh code-server, makes a research in its workspace,
- * opens the workbench in headless chromium and `research/message.dr` in an editor.
- * `machineSettings` are added to the remote machine's settings (where machine-overridable
- * and model settings of a code-server window live), `env` to code-server's environment
- * (the extension host's and the server's); `before(dirs)` runs before code-server starts.
- * Exits 2 when the .vsix is missing.
- * Returns what a driver needs, and `close(ok)` to take it all down.
- */
-export async function openWorkbench(name, { machineSettings = {}, env: extraEnv = {}, before } = {}) {
-  const VSIX = process.env.DR_VSIX || path.join(REPO, 'vscode-client', 'dist', 'deep-research.vsix');
-  const env = testEnv();
-  if (!fs.existsSync(VSIX)) {
-    console.error(`${VSIX} is missing: run \`npm run package\` first`);
+const VIEWPORT = { width: 1400, height: 900 };
+
+function vsixPath() {
+  const vsix = process.env.DR_VSIX || path.join(REPO, 'vscode-client', 'dist', 'deep-research.vsix');
+  if (!fs.existsSync(vsix)) {
+    console.error(`${vsix} is missing: run \`npm run package\` first`);
     process.exit(2);
   }
-  const pw = loadPlaywright(env);
-  const dirs = makeTempRoot(name);
-  const research = path.join(dirs.ws, 'research');
-  const message = newResearch(research);
+  return vsix;
+}
+
+/**
+ * A code-server with the packaged .vsix installed, in `dirs` (its user data, extensions and
+ * logs), serving `folder`; `machineSettings` go to the remote machine's settings, `env` to its
+ * environment (the extension hosts' and the servers'). Returns the process and its address.
+ */
+async function startCodeServer(env, dirs, { machineSettings = {}, env: extraEnv = {}, folder }) {
   writeSettings(path.join(dirs.userData, 'User', 'settings.json'), { 'workbench.colorTheme': 'Default Dark Modern' });
   fs.mkdirSync(path.join(dirs.userData, 'Machine'), { recursive: true });
   fs.writeFileSync(path.join(dirs.userData, 'Machine', 'settings.json'),
@@ -294,32 +295,121 @@ export async function openWorkbench(name, { machineSettings = {}, env: extraEnv 
   fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
   const cs = (...args) => [env.codeServerBin, '--config', config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions, ...args];
   const csEnv = isolatedEnv(dirs, extraEnv);
-  await before?.(dirs);
-  const bench = { env, dirs, research, message, prompt: path.join(research, '.deep-research', 'prompt.md') };
-  bench.close = async (ok) => {
-    const family = bench.server ? descendants(bench.server.pid) : [];
-    await bench.browser?.close().catch(() => undefined);
-    await killTree(bench.server, 'code-server', family);
-    if (ok && !process.env.DR_KEEP_TMP) fs.rmSync(dirs.root, { recursive: true, force: true });
-    else log(`kept ${dirs.root}`);
-  };
   log('step: install the .vsix');
-  const out = execFileSync(env.node24, cs('--install-extension', VSIX), { env: csEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = execFileSync(env.node24, cs('--install-extension', vsixPath()), { env: csEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   if (!/successfully installed/.test(out)) throw new Error(`install failed: ${out}`);
-  bench.server = startProcess(
+  const server = startProcess(
     'code-server',
     env.node24,
     cs('--bind-addr', `127.0.0.1:${port}`, '--auth', 'none', '--disable-telemetry', '--disable-update-check',
-      '--disable-workspace-trust', '--disable-getting-started-override', dirs.ws),
-    { env: csEnv, cwd: dirs.ws, logDir: dirs.logs },
+      '--disable-workspace-trust', '--disable-getting-started-override', folder),
+    { env: csEnv, cwd: folder, logDir: dirs.logs },
   );
-  await waitForHttp(`http://127.0.0.1:${port}/healthz`, 30000);
-  bench.browser = await launchChromium(pw, env, dirs);
-  const page = (bench.page = await bench.browser.newPage({ viewport: { width: 1400, height: 900 } }));
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/healthz`, 30000);
+  return { server, url };
+}
+
+/**
+ * One code-server and one Chromium for several drivers (the pytest session's, through
+ * `workbench-session.mjs`): what `DR_WORKBENCH` (JSON) says, or undefined when each driver
+ * starts its own. Each driver then opens its own folder in its own browser context (its own
+ * storage: secrets, state), with its settings in the folder's .vscode/settings.json, and stops
+ * its own window's extension host (and so its language server) when it closes.
+ */
+function sharedWorkbench() {
+  return process.env.DR_WORKBENCH ? JSON.parse(process.env.DR_WORKBENCH) : undefined;
+}
+
+/** Starts the shared code-server and Chromium; `close()` stops them. */
+export async function startWorkbenchSession() {
+  const env = testEnv();
+  const pw = loadPlaywright(env);
+  const dirs = makeTempRoot('workbench');
+  const { server, url } = await startCodeServer(env, dirs, { folder: dirs.ws });
+  const browser = await pw.chromium.launchServer(chromiumOptions(env, dirs));
+  const session = { url, wsEndpoint: browser.wsEndpoint(), userData: dirs.userData, logFile: server.logFile, pid: server.pid };
+  session.close = async (ok) => {
+    const family = descendants(server.pid);
+    await browser.close().catch(() => undefined);
+    await killTree(server, 'code-server', family);
+    if (ok && !process.env.DR_KEEP_TMP) fs.rmSync(dirs.root, { recursive: true, force: true });
+    else log(`kept ${dirs.root}`);
+  };
+  return session;
+}
+
+/** The extension hosts under the shared code-server (one per window), with what they started. */
+function extensionHosts(serverPid) {
+  const hosts = descendants(serverPid).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes('--type=extensionHost');
+    } catch {
+      return false;
+    }
+  });
+  return new Set(hosts);
+}
+
+/**
+ * Opens `research/message.dr` of a fresh research in the workbench, in headless Chromium: in
+ * the shared code-server when there is one (see sharedWorkbench), else in a code-server of its
+ * own with the packaged .vsix installed. `machineSettings` are the driver's settings (in a
+ * code-server of its own, the remote machine's, where machine-overridable and model settings
+ * of a code-server window live; in the shared one, the folder's, where a user may put the same
+ * resource-scoped settings), `env` is added to code-server's environment (the extension
+ * host's and the server's: only in a code-server of its own); `before(dirs)` runs before the
+ * window opens. Exits 2 when the .vsix is missing.
+ * Returns what a driver needs, and `close(ok)` to take it all down.
+ */
+export async function openWorkbench(name, { machineSettings = {}, env: extraEnv = {}, before } = {}) {
+  const env = testEnv();
+  const pw = loadPlaywright(env);
+  const shared = sharedWorkbench();
+  if (shared && Object.keys(extraEnv).length) throw new Error(`${name}: a driver that sets code-server's environment needs its own`);
+  if (!shared) vsixPath();
+  const dirs = makeTempRoot(name);
+  const research = path.join(dirs.ws, 'research');
+  const message = newResearch(research);
+  if (shared) {
+    dirs.userData = shared.userData; // where the machine's and user's settings are
+    writeSettings(path.join(dirs.ws, '.vscode', 'settings.json'), machineSettings);
+  }
+  await before?.(dirs);
+  const bench = { env, dirs, research, message, prompt: path.join(research, '.deep-research', 'prompt.md') };
+  let hostsBefore = new Set();
+  bench.close = async (ok) => {
+    if (shared) {
+      await bench.context?.close().catch(() => undefined);
+      await bench.browser?.close().catch(() => undefined); // disconnects; the browser stays for the next driver
+      // this window's extension host, and our language server under it
+      const mine = [...extensionHosts(shared.pid)].filter((pid) => !hostsBefore.has(pid));
+      for (const pid of mine) await killTree({ pid }, 'extension host', descendants(pid));
+    } else {
+      const family = bench.server ? descendants(bench.server.pid) : [];
+      await bench.browser?.close().catch(() => undefined);
+      await killTree(bench.server, 'code-server', family);
+    }
+    if (ok && !process.env.DR_KEEP_TMP) fs.rmSync(dirs.root, { recursive: true, force: true });
+    else log(`kept ${dirs.root}`);
+  };
+  let url;
+  if (shared) {
+    url = shared.url;
+    bench.server = { logFile: shared.logFile }; // for the drivers' failure reports
+    hostsBefore = extensionHosts(shared.pid);
+    bench.browser = await pw.chromium.connect(shared.wsEndpoint);
+    bench.context = await bench.browser.newContext({ viewport: VIEWPORT });
+  } else {
+    ({ server: bench.server, url } = await startCodeServer(env, dirs, { machineSettings, env: extraEnv, folder: dirs.ws }));
+    bench.browser = await launchChromium(pw, env, dirs);
+    bench.context = await bench.browser.newContext({ viewport: VIEWPORT });
+  }
+  const page = (bench.page = await bench.context.newPage());
   const pageLog = fs.createWriteStream(path.join(dirs.logs, 'page.log'));
   page.on('console', (m) => pageLog.write(`[${m.type()}] ${m.text()}\n`));
   page.setDefaultTimeout(20000);
-  await page.goto(`http://127.0.0.1:${port}/?folder=${encodeURIComponent(dirs.ws)}`);
+  await page.goto(`${url}/?folder=${encodeURIComponent(dirs.ws)}`);
   await page.waitForSelector('.monaco-workbench');
   log('step: open research/message.dr with Quick Open');
   await waitFor('quick open to find message.dr', async () => {
