@@ -65,6 +65,12 @@ class Snapshot:
         # while a long journal is still being read); asked only by hover.
         self.figures = figures
 
+    def forget(self) -> None:
+        """Asked anew (the language server keeps a snapshot between requests): the problem
+        part is read again through `load` when a question needs it."""
+        if self._load is not None:
+            self._problems = None
+
     def _part(self) -> Problems:
         if self._problems is None:
             assert self._load is not None
@@ -123,8 +129,12 @@ class Snapshot:
         return part[4] if len(part) > 4 else Refusals()
 
     def child(self, title: str) -> Problem | None:
-        found = find_title(title, [c.title for c in self.children])
-        return next((c for c in self.children if c.title == found), None)
+        children = self.children
+        for child in children:  # the title as it is (what completion inserted)
+            if child.title == title:
+                return child
+        found = find_title(title, [c.title for c in children])
+        return next((c for c in children if c.title == found), None)
 
     @property
     def valid(self) -> list[CommandSpec]:
@@ -648,6 +658,22 @@ def _argument_at(command: Command, spec: CommandSpec, pos: Pos):
 
 
 def _problem_markdown(problem: Problem) -> str:
+    """A subproblem's hover and documentation. Problems read from the research are the same
+    objects while their files are unchanged (the file cache): the text is made once for each."""
+    kept = _problem_texts.get(id(problem))
+    if kept is not None and kept[0] is problem:
+        return kept[1]
+    if len(_problem_texts) >= 256:
+        _problem_texts.clear()
+    text = _problem_text(problem)
+    _problem_texts[id(problem)] = (problem, text)  # the entry keeps the problem alive: its id stays its own
+    return text
+
+
+_problem_texts: dict[int, tuple[Problem, str]] = {}
+
+
+def _problem_text(problem: Problem) -> str:
     criteria = "\n".join(
         f"{n}. [{'x' if c.done else ' '}] {c.text}" for n, c in enumerate(problem.criteria, 1)
     ) or "_No criteria yet._"

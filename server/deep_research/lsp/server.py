@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
-    from ..engine.incremental import DocumentAnalysis, Memo
+    from ..engine.incremental import DocumentAnalysis
     from ..engine.research import Research
     from .features.autopilot import EditorRun
     from .features.diagnostics import Report
@@ -183,8 +183,8 @@ class DeepResearchServer(LanguageServer):
         self._parses: dict[str, tuple[int | None, str, ParsedMessage, Document]] = {}
         self._places: dict[str, tuple[Place, Reads, tuple]] = {}  # a document's research, its state file, the workspace
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
-        # By research root and researcher: (phase and held subproblems, the focus and its subproblems)
-        self._snapshots: dict[tuple[Path, str], tuple[Memo[tuple], Memo[tuple]]] = {}
+        # By research root and researcher: what completion and hover know of the research
+        self._snapshots: dict[tuple[Path, str], _KeptSnapshot] = {}
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message). A
         # document is one researcher's, so this guard is kept per researcher too.
@@ -420,26 +420,17 @@ class DeepResearchServer(LanguageServer):
     def snapshot(self, place: Place) -> "Snapshot":
         """What completion and hover need of the research. The phase is read now (a few
         stats); the focus and its subproblems only if the request needs them, and read
-        again only when one of the files they came from changed."""
-        Snapshot, Memo = later.assist.Snapshot, later.incremental.Memo
-        search_provider = later.settings.search_provider
+        again only when one of the files they came from changed. The same snapshot object
+        serves while the phase, the held subproblems and the config are the same objects."""
         research = place.research
         if research is None:
-            return Snapshot(Phase.NO_PROBLEM)
+            return later.assist.Snapshot(Phase.NO_PROBLEM)
         config = self.config(research.root)
-        sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
-                       search_provider=search_provider(config))
         key = (research.root, place.researcher)
-        memos = self._snapshots.get(key)
-        if memos is None or memos[0].cache is not research.cache:
-            researcher = place.researcher
-            memos = self._snapshots[key] = (Memo(research.cache, lambda: _standing(research, researcher)),
-                                            Memo(research.cache, lambda: _problems(research, researcher)))
-        phase, held = memos[0].get()
-        if phase is Phase.NO_PROBLEM:
-            return Snapshot(phase, **sources)
-        return Snapshot(phase, load=memos[1].get, figures=self.ledger(research.root).total_if_ready,
-                        held=held, **sources)
+        kept = self._snapshots.get(key)
+        if kept is None or kept.cache is not research.cache:
+            kept = self._snapshots[key] = _KeptSnapshot(research, place.researcher)
+        return kept.snapshot(config, self.ledger)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         """The document's analysis: kept between requests, resumed after an edit."""
@@ -452,6 +443,37 @@ class DeepResearchServer(LanguageServer):
                 or kept.researcher != place.researcher):
             kept = self._analyses[doc.uri] = DocumentAnalysis(place.research, roots=roots, researcher=place.researcher)
         return kept.analyze(doc.parsed)
+
+
+class _KeptSnapshot:
+    """A researcher's snapshot of a research, kept between requests: the phase and held
+    subproblems (`_standing`) and the problem part (`_problems`) come from memos, each read
+    again only when a file it came from changed."""
+
+    def __init__(self, research: "Research", researcher: str) -> None:
+        Memo = later.incremental.Memo
+        self.research, self.cache = research, research.cache
+        self.standing = Memo(research.cache, lambda: _standing(research, researcher))
+        self.problems = Memo(research.cache, lambda: _problems(research, researcher))
+        self._made: tuple[object, object, "Snapshot"] | None = None  # (standing, config, the snapshot)
+
+    def snapshot(self, config: "Config", ledger: Callable[[Path], "Ledger"]) -> "Snapshot":
+        standing = self.standing.get()
+        made = self._made
+        if made is not None and made[0] is standing and made[1] is config:
+            made[2].forget()  # asked anew: the part is read again (through its memo) if a request needs it
+            return made[2]
+        Snapshot = later.assist.Snapshot
+        phase, held = standing
+        sources = dict(root=self.research.root, roots=tuple(config.fetch.allowed_roots),
+                       search_provider=later.settings.search_provider(config))
+        if phase is Phase.NO_PROBLEM:
+            snapshot = Snapshot(phase, **sources)
+        else:
+            snapshot = Snapshot(phase, load=self.problems.get, figures=ledger(self.research.root).total_if_ready, held=held,
+                                **sources)
+        self._made = (standing, config, snapshot)
+        return snapshot
 
 
 def _look_at(path: Path) -> Reads:
