@@ -186,12 +186,11 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
         return _complete_argument(spec, argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
-        return _within_budget(_commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False),
-                              snap)
+        return _within_budget(_commands(snap.phase, pos.line, len(line), blocks_only=False), snap)
     if match is None:
         return []
-    replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
-    return _within_budget(_commands(snap.phase, replace, blocks_only=match.group(2) is not None), snap)
+    return _within_budget(_commands(snap.phase, pos.line, _word_end(line, pos.col), blocks_only=match.group(2) is not None),
+                          snap)
 
 
 def _within_budget(items: tuple[Candidate, ...], snap: Snapshot) -> Sequence[Candidate]:
@@ -230,9 +229,9 @@ def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos:
     start = prefix.index(" ")
     while start < len(prefix) and prefix[start] == " ":
         start += 1
-    replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
     if argument.type is ArgType.SUBPROBLEM:
-        return _subproblems(snap, replace, spec)
+        return _subproblems(snap, (pos.line, start, len(line)), spec)
+    replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
     if argument.type is ArgType.CRITERION:
         return _criteria(snap, replace)
     if argument.type is ArgType.PATH:
@@ -310,9 +309,11 @@ def _word_end(line: str, col: int) -> int:
 
 
 @lru_cache(maxsize=64)
-def _commands(phase: Phase, replace: Span, *, blocks_only: bool) -> tuple[Candidate, ...]:
-    """Command names valid in `phase` (the same tuple for the same place: typing `///` again
-    at a line costs nothing)."""
+def _commands(phase: Phase, line: int, end: int, *, blocks_only: bool) -> tuple[Candidate, ...]:
+    """Command names valid in `phase`, replacing `line` up to `end` (the same tuple for the same
+    place: typing `///` again at a line costs nothing; the place is known by numbers, which
+    the cache compares faster than spans)."""
+    replace = Span(Pos(line, 0), Pos(line, end))
     items = []
     for order, spec in enumerate(commands.valid_in(phase)):
         if blocks_only and not spec.accepts_block:
@@ -357,7 +358,7 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
             full = snap.refused.full_subproblems if argument.grows is Growth.CRITERIA else frozenset()
-            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), spec, full)
+            return _subproblems(snap, (pos.line, 0, len(prefix)), spec, full)
     return []
 
 
@@ -449,14 +450,17 @@ def _part_markdown(attachment: Attachment, shape: Layout, number: int, chars: in
             f"{source}\n\n{shown}")
 
 
-def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozenset[str] = frozenset()
+def _subproblems(snap: Snapshot, place: tuple[int, int, int], spec: CommandSpec, full: frozenset[str] = frozenset()
                  ) -> Sequence[Candidate]:
     """The subproblems the command may name: none held by another researcher, none in `full`
-    (their criteria are at the budget), and only open ones where the argument says so (`delegate`)."""
+    (their criteria are at the budget), and only open ones where the argument says so (`delegate`).
+    They replace on line `place[0]` from `place[1]` to `place[2]` (numbers: a cheaper key than a span)."""
     open_only = any(a.open_only for a in spec.arguments if a.type is ArgType.SUBPROBLEM)
     children, held = snap.children, snap.held
 
     def make() -> list[Candidate]:
+        line, start, end = place
+        replace = Span(Pos(line, start), Pos(line, end))
         wanted = [child for child in children if child.title not in held and child.title not in full
                   and (not open_only or child.status is Status.OPEN)]
         return [
@@ -469,7 +473,7 @@ def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozens
             for index, child in enumerate(wanted)
         ]
 
-    return _kept(children, (replace, held, full, open_only), make)
+    return _kept(children, (place, held, full, open_only), make)
 
 
 def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
@@ -489,7 +493,7 @@ def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
 def _block_around(parsed: ParsedMessage, line: int) -> Command | None:
     """The block whose body (after its header, before its `>>>`) holds `line`: only the last
     command that starts on or before it can (commands do not overlap)."""
-    last = parsed.last_starting(Pos(line, sys.maxsize))
+    last = parsed.last_starting_at(line, sys.maxsize)
     for command in parsed.commands[max(last, 0):last + 1]:
         if not command.is_block or line <= command.header.start.line:
             continue

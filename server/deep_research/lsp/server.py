@@ -131,8 +131,9 @@ class _Protocol(LanguageServerProtocol):
 
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):  # type: ignore[no-untyped-def]
         futures = self._request_futures
-        for done in [key for key, future in futures.items() if future.done()]:
-            futures.pop(done, None)
+        if futures:  # none, mostly: a request answered at once leaves nothing here
+            for done in [key for key, future in futures.items() if future.done()]:
+                futures.pop(done, None)
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -278,9 +279,9 @@ class DeepResearchServer(LanguageServer):
     def document(self, uri: str) -> Document | None:
         """The open message document, parsed (cached per version); None for unknown URIs and
         for the research tree's markdown files (lsp/tree_files.py serves those)."""
-        if unquote(uri) not in self.workspace.text_documents or is_tree_markdown(uri):
+        doc: TextDocument | None = self.workspace.text_documents.get(unquote(uri))  # pygls keys them unquoted
+        if doc is None or is_tree_markdown(uri):
             return None
-        doc: TextDocument = self.workspace.get_text_document(uri)
         text = doc.source
         cached = self._parses.get(uri)
         if cached is not None and cached[0] == doc.version and cached[1] is text:
