@@ -316,7 +316,9 @@ class Ledger:
             self._lock.release()
 
     def _total(self, path: ProblemPath) -> Figures:
-        self._refresh()
+        look = self._look
+        if look is None or not look.unchanged():
+            self._refresh()
         if self._rolled is None:
             rolled: dict[ProblemPath, Figures] = {}
             for problem, figures in self._own.items():

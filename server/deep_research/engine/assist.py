@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from . import accounting, commands
 from .accounting import Figures
@@ -513,13 +513,16 @@ def _section_at(block: Command, line: int) -> Section | None:
 # -- hover -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HoverInfo:
+class HoverInfo(NamedTuple):
+    """What a hover shows, and the text it is about (a tuple: made on every hover request)."""
+
     markdown: str
     span: Span
 
 
-def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
+def hover(parsed: ParsedMessage, pos: Pos, snapshot: Snapshot | Callable[[], Snapshot]) -> HoverInfo | None:
+    """What to show at `pos`. `snapshot` may be a function that makes it: a hover on the text
+    alone (a command's name, a section's) then never looks at the research."""
     for span in parsed.shutdowns:
         if span.contains(pos):
             return HoverInfo(
@@ -545,6 +548,7 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
     if target is None:
         return None
     argument, value, span = target
+    snap = snapshot if isinstance(snapshot, Snapshot) else snapshot()
     if argument.type is ArgType.SUBPROBLEM:
         child = snap.child(" ".join(value.split()))
         text = _problem_markdown(child) if child else f"No subproblem of the current problem is titled “{value}”."

@@ -161,6 +161,8 @@ class _Protocol(LanguageServerProtocol):
         """pygls logs a request whose parameters do not fit the method and drops it: the
         client would wait for ever. Answer it with the error (JSON-RPC's Invalid params; pygls
         calls what its converter trips over an internal error, but it is the message's fault)."""
+        if "jsonrpc" not in data:  # an object inside the message (JSON's object hook sees each): as pygls does
+            return data
         try:
             try:
                 return super().structure_message(data)
