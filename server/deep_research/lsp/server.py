@@ -181,13 +181,13 @@ class DeepResearchServer(LanguageServer):
         self._researches: dict[Path, Research] = {}
         self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
         self.settings = Settings()
-        self._configs: dict[Path, tuple[Reads, Config]] = {}  # root -> (the look at its toml, config from it)
-        self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
+        # root -> (the look at its toml, the config from it, the editor's settings, the two merged)
+        self._configs: dict[Path, tuple[Reads, Config, Settings | None, Config | None]] = {}
         self._parses: dict[str, tuple[int | None, str, ParsedMessage, Document]] = {}
         self._places: dict[str, tuple[Place, Reads, tuple]] = {}  # a document's research, its state file, the workspace
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
-        # By research root and researcher: what completion and hover know of the research
-        self._snapshots: dict[tuple[Path, str], _KeptSnapshot] = {}
+        # By research (one per root for the server's life) and researcher: what completion and hover know of it
+        self._snapshots: dict[tuple[Research, str], _KeptSnapshot] = {}
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message). A
         # document is one researcher's, so this guard is kept per researcher too.
@@ -281,13 +281,16 @@ class DeepResearchServer(LanguageServer):
     def document(self, uri: str) -> Document | None:
         """The open message document, parsed (cached per version); None for unknown URIs and
         for the research tree's markdown files (lsp/tree_files.py serves those)."""
-        doc: TextDocument | None = self.workspace.text_documents.get(unquote(uri))  # pygls keys them unquoted
-        if doc is None or is_tree_markdown(uri):
+        # pygls keys them unquoted
+        doc: TextDocument | None = self.workspace.text_documents.get(unquote(uri) if "%" in uri else uri)
+        if doc is None:
             return None
         text = doc.source
-        cached = self._parses.get(uri)
+        cached = self._parses.get(uri)  # only message documents are here
         if cached is not None and cached[0] == doc.version and cached[1] is text:
             return cached[3]
+        if is_tree_markdown(uri):
+            return None
         # Re-parse only what the edit touched (an unchanged command stays the same
         # object, which lets the analysis resume after it).
         parsed = reparse(cached[2], text) if cached is not None else parse(text)
@@ -402,6 +405,9 @@ class DeepResearchServer(LanguageServer):
         """The research's deep-research.toml (the research's own reading: once per change of
         the file; its mistakes logged once) under the editor's settings, which override it."""
         cached = self._configs.get(root)
+        settings = self._settings
+        if cached is not None and cached[2] is settings and cached[0].unchanged():
+            return cached[3]
         if cached is None or not cached[0].unchanged():
             read = later.settings.read
             research = self._researches.get(root) or self._researches.get(root.resolve())
@@ -411,14 +417,12 @@ class DeepResearchServer(LanguageServer):
                 config, problems = read(research.root, research.cache) if research is not None else read(root)
             for problem in problems:
                 log.warning("%s", problem)
-            cached = self._configs[root] = (looked, config)
-        config = cached[1]
+            cached = (looked, config, None, None)
         # Merged once per file version and settings (replaced, never changed, on a change):
         # completion and diagnostics ask on every keystroke.
-        merged = self._merged.get(root)
-        if merged is None or merged[0] is not config or merged[1] is not self.settings:
-            merged = self._merged[root] = (config, self.settings, config.merged(**self.settings.overrides()))
-        return merged[2]
+        looked, config = cached[0], cached[1]
+        self._configs[root] = cached = (looked, config, settings, config.merged(**settings.overrides()))
+        return cached[3]
 
     def snapshot(self, place: Place) -> "Snapshot":
         """What completion and hover need of the research. The phase is read now (a few
@@ -429,7 +433,7 @@ class DeepResearchServer(LanguageServer):
         if research is None:
             return later.assist.Snapshot(Phase.NO_PROBLEM)
         config = self.config(research.root)
-        key = (research.root, place.researcher)
+        key = (research, place.researcher)  # by the object: a path's hash is a Python call, an object's is not
         kept = self._snapshots.get(key)
         if kept is None or kept.cache is not research.cache:
             kept = self._snapshots[key] = _KeptSnapshot(research, place.researcher)
