@@ -654,8 +654,9 @@ def _source_markdown(kind: ArgType, value: str, span: Span, snap: Snapshot) -> s
 
 def _argument_at(command: Command, spec: CommandSpec, pos: Pos):
     if not command.is_block:
-        if command.argument_span is not None and command.argument_span.contains(pos) and spec.line_argument:
-            return spec.line_argument, command.argument or "", command.argument_span
+        argument = spec.line_argument
+        if argument is not None and command.argument_span is not None and command.argument_span.contains(pos):
+            return argument, command.argument or "", command.argument_span
         return None
     for section in command.sections:
         if section.content_span is not None and section.content_span.contains(pos):

@@ -346,7 +346,8 @@ class DeepResearchServer(LanguageServer):
         workspace = self.workspace
         workspace = (tuple(workspace.folders), workspace.root_uri)
         kept = self._places.get(uri)
-        if kept is not None and kept[2] == workspace and kept[1].unchanged() and _still_working(kept[0]):
+        if kept is not None and kept[2] == workspace and kept[1].unchanged() and (
+                kept[0].researcher == MAIN or _still_working(kept[0])):
             return kept[0]
         place = self._locate(uri)
         if place.research is not None:
