@@ -444,6 +444,8 @@ async def instruction_counts(root: Path, n: int) -> dict[str, dict[str, float]]:
 
     out = root.parent / "callgrind"
     out.mkdir(exist_ok=True)
+    for old in out.iterdir():  # a kept --dir holds an earlier run's dumps, with the same triggers
+        old.unlink()
     uri = (root / "message.dr").as_uri()
     message = Message()
     kinds: list[tuple[str, Callable[[Bench], Request], bool]] = [

@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 
 from .state import MAIN, ProblemPath
-from .store import JOURNAL, Guard, bookkeeping, journal_records
+from .store import JOURNAL, Guard, Reads, bookkeeping, journal_records
 
 IDLE = 30 * 60.0  # seconds: a longer gap between two events counts as this much
 _CHECK = 64  # bytes before the read offset compared on refresh, to notice a rewritten journal
@@ -76,9 +76,8 @@ class Figures:
         self.estimated = self.estimated or other.estimated
 
     def copy(self) -> Figures:
-        out = Figures()
-        out.add(self)
-        return out
+        return Figures(self.messages, self.undone, self.commands, self.failed, self.skipped, self.seconds, self.rounds,
+                       self.prompt_tokens, self.completion_tokens, self.estimated)
 
     def minus(self, other: Figures) -> Figures:
         """What was added to `other` to make this (figures only grow)."""
@@ -117,6 +116,9 @@ class Ledger:
 
     def _reset(self) -> None:
         self._signature: tuple[int, int, int] | None = None
+        # The look at the journal that everything read so far came from: while it is unchanged
+        # (with the language server's watch, no stat at all: engine/watch.py), nothing is new.
+        self._look: Reads | None = None
         self._inode: int | None = None
         self._offset = 0
         self._check = b""
@@ -138,15 +140,20 @@ class Ledger:
             return self._refresh()
 
     def _refresh(self) -> bool:
+        look = self._look
+        if look is not None and look.unchanged():
+            return False
         try:
             st = os.stat(self.path)
         except OSError:
             if self._signature is not None:
                 self._reset()
                 return True
+            self._look = _look(str(self.path), None)
             return False
         signature = (st.st_ino, st.st_size, st.st_mtime_ns)
         if signature == self._signature:
+            self._look = _look(str(self.path), st)
             return False
         handle = self._guard.open_binary(self.path)
         if handle is None:
@@ -301,7 +308,7 @@ class Ledger:
     def total_if_ready(self, path: ProblemPath, wait: float = 0.2) -> Figures | None:
         """Like `total`, or None if the journal is still being read in the background after
         `wait` seconds (a short journal is read by then; a 100,000-message one takes seconds)."""
-        if not self._warm.wait(wait) or not self._lock.acquire(timeout=wait):
+        if not (self._warm.is_set() or self._warm.wait(wait)) or not self._lock.acquire(timeout=wait):
             return None
         try:
             return self._total(path)
@@ -309,7 +316,9 @@ class Ledger:
             self._lock.release()
 
     def _total(self, path: ProblemPath) -> Figures:
-        self._refresh()
+        look = self._look
+        if look is None or not look.unchanged():
+            self._refresh()
         if self._rolled is None:
             rolled: dict[ProblemPath, Figures] = {}
             for problem, figures in self._own.items():
@@ -320,7 +329,15 @@ class Ledger:
                         target = rolled[prefix] = Figures()
                     target.add(figures)
             self._rolled = rolled
-        return self._rolled.get(tuple(path), Figures()).copy()
+        found = self._rolled.get(tuple(path))
+        return found.copy() if found is not None else Figures()
+
+
+def _look(path: str, st: os.stat_result | None) -> Reads:
+    """A look at the journal as `st` found it (None: absent)."""
+    look = Reads()
+    look.note(path, st)
+    return look
 
 
 # -- formatting ------------------------------------------------------------------------------------

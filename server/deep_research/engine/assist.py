@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from . import accounting, commands
 from .accounting import Figures
@@ -64,6 +64,12 @@ class Snapshot:
         # A problem's effort, its subproblems' included (accounting.Ledger.total_if_ready: None
         # while a long journal is still being read); asked only by hover.
         self.figures = figures
+
+    def forget(self) -> None:
+        """Asked anew (the language server keeps a snapshot between requests): the problem
+        part is read again through `load` when a question needs it."""
+        if self._load is not None:
+            self._problems = None
 
     def _part(self) -> Problems:
         if self._problems is None:
@@ -123,8 +129,12 @@ class Snapshot:
         return part[4] if len(part) > 4 else Refusals()
 
     def child(self, title: str) -> Problem | None:
-        found = find_title(title, [c.title for c in self.children])
-        return next((c for c in self.children if c.title == found), None)
+        children = self.children
+        for child in children:  # the title as it is (what completion inserted)
+            if child.title == title:
+                return child
+        found = find_title(title, [c.title for c in children])
+        return next((c for c in children if c.title == found), None)
 
     @property
     def valid(self) -> list[CommandSpec]:
@@ -176,12 +186,11 @@ def complete(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> Sequence[Candid
         return _complete_argument(spec, argument, prefix, line, pos, snap)
     match = _LINE_START.match(prefix)
     if match is None and prefix == "":
-        return _within_budget(_commands(snap.phase, Span(Pos(pos.line, 0), Pos(pos.line, len(line))), blocks_only=False),
-                              snap)
+        return _within_budget(_commands(snap.phase, pos.line, len(line), blocks_only=False), snap)
     if match is None:
         return []
-    replace = Span(Pos(pos.line, 0), Pos(pos.line, _word_end(line, pos.col)))
-    return _within_budget(_commands(snap.phase, replace, blocks_only=match.group(2) is not None), snap)
+    return _within_budget(_commands(snap.phase, pos.line, _word_end(line, pos.col), blocks_only=match.group(2) is not None),
+                          snap)
 
 
 def _within_budget(items: tuple[Candidate, ...], snap: Snapshot) -> Sequence[Candidate]:
@@ -220,9 +229,9 @@ def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos:
     start = prefix.index(" ")
     while start < len(prefix) and prefix[start] == " ":
         start += 1
-    replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
     if argument.type is ArgType.SUBPROBLEM:
-        return _subproblems(snap, replace, spec)
+        return _subproblems(snap, (pos.line, start, len(line)), spec)
+    replace = Span(Pos(pos.line, start), Pos(pos.line, len(line)))
     if argument.type is ArgType.CRITERION:
         return _criteria(snap, replace)
     if argument.type is ArgType.PATH:
@@ -300,9 +309,11 @@ def _word_end(line: str, col: int) -> int:
 
 
 @lru_cache(maxsize=64)
-def _commands(phase: Phase, replace: Span, *, blocks_only: bool) -> tuple[Candidate, ...]:
-    """Command names valid in `phase` (the same tuple for the same place: typing `///` again
-    at a line costs nothing)."""
+def _commands(phase: Phase, line: int, end: int, *, blocks_only: bool) -> tuple[Candidate, ...]:
+    """Command names valid in `phase`, replacing `line` up to `end` (the same tuple for the same
+    place: typing `///` again at a line costs nothing; the place is known by numbers, which
+    the cache compares faster than spans)."""
+    replace = Span(Pos(line, 0), Pos(line, end))
     items = []
     for order, spec in enumerate(commands.valid_in(phase)):
         if blocks_only and not spec.accepts_block:
@@ -347,7 +358,7 @@ def _complete_in_block(block: Command, pos: Pos, prefix: str, line: str, snap: S
             return _citable(snap, prefix, line, pos)
         if argument is not None and argument.type is ArgType.SUBPROBLEM and pos.line > section.header.start.line:
             full = snap.refused.full_subproblems if argument.grows is Growth.CRITERIA else frozenset()
-            return _subproblems(snap, Span(Pos(pos.line, 0), Pos(pos.line, len(prefix))), spec, full)
+            return _subproblems(snap, (pos.line, 0, len(prefix)), spec, full)
     return []
 
 
@@ -439,14 +450,17 @@ def _part_markdown(attachment: Attachment, shape: Layout, number: int, chars: in
             f"{source}\n\n{shown}")
 
 
-def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozenset[str] = frozenset()
+def _subproblems(snap: Snapshot, place: tuple[int, int, int], spec: CommandSpec, full: frozenset[str] = frozenset()
                  ) -> Sequence[Candidate]:
     """The subproblems the command may name: none held by another researcher, none in `full`
-    (their criteria are at the budget), and only open ones where the argument says so (`delegate`)."""
+    (their criteria are at the budget), and only open ones where the argument says so (`delegate`).
+    They replace on line `place[0]` from `place[1]` to `place[2]` (numbers: a cheaper key than a span)."""
     open_only = any(a.open_only for a in spec.arguments if a.type is ArgType.SUBPROBLEM)
     children, held = snap.children, snap.held
 
     def make() -> list[Candidate]:
+        line, start, end = place
+        replace = Span(Pos(line, start), Pos(line, end))
         wanted = [child for child in children if child.title not in held and child.title not in full
                   and (not open_only or child.status is Status.OPEN)]
         return [
@@ -459,7 +473,7 @@ def _subproblems(snap: Snapshot, replace: Span, spec: CommandSpec, full: frozens
             for index, child in enumerate(wanted)
         ]
 
-    return _kept(children, (replace, held, full, open_only), make)
+    return _kept(children, (place, held, full, open_only), make)
 
 
 def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
@@ -479,7 +493,7 @@ def _criteria(snap: Snapshot, replace: Span) -> list[Candidate]:
 def _block_around(parsed: ParsedMessage, line: int) -> Command | None:
     """The block whose body (after its header, before its `>>>`) holds `line`: only the last
     command that starts on or before it can (commands do not overlap)."""
-    last = parsed.last_starting(Pos(line, sys.maxsize))
+    last = parsed.last_starting_at(line, sys.maxsize)
     for command in parsed.commands[max(last, 0):last + 1]:
         if not command.is_block or line <= command.header.start.line:
             continue
@@ -499,13 +513,16 @@ def _section_at(block: Command, line: int) -> Section | None:
 # -- hover -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class HoverInfo:
+class HoverInfo(NamedTuple):
+    """What a hover shows, and the text it is about (a tuple: made on every hover request)."""
+
     markdown: str
     span: Span
 
 
-def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
+def hover(parsed: ParsedMessage, pos: Pos, snapshot: Snapshot | Callable[[], Snapshot]) -> HoverInfo | None:
+    """What to show at `pos`. `snapshot` may be a function that makes it: a hover on the text
+    alone (a command's name, a section's) then never looks at the research."""
     for span in parsed.shutdowns:
         if span.contains(pos):
             return HoverInfo(
@@ -531,6 +548,7 @@ def hover(parsed: ParsedMessage, pos: Pos, snap: Snapshot) -> HoverInfo | None:
     if target is None:
         return None
     argument, value, span = target
+    snap = snapshot if isinstance(snapshot, Snapshot) else snapshot()
     if argument.type is ArgType.SUBPROBLEM:
         child = snap.child(" ".join(value.split()))
         text = _problem_markdown(child) if child else f"No subproblem of the current problem is titled “{value}”."
@@ -636,8 +654,9 @@ def _source_markdown(kind: ArgType, value: str, span: Span, snap: Snapshot) -> s
 
 def _argument_at(command: Command, spec: CommandSpec, pos: Pos):
     if not command.is_block:
-        if command.argument_span is not None and command.argument_span.contains(pos) and spec.line_argument:
-            return spec.line_argument, command.argument or "", command.argument_span
+        argument = spec.line_argument
+        if argument is not None and command.argument_span is not None and command.argument_span.contains(pos):
+            return argument, command.argument or "", command.argument_span
         return None
     for section in command.sections:
         if section.content_span is not None and section.content_span.contains(pos):
@@ -648,6 +667,22 @@ def _argument_at(command: Command, spec: CommandSpec, pos: Pos):
 
 
 def _problem_markdown(problem: Problem) -> str:
+    """A subproblem's hover and documentation. Problems read from the research are the same
+    objects while their files are unchanged (the file cache): the text is made once for each."""
+    kept = _problem_texts.get(id(problem))
+    if kept is not None and kept[0] is problem:
+        return kept[1]
+    if len(_problem_texts) >= 256:
+        _problem_texts.clear()
+    text = _problem_text(problem)
+    _problem_texts[id(problem)] = (problem, text)  # the entry keeps the problem alive: its id stays its own
+    return text
+
+
+_problem_texts: dict[int, tuple[Problem, str]] = {}
+
+
+def _problem_text(problem: Problem) -> str:
     criteria = "\n".join(
         f"{n}. [{'x' if c.done else ' '}] {c.text}" for n, c in enumerate(problem.criteria, 1)
     ) or "_No criteria yet._"

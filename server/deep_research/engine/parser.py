@@ -72,18 +72,22 @@ class ParsedMessage:
 
     def command_at(self, pos: Pos) -> Command | None:
         """The command whose span holds `pos`."""
-        index = self.last_starting(pos)
+        index = self.last_starting_at(pos.line, pos.col)
         return self.commands[index] if index >= 0 and self.commands[index].span.contains(pos) else None
 
     def last_starting(self, pos: Pos) -> int:
         """The index of the last command that starts at or before `pos` (-1: none). Commands
         follow each other in the text without overlapping, so this is a binary search (hover
         and completion ask on every request)."""
+        return self.last_starting_at(pos.line, pos.col)
+
+    def last_starting_at(self, line: int, col: int) -> int:
+        """`last_starting(Pos(line, col))`, without making the position."""
         commands = self.commands
         starts = self.__dict__.get("_starts")
         if starts is None or len(starts) != len(commands):
             starts = self.__dict__["_starts"] = [(c.span.start.line, c.span.start.col) for c in commands]
-        return bisect_right(starts, (pos.line, pos.col)) - 1
+        return bisect_right(starts, (line, col)) - 1
 
 
 def parse(text: str) -> ParsedMessage:

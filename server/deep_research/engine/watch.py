@@ -26,6 +26,7 @@ change made before a request was sent is in the queue when the request is answer
 from __future__ import annotations
 
 import os
+import select
 import stat as stat_module
 import threading
 from typing import Iterable
@@ -54,6 +55,10 @@ class Watch:
 
     def __init__(self, fd: int, add_watch, rm_watch) -> None:  # type: ignore[no-untyped-def]
         self._fd = fd
+        # Asked whether anything is queued before reading: a read of an empty queue raises
+        # (EAGAIN), and raising costs more than the question (select.poll: no exception).
+        self._queued = select.poll()
+        self._queued.register(fd, select.POLLIN)
         self._add_watch, self._rm_watch = add_watch, rm_watch
         self._lock = threading.Lock()
         self.generation = 0  # grows with every batch of events read
@@ -77,7 +82,7 @@ class Watch:
         return generation
 
     def _poll(self) -> int:
-        while True:
+        while self._queued.poll(0):  # something queued (or the descriptor closed under it: the read says)
             try:
                 data = os.read(self._fd, 65536)
             except (BlockingIOError, InterruptedError):
@@ -94,6 +99,7 @@ class Watch:
                 offset += _EVENT_HEADER + length
                 if mask & (_IN_IGNORED | _IN_DELETE_SELF | _IN_MOVE_SELF):
                     self._drop(wd)
+        return self.generation
 
     def _drop(self, wd: int) -> None:
         path = self._paths.pop(wd, None)
@@ -212,6 +218,7 @@ class Watch:
 
     def close(self) -> None:
         with self._lock:
+            self._queued.unregister(self._fd)  # its number may be another file's once closed
             os.close(self._fd)
             self._folders.clear()
             self._paths.clear()

@@ -31,6 +31,7 @@ class Positions:
         self.lines = lines
         self.encoding = encoding
         self._ranges: dict[Span, types.Range] = {}  # converted lately: a document asked about again
+        self._asked: tuple[int, int, Pos] | None = None  # the last position from the client, converted
 
     def to_client(self, pos: Pos) -> types.Position:
         if pos.line >= len(self.lines):
@@ -50,7 +51,16 @@ class Positions:
         return found
 
     def from_client(self, position: types.Position) -> Pos:
-        """Clamped into the text: an out-of-range position from a client never fails."""
+        """Clamped into the text: an out-of-range position from a client never fails. (The
+        last one is kept: a client asks several things at the cursor.)"""
+        asked = self._asked
+        if asked is not None and asked[0] == position.line and asked[1] == position.character:
+            return asked[2]
+        pos = self._from_client(position)
+        self._asked = (position.line, position.character, pos)
+        return pos
+
+    def _from_client(self, position: types.Position) -> Pos:
         if not self.lines:
             return Pos(0, 0)
         if position.line >= len(self.lines) or position.line < 0:

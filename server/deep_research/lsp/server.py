@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.accounting import Ledger
     from ..engine.analysis import Analysis
     from ..engine.assist import Snapshot
-    from ..engine.incremental import DocumentAnalysis, Memo
+    from ..engine.incremental import DocumentAnalysis
     from ..engine.research import Research
     from .features.autopilot import EditorRun
     from .features.diagnostics import Report
@@ -131,8 +131,9 @@ class _Protocol(LanguageServerProtocol):
 
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):  # type: ignore[no-untyped-def]
         futures = self._request_futures
-        for done in [key for key, future in futures.items() if future.done()]:
-            futures.pop(done, None)
+        if futures:  # none, mostly: a request answered at once leaves nothing here
+            for done in [key for key, future in futures.items() if future.done()]:
+                futures.pop(done, None)
         super()._execute_handler(msg_id, handler, callback, args, kwargs)
 
     @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
@@ -160,6 +161,8 @@ class _Protocol(LanguageServerProtocol):
         """pygls logs a request whose parameters do not fit the method and drops it: the
         client would wait for ever. Answer it with the error (JSON-RPC's Invalid params; pygls
         calls what its converter trips over an internal error, but it is the message's fault)."""
+        if "jsonrpc" not in data:  # an object inside the message (JSON's object hook sees each): as pygls does
+            return data
         try:
             try:
                 return super().structure_message(data)
@@ -178,13 +181,13 @@ class DeepResearchServer(LanguageServer):
         self._researches: dict[Path, Research] = {}
         self._analyses: dict[str, DocumentAnalysis] = {}  # by document URI
         self.settings = Settings()
-        self._configs: dict[Path, tuple[Reads, Config]] = {}  # root -> (the look at its toml, config from it)
-        self._merged: dict[Path, tuple[Config, Settings, Config]] = {}  # root -> (file's, settings, merged)
+        # root -> (the look at its toml, the config from it, the editor's settings, the two merged)
+        self._configs: dict[Path, tuple[Reads, Config, Settings | None, Config | None]] = {}
         self._parses: dict[str, tuple[int | None, str, ParsedMessage, Document]] = {}
         self._places: dict[str, tuple[Place, Reads, tuple]] = {}  # a document's research, its state file, the workspace
         self.reports: dict[str, Report] = {}  # the last diagnostics of each document (features/diagnostics.py)
-        # By research root and researcher: (phase and held subproblems, the focus and its subproblems)
-        self._snapshots: dict[tuple[Path, str], tuple[Memo[tuple], Memo[tuple]]] = {}
+        # By research (one per root for the server's life) and researcher: what completion and hover know of it
+        self._snapshots: dict[tuple[Research, str], _KeptSnapshot] = {}
         # Text each document held when it was executed: that text never runs again,
         # until the document has held something else (then it is a new message). A
         # document is one researcher's, so this guard is kept per researcher too.
@@ -278,13 +281,16 @@ class DeepResearchServer(LanguageServer):
     def document(self, uri: str) -> Document | None:
         """The open message document, parsed (cached per version); None for unknown URIs and
         for the research tree's markdown files (lsp/tree_files.py serves those)."""
-        if unquote(uri) not in self.workspace.text_documents or is_tree_markdown(uri):
+        # pygls keys them unquoted
+        doc: TextDocument | None = self.workspace.text_documents.get(unquote(uri) if "%" in uri else uri)
+        if doc is None:
             return None
-        doc: TextDocument = self.workspace.get_text_document(uri)
         text = doc.source
-        cached = self._parses.get(uri)
+        cached = self._parses.get(uri)  # only message documents are here
         if cached is not None and cached[0] == doc.version and cached[1] is text:
             return cached[3]
+        if is_tree_markdown(uri):
+            return None
         # Re-parse only what the edit touched (an unchanged command stays the same
         # object, which lets the analysis resume after it).
         parsed = reparse(cached[2], text) if cached is not None else parse(text)
@@ -340,7 +346,8 @@ class DeepResearchServer(LanguageServer):
         workspace = self.workspace
         workspace = (tuple(workspace.folders), workspace.root_uri)
         kept = self._places.get(uri)
-        if kept is not None and kept[2] == workspace and kept[1].unchanged() and _still_working(kept[0]):
+        if kept is not None and kept[2] == workspace and kept[1].unchanged() and (
+                kept[0].researcher == MAIN or _still_working(kept[0])):
             return kept[0]
         place = self._locate(uri)
         if place.research is not None:
@@ -399,6 +406,9 @@ class DeepResearchServer(LanguageServer):
         """The research's deep-research.toml (the research's own reading: once per change of
         the file; its mistakes logged once) under the editor's settings, which override it."""
         cached = self._configs.get(root)
+        settings = self._settings
+        if cached is not None and cached[2] is settings and cached[0].unchanged():
+            return cached[3]
         if cached is None or not cached[0].unchanged():
             read = later.settings.read
             research = self._researches.get(root) or self._researches.get(root.resolve())
@@ -408,38 +418,27 @@ class DeepResearchServer(LanguageServer):
                 config, problems = read(research.root, research.cache) if research is not None else read(root)
             for problem in problems:
                 log.warning("%s", problem)
-            cached = self._configs[root] = (looked, config)
-        config = cached[1]
+            cached = (looked, config, None, None)
         # Merged once per file version and settings (replaced, never changed, on a change):
         # completion and diagnostics ask on every keystroke.
-        merged = self._merged.get(root)
-        if merged is None or merged[0] is not config or merged[1] is not self.settings:
-            merged = self._merged[root] = (config, self.settings, config.merged(**self.settings.overrides()))
-        return merged[2]
+        looked, config = cached[0], cached[1]
+        self._configs[root] = cached = (looked, config, settings, config.merged(**settings.overrides()))
+        return cached[3]
 
     def snapshot(self, place: Place) -> "Snapshot":
         """What completion and hover need of the research. The phase is read now (a few
         stats); the focus and its subproblems only if the request needs them, and read
-        again only when one of the files they came from changed."""
-        Snapshot, Memo = later.assist.Snapshot, later.incremental.Memo
-        search_provider = later.settings.search_provider
+        again only when one of the files they came from changed. The same snapshot object
+        serves while the phase, the held subproblems and the config are the same objects."""
         research = place.research
         if research is None:
-            return Snapshot(Phase.NO_PROBLEM)
+            return later.assist.Snapshot(Phase.NO_PROBLEM)
         config = self.config(research.root)
-        sources = dict(root=research.root, roots=tuple(config.fetch.allowed_roots),
-                       search_provider=search_provider(config))
-        key = (research.root, place.researcher)
-        memos = self._snapshots.get(key)
-        if memos is None or memos[0].cache is not research.cache:
-            researcher = place.researcher
-            memos = self._snapshots[key] = (Memo(research.cache, lambda: _standing(research, researcher)),
-                                            Memo(research.cache, lambda: _problems(research, researcher)))
-        phase, held = memos[0].get()
-        if phase is Phase.NO_PROBLEM:
-            return Snapshot(phase, **sources)
-        return Snapshot(phase, load=memos[1].get, figures=self.ledger(research.root).total_if_ready,
-                        held=held, **sources)
+        key = (research, place.researcher)  # by the object: a path's hash is a Python call, an object's is not
+        kept = self._snapshots.get(key)
+        if kept is None or kept.cache is not research.cache:
+            kept = self._snapshots[key] = _KeptSnapshot(research, place.researcher)
+        return kept.snapshot(config, self.ledger)
 
     def analysis(self, doc: Document, place: Place) -> "Analysis | None":
         """The document's analysis: kept between requests, resumed after an edit."""
@@ -452,6 +451,37 @@ class DeepResearchServer(LanguageServer):
                 or kept.researcher != place.researcher):
             kept = self._analyses[doc.uri] = DocumentAnalysis(place.research, roots=roots, researcher=place.researcher)
         return kept.analyze(doc.parsed)
+
+
+class _KeptSnapshot:
+    """A researcher's snapshot of a research, kept between requests: the phase and held
+    subproblems (`_standing`) and the problem part (`_problems`) come from memos, each read
+    again only when a file it came from changed."""
+
+    def __init__(self, research: "Research", researcher: str) -> None:
+        Memo = later.incremental.Memo
+        self.research, self.cache = research, research.cache
+        self.standing = Memo(research.cache, lambda: _standing(research, researcher))
+        self.problems = Memo(research.cache, lambda: _problems(research, researcher))
+        self._made: tuple[object, object, "Snapshot"] | None = None  # (standing, config, the snapshot)
+
+    def snapshot(self, config: "Config", ledger: Callable[[Path], "Ledger"]) -> "Snapshot":
+        standing = self.standing.get()
+        made = self._made
+        if made is not None and made[0] is standing and made[1] is config:
+            made[2].forget()  # asked anew: the part is read again (through its memo) if a request needs it
+            return made[2]
+        Snapshot = later.assist.Snapshot
+        phase, held = standing
+        sources = dict(root=self.research.root, roots=tuple(config.fetch.allowed_roots),
+                       search_provider=later.settings.search_provider(config))
+        if phase is Phase.NO_PROBLEM:
+            snapshot = Snapshot(phase, **sources)
+        else:
+            snapshot = Snapshot(phase, load=self.problems.get, figures=ledger(self.research.root).total_if_ready, held=held,
+                                **sources)
+        self._made = (standing, config, snapshot)
+        return snapshot
 
 
 def _look_at(path: Path) -> Reads:

@@ -88,6 +88,9 @@ def _answer(ls: DeepResearchServer, candidates: Sequence["assist.Candidate"], po
     unchanged research as the same tuple too (both known by identity: the entry keeps the tuple
     alive, so its id cannot be reused); other candidates by value."""
     capabilities = ls.client_capabilities
+    last = _last.get(positions.encoding)
+    if last is not None and last[0] is candidates and last[1] is positions and last[2] is capabilities:
+        return last[3]  # asked again where nothing changed (the usual case of a repeated request)
     kept = _styles.get(positions.encoding)
     if kept is None or kept[0] is not capabilities:  # read from the client's capabilities once
         kept = _styles[positions.encoding] = (capabilities, _Style(ls, positions))
@@ -100,6 +103,7 @@ def _answer(ls: DeepResearchServer, candidates: Sequence["assist.Candidate"], po
         if len(_converted) >= 32:
             _converted.clear()
         found = _converted[key] = (candidates, _convert(candidates, positions, style))
+    _last[positions.encoding] = (candidates, positions, capabilities, found[1])
     return found[1]
 
 
@@ -124,6 +128,9 @@ def _format(candidate: "assist.Candidate", style: _Style) -> types.InsertTextFor
 _styles: dict[str, tuple[object, _Style]] = {}
 # Answers lately given, by their candidates, the text of the lines they replace in and the style.
 _converted: dict[tuple, tuple[Sequence["assist.Candidate"], types.CompletionList]] = {}
+# The last answer, by position encoding: the same candidates (by identity) for the same document
+# text and client give it again without a look at the lines (it keeps them alive: ids stay theirs).
+_last: dict[str, tuple[object, convert.Positions, object, types.CompletionList]] = {}
 # Documentation and detail of the items answered lately, for completionItem/resolve (by a number).
 _docs: dict[str, tuple[str, str]] = {}
 

@@ -32,11 +32,12 @@ def register(server: DeepResearchServer) -> None:
         doc = ls.document(params.text_document.uri)
         if doc is None:
             return None
-        info = assist.hover(doc.parsed, doc.positions.from_client(params.position), ls.snapshot(ls.place(doc.uri)))
+        info = assist.hover(doc.parsed, doc.positions.from_client(params.position), lambda: ls.snapshot(ls.place(doc.uri)))
         if info is None:
             return None
         last = _hovers.get(doc.uri)
-        if last is not None and last[0] == info and last[1] is doc.positions:  # asked again, the same answer
+        # Asked again, the same answer (the span is the parse's own object while the text is the same)
+        if last is not None and last[1] is doc.positions and last[0].span is info.span and last[0].markdown == info.markdown:
             return last[2]
         answer = types.Hover(
             contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=info.markdown),
