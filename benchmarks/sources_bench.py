@@ -560,8 +560,9 @@ class FindMethod(Method):
         result = gather_and_execute_sync(self.research, attach, self.config)
         assert result.analysis and all(o.status.value == "ok" for o in result.analysis.outcomes), result.reply
         self.names = {}
-        if endpoint is not None:
-            self.note = self._embed(endpoint, store)
+        self.lexical_only: list[str] = []  # questions whose find said semantic search was not used
+        self.embedded = self._embed(endpoint, store) if endpoint is not None else ""
+        self.note = self.embedded
 
     def _embed(self, endpoint, store) -> str:
         """Every window embedded before the questions (from the bench's cache where it has them):
@@ -579,6 +580,9 @@ class FindMethod(Method):
 
         result = gather_and_execute_sync(self.research, f"///find {question.text}\n", self.config)
         reply = result.reply or ""
+        if self.embedded and "Semantic search" in reply:  # the query's vector failed or was late (8 s): lexical
+            self.lexical_only.append(question.ident)
+            self.note = f"{self.embedded}; by the words alone (the query's vector missing): " + " ".join(self.lexical_only)
         out = []
         for name, text in re.findall(r'<passage part="([^"]*)#\d+" rank="\d+">\n(.*?)\n</passage>', reply, re.S):
             document = next((ident for ident in CORPUS_IDS if ident in name), name)
