@@ -39,6 +39,8 @@ Whole sources within reach (issue 32):
   index (`--baseline-ref`, by default the parent of the commit that added engine/index.py,
   from `git archive`), each on a fresh copy of the same small research, in fresh processes,
   alternating; and the index's size against the text's. `--quick`: 1 MB, 1 run.
+- `--rank-speed`: `find`'s ranking alone (`ranking.rank`), in process, on `--megabytes` of
+  generated books: lexical, and fused with a vector for every window of 10 MB of them.
 - (c) `--model`: SmolLM2-135M (scripts/setup-local-llm) drives a research holding one long
   attachment for `--rounds` rounds with the grammar: how many `read` and `find` commands it
   wrote, and how many ran (the journal's records), with why the others did not. Only with
@@ -727,6 +729,55 @@ def bench_cost(args: argparse.Namespace) -> None:
         print(f"  this code (parts, whole source, indexed)          p50 {after:8.0f} ms   x{after / before:.2f}")
 
 
+def bench_rank_speed(args: argparse.Namespace) -> None:
+    """`--rank-speed`: the time of `find`'s ranking alone (engine/ranking.py `rank`), in process,
+    on a research of `--megabytes` generated books: lexical, and fused with a (random) vector
+    for every window of the first 10 MB (what a fused find reads and compares)."""
+    import random
+
+    from deep_research.engine import ranking
+    from deep_research.engine.index import Index
+    from deep_research.engine.vectors import VectorStore, normalised, slices
+    from deep_research.sources.embeddings import visible_sources
+
+    megabytes = 1 if args.quick else args.megabytes
+    vocabulary = _vocabulary()
+    words = [w for w in vocabulary if len(w) > 6]
+    queries = [f"{words[r * 11 % len(words)]} {words[(r * 7 + 3) % len(words)]} memory" for r in range(15)]
+    with tempfile.TemporaryDirectory() as tmp:
+        research = Research.create(Path(tmp) / "r", "How fast is a find's ranking?")
+        research.durable = False
+        research.execute(DEFINE)
+        for number in range(megabytes):
+            book = generated_book(number, 1_000_000, vocabulary)
+            research.execute(f"<<< add_attachment\n///name\nBook {number}\n///content\n{book}\n>>>\n")
+        sources = visible_sources(research)
+        index = Index(research.root)
+        index.sync(sources)
+
+        def timed_ranks(chosen, semantic=None) -> list[float]:
+            out = []
+            for query in queries:
+                started = time.perf_counter()
+                ranking.rank(query, chosen, index, 10, semantic() if semantic else None)
+                out.append((time.perf_counter() - started) * 1000)
+            return sorted(out)
+
+        print(f"find's ranking alone (ranking.rank, in process, {len(queries)} queries), generated books:")
+        lexical = timed_ranks(sources)
+        print(f"  lexical, {megabytes} MB{'':<35} p50 {statistics.median(lexical):8.0f} ms   max {lexical[-1]:8.0f} ms")
+        some = sources[:10]
+        store, rng = VectorStore(research.root), random.Random(1)
+        for source in some:
+            store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in slices(source, "bench")})
+        vector = normalised([rng.gauss(0, 1) for _ in range(384)])
+        fused = timed_ranks(some, lambda: ranking.Semantic(vector, "bench", store))
+        print(f"  fused, {len(some)} MB, a vector for every window{'':<13} p50 {statistics.median(fused):8.0f} ms   "
+              f"max {fused[-1]:8.0f} ms")
+        store.close()
+        index.close()
+
+
 # -- (c) what a small model does with read and find (issue 32) --------------------------------------------------
 
 
@@ -802,6 +853,8 @@ def main() -> int:
     parser.add_argument("--megabytes", type=int, default=50, help="(b): the research's attachments, 1 MB each")
     parser.add_argument("--runs", type=int, default=10, help="(b): fresh processes per kind of message")
     parser.add_argument("--baseline-ref", help="(b): the code attaching is compared with (default: before the index)")
+    parser.add_argument("--rank-speed", action="store_true",
+                        help="only find's ranking alone, in process, at --megabytes (lexical; fused over 10 MB)")
     parser.add_argument("--model", action="store_true", help="only (c): what SmolLM2 does with read and find")
     parser.add_argument("--rounds", type=int, default=12, help="(c): the autopilot's rounds")
     parser.add_argument("--threads", type=int, default=2, help="(c): llama-server's threads")
@@ -816,6 +869,9 @@ def main() -> int:
         return 0
     if args.model:
         bench_model(args)
+        return 0
+    if args.rank_speed:
+        bench_rank_speed(args)
         return 0
     bench_analysis(args.reps)
     bench_extraction(args.reps)
