@@ -765,15 +765,16 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
 
         print(f"find's ranking alone (ranking.rank, in process, {len(queries)} queries), generated books:")
         lexical = timed_ranks(sources)
-        print(f"  lexical, {megabytes} MB{'':<35} p50 {statistics.median(lexical):8.0f} ms   max {lexical[-1]:8.0f} ms")
+        label = f"lexical, {megabytes} MB"
+        print(f"  {label:<52} p50 {statistics.median(lexical):8.0f} ms   max {lexical[-1]:8.0f} ms")
         some = sources[:10]
         store, rng = VectorStore(research.root), random.Random(1)
         for source in some:
             store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in slices(source, "bench")})
         vector = normalised([rng.gauss(0, 1) for _ in range(384)])
         fused = timed_ranks(some, lambda: ranking.Semantic(vector, "bench", store))
-        print(f"  fused, {len(some)} MB, a vector for every window{'':<13} p50 {statistics.median(fused):8.0f} ms   "
-              f"max {fused[-1]:8.0f} ms")
+        label = f"fused, {len(some)} MB, a vector for every window"
+        print(f"  {label:<52} p50 {statistics.median(fused):8.0f} ms   max {fused[-1]:8.0f} ms")
         store.close()
         index.close()
 
