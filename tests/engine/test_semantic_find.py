@@ -119,3 +119,24 @@ def test_an_unreadable_store_is_a_sentence(tmp_path: Path) -> None:
     (research.root / ".deep-research" / "embeddings.sqlite3").mkdir()
     outcome, passages = find(research, gathered=QueryVector(normalised([1.0, 0.0]), MODEL))
     assert passages and "its vectors cannot be read" in str(outcome.warnings[0])
+
+
+def test_a_fused_passage_stays_on_the_words_that_matched(tmp_path: Path) -> None:
+    """A window near in meaning that overlaps the lexical passage is the same passage, shown
+    where the words put it: moved to hold the window whole, it lost the sentence that matched."""
+    notes = [f"Note {n} is about lamps, kettles and bread." for n in range(80)]
+    text = " ".join(notes[:35] + ["The harbour master writes the tide tables at dawn."] + notes[35:])
+    research = new_research(tmp_path / "r")
+    ok(research, attachment("Harbour", text))
+    [source] = [item.source(4000) for item in readable(research.analyze("").draft)]
+    assert source.layout.count == 1
+    at = source.text.index("harbour master")
+    pieces = slices(source, MODEL)
+    [after] = [piece for piece in pieces if at < piece.start < at + 600]  # overlaps the lexical passage's end
+    store = VectorStore(research.root)
+    store.put({piece.key: normalised([1.0, 0.0] if piece is after else [0.0, 1.0]) for piece in pieces})
+    store.close()
+    outcome, passages = find(research, "harbour master tide tables", QueryVector(normalised([1.0, 0.0]), MODEL))
+    assert passages[0][0] == "Harbour#1"  # first: in both rankings
+    assert "The harbour master writes the tide tables at dawn." in passages[0][1]
+    assert outcome.warnings == []
