@@ -53,13 +53,13 @@ _DIGEST = re.compile(r'"after": "[0-9a-f]{64}"')  # undo records: digests of tim
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Every file of the research, timestamps normalised. The lock, temporary files left in the
-    bookkeeping folder by a kill before the commit point, and the search index (derived data,
-    written after the commit: tests/crash checks that a find answers right whatever state it is
-    left in) are not state."""
+    bookkeeping folder by a kill before the commit point, the search index and the sources'
+    parts (derived data, written after the commit or by whoever divides a source: tests/crash
+    checks that a find answers right whatever state it is left in) are not state."""
     out = {}
     for path in folder.rglob("*"):
         rel = path.relative_to(folder).as_posix()
-        if not path.is_file() or rel == f"{BOOK}/lock" or rel.startswith(f"{BOOK}/index.sqlite3"):
+        if not path.is_file() or rel == f"{BOOK}/lock" or rel.startswith((f"{BOOK}/index.sqlite3", f"{BOOK}/parts/")):
             continue
         if rel.startswith(f"{BOOK}/") and path.name.startswith(TMP_MARK):
             continue
