@@ -21,6 +21,7 @@ from typing import Callable
 
 import pytest
 
+from deep_research.engine.layouts import FOLDER as LAYOUTS
 from deep_research.engine.research import Research
 
 from tests.roomy import roomy
@@ -59,7 +60,7 @@ def snapshot(folder: Path) -> dict[str, str]:
     out = {}
     for path in folder.rglob("*"):
         rel = path.relative_to(folder).as_posix()
-        if not path.is_file() or rel == f"{BOOK}/lock" or rel.startswith((f"{BOOK}/index.sqlite3", f"{BOOK}/parts/")):
+        if not path.is_file() or rel == f"{BOOK}/lock" or rel.startswith((f"{BOOK}/index.sqlite3", f"{BOOK}/{LAYOUTS}/")):
             continue
         if rel.startswith(f"{BOOK}/") and path.name.startswith(TMP_MARK):
             continue

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from deep_research.engine.layouts import FOLDER as LAYOUTS
 from deep_research.engine.research import (
     Location, NotAMessageDocument, NotAResearch, Research, in_tree, locate, refuse_as_research,
 )
@@ -87,7 +88,7 @@ def test_only_affected_files_are_rewritten(deep: Research, root: Path, text: str
     assert sorted(k for k in changed if not k.startswith(BOOK)) == sorted(expected)
     assert sorted(k for k in rewritten if not k.startswith(BOOK)) == sorted(expected)
     undo_records = {k for k in rewritten if k.startswith(f"{BOOK}/undo/")}  # what undo needs (engine/undo.py)
-    layouts = {k for k in rewritten if k.startswith(f"{BOOK}/parts/")}  # a source's parts (engine/layouts.py)
+    layouts = {k for k in rewritten if k.startswith(f"{BOOK}/{LAYOUTS}/")}  # a source's parts (engine/layouts.py)
     assert set(k for k in rewritten if k.startswith(BOOK)) - undo_records - layouts <= bookkeeping
 
 
