@@ -63,13 +63,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     return OneWorkerForSharedBuilds(config, log)
 
 
+# Files whose tests take seconds each (the benchmarks' quick modes up to ~30 s), longest first: run
+# before the rest, so that the workers end together on short tests rather than one waiting on the
+# other's long last test (loadscope hands the units out in this order, after tests/vscode's).
+LONG_FIRST = ("tests/test_benchmarks.py", "tests/crash/", "tests/test_parallel_stress.py",
+              "tests/autopilot/test_run_cli.py", "tests/autopilot/test_conversation_view.py", "tests/nvim/")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that needs the local model is marked `llm`, however it asks for it: `make test`
-    runs those last, once the model's build (in the background) is done."""
+    runs those last, once the model's build (in the background) is done. And the long tests go
+    first (LONG_FIRST; the order is otherwise kept)."""
     for item in items:
         if "local_llm" in getattr(item, "fixturenames", ()) and item.get_closest_marker("llm") is None:
             item.add_marker(pytest.mark.llm)
+    rank = {prefix: n for n, prefix in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: next((rank[p] for p in LONG_FIRST if item.nodeid.startswith(p)), len(rank)))
 
 
 @pytest.fixture(scope="session")
