@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from deep_research.engine.analysis import Status
+from deep_research.engine.layouts import FOLDER as LAYOUTS
 from deep_research.engine.research import Execution, Research
 from deep_research.engine.text import Edit, Span, split_lines
 
@@ -111,8 +112,10 @@ def files(root: Path, *, bookkeeping: bool = False) -> dict[str, str]:
             continue
         for name in names:
             rel = os.path.normpath(os.path.join(rel_dir, name))
-            if rel == "message.dr" or rel == os.path.join(BOOK, "lock") or rel.startswith(os.path.join(BOOK, "index.")):
-                continue  # (the search index is SQLite's binary file, derived from the attachments)
+            if rel == "message.dr" or rel == os.path.join(BOOK, "lock") or rel.startswith(os.path.join(BOOK, "index.")) \
+                    or rel.startswith(os.path.join(BOOK, LAYOUTS, "")):
+                continue  # derived data: the search index (SQLite's binary file) and the parts' layouts (kept
+                # or not depending on how old a text is when it is read)
             out[rel] = Path(current, name).read_bytes().decode("utf-8", "replace")
     return out
 
