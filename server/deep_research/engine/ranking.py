@@ -242,8 +242,9 @@ def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weight
         scored.append((score + head, start))
     scored.sort(key=lambda item: (-item[0], item[1]))
     out: list[_Window] = []
+    last = max(0, len(plain) - room)  # a passage starts no later (`_passage`): two windows beyond it are one passage
     for score, start in scored:
-        if all(abs(start - other.start) >= room // 2 for other in out):
+        if all(abs(start - other.start) >= room // 2 and min(start, last) != min(other.start, last) for other in out):
             out.append(_Window(hit.key, hit.number, plain, start, min(len(plain), start + room), section, score))
         if len(out) == PASSAGES_PER_PART:
             break
