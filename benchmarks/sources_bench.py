@@ -462,9 +462,9 @@ def bench_retrieval(args: argparse.Namespace) -> None:
                 continue
             servers.append(server)
             label = args.embeddings_model if args.embeddings_url else EMBEDDERS[name].label
-            methods.append(DenseChunks(texts, endpoint, store, label))
-            if not args.lexical_only:
+            if not args.lexical_only:  # first: the fused find is what a model is measured for
                 finds.append(FindMethod(texts, endpoint, store, label))
+            methods.append(DenseChunks(texts, endpoint, store, label))
         methods[:0] = finds
         rows = [(method, *ranks_of(method, questions)) for method in methods]
     finally:
