@@ -604,7 +604,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
                 return None, None, None, f"embeddings ({embedder.label}'s server did not start)"
             time.sleep(0.2)
     endpoint = Endpoint(f"http://127.0.0.1:{port}/v1", embedder.model, embedder.query_prefix, embedder.passage_prefix,
-                        embedder.input_type, window_chars=embedder.window_chars)
+                        embedder.input_type, window_chars=args.window_chars or embedder.window_chars)
     return process, endpoint, store, None
 
 
@@ -932,6 +932,8 @@ def main() -> int:
     parser.add_argument("--lexical-only", action="store_true", help="(a): find without embeddings (the baselines as asked)")
     parser.add_argument("--embedders", default=",".join(EMBEDDERS),
                         help=f"(a): the embedding models, each fused and as the peers' cosine ({', '.join(EMBEDDERS)})")
+    parser.add_argument("--window-chars", type=int, help="(a): find's [embeddings] window_chars for every embedder "
+                        "(default: each one's own)")
     parser.add_argument("--embeddings-url", help="(a): this OpenAI-compatible endpoint instead of the embedders'")
     parser.add_argument("--embeddings-model", default="multilingual-e5-small", help="(a): its model")
     parser.add_argument("--questions", choices=[*QUESTION_SETS, "all"], default="all",

@@ -165,3 +165,5 @@ def test_a_window_size_other_than_the_default_is_part_of_the_model_key() -> None
     assert model_key("m", window_chars=600) != model_key("m")
     assert window_chars_of(model_key("m", window_chars=600)) == 600
     assert window_chars_of(model_key("m")) == WINDOW_CHARS
+    # a hostile name or prefix (NULs and digits) never makes a window of no size, or a huge one
+    assert window_chars_of(model_key("x\0y", "\0")) == 200 and window_chars_of("a\0b\0c\0" + "9" * 40) == 4_000

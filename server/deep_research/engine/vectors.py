@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("deep_research.engine")
 
 WINDOW_CHARS = 1_000
+WINDOW_BOUNDS = (200, 4_000)  # what `[embeddings] window_chars` may be (engine/settings.py takes them from here)
 VECTORS_FILE = "embeddings.sqlite3"
 SCHEMA = "1"
 RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al. 2009), the usual choice
@@ -98,9 +99,13 @@ def model_key(model: str, passage_prefix: str = "", input_type: bool = False, wi
 
 
 def window_chars_of(model_key: str) -> int:
-    """The window size a model key (`model_key`) was made with."""
-    fields = model_key.split("\0")
-    return int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else WINDOW_CHARS
+    """The window size a model key (`model_key`) was made with, within WINDOW_BOUNDS whatever the
+    key holds (a model's name or prefix from a hostile deep-research.toml may hold NULs and digits:
+    a window of no size would never end)."""
+    last = model_key.rsplit("\0", 1)[-1]
+    if model_key.count("\0") < 3 or not last.isascii() or not last.isdigit():
+        return WINDOW_CHARS
+    return min(max(int(last[:6]), WINDOW_BOUNDS[0]), WINDOW_BOUNDS[1])
 
 
 def key_of(model_key: str, text: str) -> bytes:
