@@ -282,8 +282,8 @@ SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
 SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices), `url`, `wikipedia_language`."
 EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True,
                                   namespace={"enabled": property(lambda self: bool(self.base_url and self.model))})
-EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`, `window_chars`; "
-                            "`enabled` when the first two are set.")
+EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`, "
+                            "`window_chars`; `enabled` when the first two are set.")
 Config = make_dataclass(
     "Config",
     _fields(None) + [("fetch", Any, field(default_factory=FetchConfig)),

@@ -405,11 +405,14 @@ def _generation(db: sqlite3.Connection) -> str:
     when first opened)."""
     row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
     if row is None:
+        db.execute("PRAGMA busy_timeout = 0")  # a find never waits for a backfill's write for this
         try:
             with _transaction(db):
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('generation', ?)", (os.urandom(16).hex(),))
-        except sqlite3.OperationalError:  # read-only, or busy: read as before, keeping nothing
+        except sqlite3.OperationalError:  # read-only, or busy: read as before, keeping nothing this time
             return ""
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
     return str(row[0]) if row else ""
 
