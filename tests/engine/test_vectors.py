@@ -5,6 +5,7 @@ in its place removed, never followed)."""
 from __future__ import annotations
 
 import os
+import sqlite3
 from array import array
 from pathlib import Path
 
@@ -13,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from deep_research.engine.vectors import (
-    StoreUnusable, VectorStore, embedded_text, fuse, key_of, normalised, similarity, store_path, windows)
+    WINDOW_CHARS, StoreUnusable, VectorStore, embedded_text, fuse, key_of, model_key, normalised, similarity,
+    store_path, window_chars_of, windows)
 
 
 @settings(max_examples=150, deadline=None)
@@ -113,3 +115,55 @@ def test_a_folder_in_the_stores_place_makes_it_unusable(tmp_path: Path) -> None:
     with pytest.raises(StoreUnusable, match="reached through a link"):
         VectorStore(linked).get([b"k"])
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_vectors_read_once_are_kept_for_the_next_find(tmp_path: Path) -> None:
+    """A long-lived process reads a vector from SQLite once (session 33: most of a fused find's
+    time): a key is the digest of the model and the text, so a kept vector is still its key's."""
+    root = research(tmp_path)
+    store = VectorStore(root)
+    store.put({b"k1": normalised([1, 0]), b"k2": normalised([0, 1])})
+    assert set(store.get([b"k1", b"k2"])) == {b"k1", b"k2"}
+    store.close()
+    with sqlite3.connect(store_path(root)) as other:  # the rows go (as if read by another process long ago)
+        other.execute("DELETE FROM vectors")
+    found = VectorStore(root).get([b"k1", b"k2", b"k3"])
+    assert set(found) == {b"k1", b"k2"} and list(found[b"k1"]) == pytest.approx([1.0, 0.0])
+
+
+def test_a_store_made_again_is_not_answered_from_the_old_ones_vectors(tmp_path: Path) -> None:
+    root = research(tmp_path)
+    store = VectorStore(root)
+    store.put({b"k": normalised([1, 0])})
+    assert list(store.get([b"k"])[b"k"]) == pytest.approx([1.0, 0.0])
+    store.close()
+    store_path(root).unlink()  # deleting the store is always safe (docs/evidence.md)
+    again = VectorStore(root)
+    assert again.get([b"k"]) == {}
+    again.put({b"k": normalised([0, 1])})  # another model under the same name, say
+    assert list(VectorStore(root).get([b"k"])[b"k"]) == pytest.approx([0.0, 1.0])
+
+
+def test_a_store_of_an_earlier_session_gets_a_generation_and_keeps_its_vectors(tmp_path: Path) -> None:
+    root = research(tmp_path)
+    store = VectorStore(root)
+    store.put({b"k": normalised([1, 0])})
+    store.close()
+    with sqlite3.connect(store_path(root)) as old:  # as sessions 31 and 32 made it
+        old.execute("DELETE FROM meta WHERE key = 'generation'")
+    assert set(VectorStore(root).get([b"k"])) == {b"k"}
+    with sqlite3.connect(store_path(root)) as db:
+        assert db.execute("SELECT count(*) FROM meta WHERE key = 'generation'").fetchone()[0] == 1
+
+
+def test_a_window_size_other_than_the_default_is_part_of_the_model_key() -> None:
+    """`[embeddings] window_chars` (session 33: a 256-token model loses the end of a 1,000-character
+    window): another size is other windows, so other keys; the default keeps the keys vectors
+    were stored under before it was a setting."""
+    assert model_key("m", "passage:", True) == "m\0passage:\0" + "1"  # sessions 31-32's keys
+    assert model_key("m", window_chars=WINDOW_CHARS) == model_key("m")
+    assert model_key("m", window_chars=600) != model_key("m")
+    assert window_chars_of(model_key("m", window_chars=600)) == 600
+    assert window_chars_of(model_key("m")) == WINDOW_CHARS
+    # a hostile name or prefix (NULs and digits) never makes a window of no size, or a huge one
+    assert window_chars_of(model_key("x\0y", "\0")) == 200 and window_chars_of("a\0b\0c\0" + "9" * 40) == 4_000

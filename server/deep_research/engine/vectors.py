@@ -43,10 +43,12 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("deep_research.engine")
 
 WINDOW_CHARS = 1_000
+WINDOW_BOUNDS = (200, 4_000)  # what `[embeddings] window_chars` may be (engine/settings.py takes them from here)
 VECTORS_FILE = "embeddings.sqlite3"
 SCHEMA = "1"
 RRF_K = 60  # the constant of reciprocal rank fusion (Cormack et al. 2009), the usual choice
 BUSY_SECONDS = 10.0
+KEPT_FLOATS = 16_000_000  # decoded vectors kept in memory between finds: 64 MB (~40,000 windows of a small model)
 _JOURNALS = ("-journal", "-wal", "-shm")
 _BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", " ")
 
@@ -88,6 +90,24 @@ def embedded_text(window_text: str, section: str = "") -> str:
     return f"{section.strip()}\n{body}" if section.strip() else body
 
 
+def model_key(model: str, passage_prefix: str = "", input_type: bool = False, window_chars: int = WINDOW_CHARS) -> str:
+    """What a passage's vector depends on besides its text: the model, how its passages are
+    prefixed, and how long a window is (`[embeddings] window_chars`; named only when it is not
+    the default, so vectors made before it was a setting keep their keys)."""
+    key = f"{model}\0{passage_prefix}\0{int(input_type)}"
+    return key if window_chars == WINDOW_CHARS else f"{key}\0{int(window_chars)}"
+
+
+def window_chars_of(model_key: str) -> int:
+    """The window size a model key (`model_key`) was made with, within WINDOW_BOUNDS whatever the
+    key holds (a model's name or prefix from a hostile deep-research.toml may hold NULs and digits:
+    a window of no size would never end)."""
+    last = model_key.rsplit("\0", 1)[-1]
+    if model_key.count("\0") < 3 or not last.isascii() or not last.isdigit():
+        return WINDOW_CHARS
+    return min(max(int(last[:6]), WINDOW_BOUNDS[0]), WINDOW_BOUNDS[1])
+
+
 def key_of(model_key: str, text: str) -> bytes:
     """The store's key of a text embedded by a model (`model_key` names the model and how its
     inputs were prefixed: the same text embedded otherwise is another vector)."""
@@ -125,9 +145,10 @@ def slices(source: "Source", model_key: str) -> tuple[Slice, ...]:
             _SLICES.move_to_end(memo)
             return kept
     out = []
+    size = window_chars_of(model_key)
     for part in found.parts:
         body = text[part.start:part.end]
-        for window in windows(body):
+        for window in windows(body, size):
             embedded = embedded_text(body[window.start:window.end], part.section)
             out.append(Slice(key_of(model_key, embedded), source.key, part.number, window.start, window.end))
     made = tuple(out)
@@ -247,6 +268,18 @@ class StoreUnusable(Exception):
     """The store's place cannot hold it (a sentence for the reply)."""
 
 
+# Decoded vectors kept between finds in a long-lived process (the language server, `run`, MCP,
+# the REPL): reading and decoding every window's vector from SQLite was most of a fused find's
+# time (docs/decisions.md, "Retrieval, session 33"). Keyed by the store's file, its generation (a
+# random id written when the store is made, so a store deleted, broken or replaced and made again
+# is never answered from the old one's vectors) and the vector's key (the digest of the model and
+# the embedded text, so a kept vector cannot go out of step with its key). Least recently used
+# first out, within KEPT_FLOATS.
+_KEPT: OrderedDict[tuple[str, str, bytes], array] = OrderedDict()
+_KEPT_SIZE = [0]
+_KEPT_LOCK = threading.Lock()
+
+
 class VectorStore:
     """The vectors of one research (`.deep-research/embeddings.sqlite3`), opened on first use.
     Safe to share between threads (one connection, serialised) and processes (SQLite's locks,
@@ -257,11 +290,13 @@ class VectorStore:
         self.guard = guard or Guard(self.root)
         self.path = path or store_path(self.root)
         self._db: sqlite3.Connection | None = None
+        self._generation = ""
         self._lock = threading.Lock()
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
             self._db = self._open()
+            self._generation = _generation(self._db)
         return self._db
 
     def _open(self) -> sqlite3.Connection:
@@ -307,17 +342,30 @@ class VectorStore:
 
     def get(self, keys: Iterable[bytes]) -> dict[bytes, array]:
         """The stored vectors of `keys` (those not stored are left out)."""
-        wanted = list(dict.fromkeys(keys))
         found: dict[bytes, array] = {}
         with self._lock:
             db = self._connection()
+            place = (str(self.path), self._generation)
+            wanted = list(dict.fromkeys(keys))
+            if self._generation:  # those kept from an earlier find first
+                with _KEPT_LOCK:
+                    for key in wanted:
+                        kept = _KEPT.get((*place, key))
+                        if kept is not None:
+                            _KEPT.move_to_end((*place, key))
+                            found[key] = kept
+                wanted = [key for key in wanted if key not in found]
+            read: dict[bytes, array] = {}
             for at in range(0, len(wanted), 500):
                 chunk = wanted[at:at + 500]
                 marks = ",".join("?" * len(chunk))
                 for key, data in db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk):
                     vector = from_bytes(data)
                     if vector is not None:
-                        found[bytes(key)] = vector
+                        read[bytes(key)] = vector
+        if self._generation:
+            _keep(place, read)
+        found.update(read)
         return found
 
     def put(self, items: Mapping[bytes, array]) -> None:
@@ -342,6 +390,33 @@ class VectorStore:
                 self._db = None
 
 
+def _keep(place: tuple[str, str], vectors: Mapping[bytes, array]) -> None:
+    with _KEPT_LOCK:
+        for key, vector in vectors.items():
+            if (*place, key) not in _KEPT:
+                _KEPT[(*place, key)] = vector
+                _KEPT_SIZE[0] += len(vector)
+        while _KEPT_SIZE[0] > KEPT_FLOATS and _KEPT:
+            _KEPT_SIZE[0] -= len(_KEPT.popitem(last=False)[1])
+
+
+def _generation(db: sqlite3.Connection) -> str:
+    """The store's generation: a random id, written once (a store of session 31 or 32 gets one
+    when first opened)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    if row is None:
+        db.execute("PRAGMA busy_timeout = 0")  # a find never waits for a backfill's write for this
+        try:
+            with _transaction(db):
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('generation', ?)", (os.urandom(16).hex(),))
+        except sqlite3.OperationalError:  # read-only, or busy: read as before, keeping nothing this time
+            return ""
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return str(row[0]) if row else ""
+
+
 @contextlib.contextmanager
 def _transaction(db: sqlite3.Connection):
     db.execute("BEGIN IMMEDIATE")
@@ -360,3 +435,4 @@ def _create(db: sqlite3.Connection) -> None:
         db.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
         db.execute("CREATE TABLE vectors(key BLOB PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID")
         db.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA,))
+        db.execute("INSERT INTO meta VALUES ('generation', ?)", (os.urandom(16).hex(),))

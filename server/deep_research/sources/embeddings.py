@@ -28,6 +28,8 @@ from array import array
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from ..engine.vectors import WINDOW_CHARS, model_key
+
 log = logging.getLogger("deep_research.sources")
 
 KEY_VARIABLE = "EMBEDDINGS_API_KEY"
@@ -53,6 +55,7 @@ class Endpoint:
     passage_prefix: str = ""
     input_type: bool = False
     api_key: str | None = None
+    window_chars: int = WINDOW_CHARS
 
     @classmethod
     def of(cls, config: object, environ: Mapping[str, str]) -> "Endpoint | None":
@@ -62,12 +65,13 @@ class Endpoint:
         if settings is None or not settings.enabled:
             return None
         return cls(settings.base_url.rstrip("/"), settings.model, settings.query_prefix or "",
-                   settings.passage_prefix or "", bool(settings.input_type), environ.get(KEY_VARIABLE) or None)
+                   settings.passage_prefix or "", bool(settings.input_type), environ.get(KEY_VARIABLE) or None,
+                   int(settings.window_chars or WINDOW_CHARS))
 
     @property
     def model_key(self) -> str:
         """What a passage's vector depends on besides its text (the store's keys include it)."""
-        return f"{self.model}\0{self.passage_prefix}\0{int(self.input_type)}"
+        return model_key(self.model, self.passage_prefix, self.input_type, self.window_chars)
 
     def prefixed(self, text: str, kind: str) -> str:
         prefix = self.query_prefix if kind == "query" else self.passage_prefix
