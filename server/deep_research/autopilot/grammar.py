@@ -443,7 +443,9 @@ class _Builder:
         if argument.type is ArgType.PART:  # a name visible here, with a part it has
             return self._parts() if self.inputs.readable else None
         if argument.type is ArgType.WORDS:  # a line of words, where there is something to search
-            return self._line_except(set(), self.title_examples, TITLE_CHARS, words=True) if self.inputs.readable else None
+            # starting with a letter or digit: a line of punctuation alone (`*/`) is no query, and the engine refuses it
+            return self._line_except(set(), self.title_examples, TITLE_CHARS, words=True,
+                                     alnum_first=True) if self.inputs.readable else None
         if argument.type is ArgType.PATH:  # a file that is there (any other path surely fails)
             files = self.inputs.files
             return "(" + " | ".join(_literal(f) for f in files) + ")" if files else None
@@ -493,14 +495,16 @@ class _Builder:
         head = f'{_literal(REPORT_START)} ([ \\t]+ r-word){{0,{per - 4}}} [ \\t]* "\\n"'
         return head + (f" r-line{{0,{lines}}}" if lines > 0 else "")
 
-    def _line_except(self, exact: set[str], prefixes: set[str], chars: int = LINE_CHARS, *, words: bool = False) -> str:
+    def _line_except(self, exact: set[str], prefixes: set[str], chars: int = LINE_CHARS, *, words: bool = False,
+                     alnum_first: bool = False) -> str:
         """A rule for one non-empty line that does not start with whitespace or a command
         character, is none of `exact` and starts with none of `prefixes`, ignoring case:
         the complement of a trie of those words. With `words`, single spaces only and none at
-        the end (a one-line argument: the engine compares them ignoring case and spacing)."""
+        the end (a one-line argument: the engine compares them ignoring case and spacing); with
+        `alnum_first`, its first character is an ASCII letter or digit."""
         exact = {" ".join(w.split()).casefold() for w in exact if w.strip() and "\n" not in w}
         prefixes = {w.casefold() for w in prefixes if w.strip() and "\n" not in w}
-        key = (frozenset(exact), frozenset(prefixes), chars, words)
+        key = (frozenset(exact), frozenset(prefixes), chars, words, alnum_first)
         if key in self._line_rules:
             return self._line_rules[key]
         name = f"line{len(self._line_rules)}"
@@ -511,7 +515,7 @@ class _Builder:
 
 @lru_cache(maxsize=64)
 def _complement(
-    name: str, exact: frozenset[str], prefixes: frozenset[str], chars: int, words: bool,
+    name: str, exact: frozenset[str], prefixes: frozenset[str], chars: int, words: bool, alnum_first: bool = False,
 ) -> tuple[tuple[str, str], ...]:
     """The rules of `_line_except` (cached: the sample texts are the same every round)."""
     rules: dict[str, str] = {}
@@ -541,9 +545,13 @@ def _complement(
             banned |= {" ", "\t"}
             if depth > 0 and not after_space and " " not in children:
                 alternatives.append(f'" " [^ \\t\\n] {rest}')
-        alternatives.append(f"{_char_class(banned)} {rest}")
+        if depth == 0 and alnum_first:
+            allowed = [c for c in _ASCII_ALNUM if c not in banned]
+            alternatives.append(f"[{''.join(allowed)}] {rest}")
+        else:
+            alternatives.append(f"{_char_class(banned)} {rest}")
         for char in sorted(children):
-            if depth == 0 and char in _FORBIDDEN_FIRST:
+            if depth == 0 and (char in _FORBIDDEN_FIRST or (alnum_first and char not in _ASCII_ALNUM)):
                 continue
             if words and char == " " and (after_space or depth == 0):
                 continue
@@ -584,6 +592,7 @@ def _shortest(prefixes: set[str]) -> set[str]:
 
 _EXACT, _PREFIX = "<exact>", "<prefix>"  # trie marks (longer than one character: never a key)
 _FORBIDDEN_FIRST = " \t/<>"
+_ASCII_ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 def _cases(char: str) -> set[str]:
