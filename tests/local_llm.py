@@ -3,7 +3,9 @@ installed by `scripts/setup-local-llm` into a shared cache (see docs/autopilot.m
 
 - `find_install()` — the install's paths, or None when it is not there.
 - `llama_server(install)` — a context manager: the server on a free loopback port, ready
-  (its `/health` answers), stopped afterwards.
+  (its `/health` answers), stopped afterwards. With DEEP_RESEARCH_LLAMA_LOGS=DIR each server's
+  log is kept there (`llama-server-PORT.log`: per request, the prompt tokens read and the
+  tokens generated, with their times; scripts/llama-timings sums them): where a test's time goes.
 - `GrammarCheck(install)` — llama.cpp's own GBNF engine (the code `llama-server` runs for
   its `grammar` field), loaded from the install's `libllama.so` with ctypes: does a
   grammar parse, and does it accept a string?
@@ -26,6 +28,7 @@ from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = REPO / "scripts" / "setup-local-llm"
+LOGS_VARIABLE = "DEEP_RESEARCH_LLAMA_LOGS"  # a dir: keep each llama-server's log there
 
 
 @dataclass(frozen=True)
@@ -65,16 +68,19 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(install: Install, *, context: int = 8192, threads: int = 2, deadline: float = 120.0,
+def llama_server(install: Install, *, context: int = 8192, threads: int = 1, deadline: float = 120.0,
                  slots: int = 1, batch_threads: int | None = None, embeddings: bool = False) -> Iterator[str]:
     """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `embeddings`:
     it serves `/v1/embeddings` instead of chat. `slots`
-    requests at once (`-np`), each with `context / slots` tokens of context. `batch_threads`
-    (`-tb`): threads for reading prompts only (a batch: a thread held up by a loaded machine
-    costs little there, unlike in generation, one token at a time; the replies are the same as
-    with `threads` alone, which is not so when `threads` changes)."""
+    requests at once (`-np`), each with `context / slots` tokens of context. `threads` (`-t`):
+    one by default, as the tests run on 2 shared cores: a second thread waits on the first at
+    every step when the machine is busy (a cold `make test` keeps both cores busy), generating
+    5-8x slower. `batch_threads` (`-tb`): threads for reading prompts only; the replies are the
+    same as with `threads` alone (which is not so when `threads` changes), but on this machine
+    a second one cost ~50% more CPU for no gain in time (docs/decisions.md, session 33)."""
     port = free_port()
-    log = tempfile.TemporaryFile()
+    kept = os.environ.get(LOGS_VARIABLE)
+    log = open(Path(kept) / f"llama-server-{port}.log", "w+b") if kept else tempfile.TemporaryFile()
     process = subprocess.Popen(
         [str(install.server), "-m", str(install.model), "-c", str(context), "-t", str(threads),
          "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui",
