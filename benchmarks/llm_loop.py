@@ -483,8 +483,7 @@ def parallel_main(args, install) -> int:
     results: dict[int, list[ParallelFigures]] = {n: [] for n in counts}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192,
-                         batch_threads=args.batch_threads) as url:
+            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192) as url:
         for index, seed in enumerate(seeds):
             for n in (counts if index % 2 == 0 else counts[::-1]):
                 figures = asyncio.run(parallel_run(url, seed, n, parts, args.rounds, args.reply_tokens, Path(tmp)))
@@ -537,7 +536,6 @@ def main() -> int:
     parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
     parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
     args = parser.parse_args()
-    args.batch_threads = None  # llama-server's default: --threads
     if args.quick:
         args.seeds, args.rounds, args.reply_tokens, args.cost_pairs = "1", 2, 48, 1
     args.rounds = args.rounds or (30 if args.converge else 12)
@@ -557,7 +555,7 @@ def main() -> int:
     per_seed: dict[int, dict[str, Figures]] = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, batch_threads=args.batch_threads) as url:
+            llama_server(install, threads=args.threads) as url:
         for seed in seeds:
             per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
             print_table(f"seed {seed}", per_seed[seed])
@@ -613,8 +611,7 @@ def converge(install, seeds: list[int], args) -> int:
           "(a shared machine).")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192,
-                         batch_threads=args.batch_threads) as url:
+            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192) as url:
         for seed in seeds:
             results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp),
                                                     parallel)))

@@ -69,15 +69,15 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def llama_server(install: Install, *, context: int = 8192, threads: int = 1, deadline: float = 120.0,
-                 slots: int = 1, batch_threads: int | None = None, embeddings: bool = False) -> Iterator[str]:
+                 slots: int = 1, embeddings: bool = False) -> Iterator[str]:
     """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `embeddings`:
     it serves `/v1/embeddings` instead of chat. `slots`
-    requests at once (`-np`), each with `context / slots` tokens of context. `threads` (`-t`):
-    one by default, as the tests run on 2 shared cores: a second thread waits on the first at
-    every step when the machine is busy (a cold `make test` keeps both cores busy), generating
-    5-8x slower. `batch_threads` (`-tb`): threads for reading prompts only; the replies are the
-    same as with `threads` alone (which is not so when `threads` changes), but on this machine
-    a second one cost ~50% more CPU for no gain in time (docs/decisions.md, session 33)."""
+    requests at once (`-np`), each with `context / slots` tokens of context. `threads` (`-t`,
+    for prompts too): one by default, as the tests run on 2 shared cores, which a cold `make
+    test` keeps busy: there a second thread waits on the first at every step, and 96 tokens
+    generated on 2 threads cost 48 s of CPU against 3 s on one; a second thread for prompts
+    only (`-tb 2`, which leaves the replies as they are) cost ~50% more CPU and was no faster
+    (docs/decisions.md, session 33)."""
     port = free_port()
     kept = os.environ.get(LOGS_VARIABLE)
     log = open(Path(kept) / f"llama-server-{port}.log", "w+b") if kept else tempfile.TemporaryFile()
@@ -87,7 +87,6 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 1, dea
          # The autopilot names each request's slot (id_slot), so a reply the grammar steps continue
          # goes back to its own slot's cache whatever the number of slots.
          "-np", str(slots),
-         *(["-tb", str(batch_threads)] if batch_threads else []),
          # `/v1/embeddings` only (semantic search's tests): the mean of the tokens' last states
          *(["--embeddings", "--pooling", "mean"] if embeddings else [])],
         stdout=log, stderr=subprocess.STDOUT,
