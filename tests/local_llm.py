@@ -76,8 +76,7 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 1, dea
     for prompts too): one by default, as the tests run on 2 shared cores, which a cold `make
     test` keeps busy: there a second thread waits on the first at every step, and 96 tokens
     generated on 2 threads cost 48 s of CPU against 3 s on one; a second thread for prompts
-    only (`-tb 2`, which leaves the replies as they are) cost ~50% more CPU and was no faster
-    (docs/decisions.md, session 33)."""
+    only (`-tb 2`) cost ~50% more CPU and was no faster (docs/decisions.md, session 33)."""
     port = free_port()
     kept = os.environ.get(LOGS_VARIABLE)
     log = open(Path(kept) / f"llama-server-{port}.log", "w+b") if kept else tempfile.TemporaryFile()
