@@ -25,8 +25,8 @@ changes: what a round really costs), in turn (`--cost-pairs` times, the order ro
 generated tokens/s and the time to the first token, medians. `--cost-on DIR…` adds researches.
 `--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair,
 the grammar's cost on the run's research only (no small research: its fresh prompt was ~30%
-of the tokens --quick read); it checks that the benchmark still runs, not what the figures are. `--seeds ""` measures only
-the grammar's cost.
+of the tokens --quick read); it checks that the benchmark still runs, not what the figures
+are. `--seeds ""` measures only the grammar's cost.
 
 `--converge` (issue 27) measures instead whether the model finishes a research: per seed one
 research, driven with the grammar under the budgets `--budgets` (default a two-level research:
