@@ -24,9 +24,9 @@ autopilot's grammar steps (a dry run after each command, a continued request whe
 changes: what a round really costs), in turn (`--cost-pairs` times, the order rotating):
 generated tokens/s and the time to the first token, medians. `--cost-on DIR…` adds researches.
 `--quick` (what CI runs): one seed, 2 rounds per mode, replies of at most 48 tokens, one pair,
-prompts read on 2 threads (`-tb 2`: the same replies, sooner);
-it checks that the benchmark still runs, not what the figures are. `--seeds ""` measures only
-the grammar's cost.
+the grammar's cost on the run's research only (no small research: its fresh prompt was ~30%
+of the tokens --quick read); it checks that the benchmark still runs, not what the figures
+are. `--seeds ""` measures only the grammar's cost.
 
 `--converge` (issue 27) measures instead whether the model finishes a research: per seed one
 research, driven with the grammar under the budgets `--budgets` (default a two-level research:
@@ -246,20 +246,24 @@ def merged(parts: list[Figures]) -> Figures:
     return total
 
 
-async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path,
-                       researches: list[Path] = ()) -> list[tuple[str, int, dict[str, list[tuple[float, float]]]]]:
+async def grammar_cost(url: str, pairs: int, reply_tokens: int, base: Path, researches: list[Path] = (),
+                       small: bool = True) -> list[tuple[str, int, dict[str, list[tuple[float, float]]]]]:
     """(tokens/s, first token s) per request, with and without the grammar, alternating, on each
-    research's prompt as the autopilot sends it, cached: a small research made here, and those
-    given (what the grammar's runs led to: long contexts, where every token costs more with or
-    without a grammar). Returns (label, prompt tokens, figures) per research."""
-    small = Research.create(base / "cost", INSTRUCTION)
-    small.execute(DEFINE)
-    small.execute(BREAK_DOWN)
+    research's prompt as the autopilot sends it, cached: a small research made here (unless not
+    `small` and others are given), and those given (what the grammar's runs led to: long
+    contexts, where every token costs more with or without a grammar). Returns (label, prompt
+    tokens, figures) per research."""
+    chosen = [(p.name, Research.open(p)) for p in researches]
+    if small or not chosen:
+        made = Research.create(base / "cost", INSTRUCTION)
+        made.execute(DEFINE)
+        made.execute(BREAK_DOWN)
+        chosen.insert(0, ("a small research", made))
     found = []
     client = ModelClient(url, None, None)
     await client.server_info()
     try:
-        for label, research in [("a small research", small)] + [(p.name, Research.open(p)) for p in researches]:
+        for label, research in chosen:
             grammar = MessageGrammar(research).first()
             if grammar is None:  # finished or shut down: nothing to write
                 continue
@@ -479,8 +483,7 @@ def parallel_main(args, install) -> int:
     results: dict[int, list[ParallelFigures]] = {n: [] for n in counts}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192,
-                         batch_threads=args.batch_threads) as url:
+            llama_server(install, threads=args.threads, slots=SLOTS, context=SLOTS * 8192) as url:
         for index, seed in enumerate(seeds):
             for n in (counts if index % 2 == 0 else counts[::-1]):
                 figures = asyncio.run(parallel_run(url, seed, n, parts, args.rounds, args.reply_tokens, Path(tmp)))
@@ -533,10 +536,8 @@ def main() -> int:
     parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
     parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
     args = parser.parse_args()
-    args.batch_threads = None  # llama-server's default: --threads
     if args.quick:
         args.seeds, args.rounds, args.reply_tokens, args.cost_pairs = "1", 2, 48, 1
-        args.batch_threads = 2  # CI: its prompts read on both cores (the same replies; not a measurement)
     args.rounds = args.rounds or (30 if args.converge else 12)
     args.reply_tokens = args.reply_tokens or (300 if args.converge else 200)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
@@ -554,7 +555,7 @@ def main() -> int:
     per_seed: dict[int, dict[str, Figures]] = {}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, batch_threads=args.batch_threads) as url:
+            llama_server(install, threads=args.threads) as url:
         for seed in seeds:
             per_seed[seed] = asyncio.run(measure(url, seed, args.rounds, args.reply_tokens, Path(tmp)))
             print_table(f"seed {seed}", per_seed[seed])
@@ -564,7 +565,10 @@ def main() -> int:
         for given in args.cost_on:
             led.append(Path(tmp) / given.name)
             shutil.copytree(given, led[-1])
-        cost = asyncio.run(grammar_cost(url, args.cost_pairs, args.reply_tokens, Path(tmp), led)) if args.cost_pairs else None
+        # --quick: on the research of its run only (the small one's prompt, 3,169 tokens read anew,
+        # was ~30% of what --quick read)
+        cost = asyncio.run(grammar_cost(url, args.cost_pairs, args.reply_tokens, Path(tmp), led,
+                                        small=not args.quick)) if args.cost_pairs else None
     if len(seeds) > 1:
         print_table(f"all {len(seeds)} seeds", {m: merged([per_seed[s][m] for s in seeds]) for m in MODES})
     if seeds:
@@ -607,8 +611,7 @@ def converge(install, seeds: list[int], args) -> int:
           "(a shared machine).")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
-            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192,
-                         batch_threads=args.batch_threads) as url:
+            llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192) as url:
         for seed in seeds:
             results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp),
                                                     parallel)))

@@ -3,7 +3,9 @@ installed by `scripts/setup-local-llm` into a shared cache (see docs/autopilot.m
 
 - `find_install()` — the install's paths, or None when it is not there.
 - `llama_server(install)` — a context manager: the server on a free loopback port, ready
-  (its `/health` answers), stopped afterwards.
+  (its `/health` answers), stopped afterwards. With DEEP_RESEARCH_LLAMA_LOGS=DIR each server's
+  log is kept there (`llama-server-PORT.log`: per request, the prompt tokens read and the
+  tokens generated, with their times; scripts/llama-timings sums them): where a test's time goes.
 - `GrammarCheck(install)` — llama.cpp's own GBNF engine (the code `llama-server` runs for
   its `grammar` field), loaded from the install's `libllama.so` with ctypes: does a
   grammar parse, and does it accept a string?
@@ -26,6 +28,7 @@ from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = REPO / "scripts" / "setup-local-llm"
+LOGS_VARIABLE = "DEEP_RESEARCH_LLAMA_LOGS"  # a dir: keep each llama-server's log there
 
 
 @dataclass(frozen=True)
@@ -65,23 +68,24 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(install: Install, *, context: int = 8192, threads: int = 2, deadline: float = 120.0,
-                 slots: int = 1, batch_threads: int | None = None, embeddings: bool = False) -> Iterator[str]:
+def llama_server(install: Install, *, context: int = 8192, threads: int = 1, deadline: float = 120.0,
+                 slots: int = 1, embeddings: bool = False) -> Iterator[str]:
     """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `embeddings`:
     it serves `/v1/embeddings` instead of chat. `slots`
-    requests at once (`-np`), each with `context / slots` tokens of context. `batch_threads`
-    (`-tb`): threads for reading prompts only (a batch: a thread held up by a loaded machine
-    costs little there, unlike in generation, one token at a time; the replies are the same as
-    with `threads` alone, which is not so when `threads` changes)."""
+    requests at once (`-np`), each with `context / slots` tokens of context. `threads` (`-t`,
+    for prompts too): one by default, as the tests run on 2 shared cores, which a cold `make
+    test` keeps busy: there a second thread waits on the first at every step, and 96 tokens
+    generated on 2 threads cost 48 s of CPU against 3 s on one; a second thread for prompts
+    only (`-tb 2`) cost ~50% more CPU and was no faster (docs/decisions.md, session 33)."""
     port = free_port()
-    log = tempfile.TemporaryFile()
+    kept = os.environ.get(LOGS_VARIABLE)
+    log = open(Path(kept) / f"llama-server-{port}.log", "w+b") if kept else tempfile.TemporaryFile()
     process = subprocess.Popen(
         [str(install.server), "-m", str(install.model), "-c", str(context), "-t", str(threads),
          "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui",
          # The autopilot names each request's slot (id_slot), so a reply the grammar steps continue
          # goes back to its own slot's cache whatever the number of slots.
          "-np", str(slots),
-         *(["-tb", str(batch_threads)] if batch_threads else []),
          # `/v1/embeddings` only (semantic search's tests): the mean of the tokens' last states
          *(["--embeddings", "--pooling", "mean"] if embeddings else [])],
         stdout=log, stderr=subprocess.STDOUT,

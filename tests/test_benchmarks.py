@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -32,11 +33,20 @@ def test_each_benchmark_runs_in_its_quick_mode(path: str, needs_model: bool, req
     if needs_model:
         request.getfixturevalue("local_llm")  # skips (or fails under make test) without the model
     env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
-    result = subprocess.run([sys.executable, str(REPO / path), "--quick"], capture_output=True, text=True, env=env,
-                            cwd=REPO, timeout=540 if needs_model else 100, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    figures = [line for line in result.stdout.splitlines() if re.search(r"\d", line)]
-    assert figures, "a benchmark prints its figures:\n" + result.stdout
-    print(result.stdout)
+    # A process group of its own, so that a timeout stops what the benchmark started too (its
+    # llama-server ran on after `subprocess.run` had killed the benchmark's Python).
+    process = subprocess.Popen([sys.executable, str(REPO / path), "--quick"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=540 if needs_model else 100)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    figures = [line for line in stdout.splitlines() if re.search(r"\d", line)]
+    assert figures, "a benchmark prints its figures:\n" + stdout
+    print(stdout)
 

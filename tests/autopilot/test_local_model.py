@@ -36,7 +36,7 @@ def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) 
     Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
-    with llama_server(local_llm, threads=1, batch_threads=2) as url:
+    with llama_server(local_llm) as url:  # one thread (see tests/local_llm.py)
         result = subprocess.run(
             [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
              "--max-rounds", "30", "--max-reply-tokens", "300", "--seed", "1", "--max-breadth", "2", "--max-depth", "1",
@@ -81,7 +81,7 @@ def test_a_local_model_drives_delegated_researchers_at_once_each_in_its_slot(loc
                                     f"teach?\n>>>\n///delegate {p}\n" for p in parts)).executed
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
-    with llama_server(local_llm, slots=2, context=2 * 8192, threads=1, batch_threads=2) as url:
+    with llama_server(local_llm, slots=2, context=2 * 8192) as url:
         result = subprocess.run(
             [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
              "--parallel", "2", "--max-rounds", "4", "--max-reply-tokens", "64", "--max-prompt-tokens", "3000",
