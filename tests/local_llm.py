@@ -67,6 +67,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: killed when the test process ends, however it ends (a timeout
+    that stops pytest at once, a crash), so no llama-server is left spinning on a core."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 9)
+
+
 @contextlib.contextmanager
 def llama_server(install: Install, *, context: int = 8192, threads: int = 1, deadline: float = 120.0,
                  slots: int = 1, embeddings: bool = False) -> Iterator[str]:
@@ -88,7 +97,7 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 1, dea
          "-np", str(slots),
          # `/v1/embeddings` only (semantic search's tests): the mean of the tokens' last states
          *(["--embeddings", "--pooling", "mean"] if embeddings else [])],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
     )
     try:
         end = time.monotonic() + deadline

@@ -19,7 +19,9 @@ from .conftest import ENV, SERVER, make_client
 from .helpers import configure, open_doc
 from .test_autopilot import rounds, run, until_state, writes
 
-pytestmark = [pytest.mark.llm, pytest.mark.timeout(600)]
+# On a timeout, stop the process at once (its stacks dumped) rather than raise into the event
+# loop: that left the pytest-lsp fixture's shutdown waiting on a busy server, and pytest hung.
+pytestmark = [pytest.mark.llm, pytest.mark.timeout(600, method="thread")]
 ROUNDS = 3
 
 
