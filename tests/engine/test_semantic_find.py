@@ -140,3 +140,32 @@ def test_a_fused_passage_stays_on_the_words_that_matched(tmp_path: Path) -> None
     assert passages[0][0] == "Harbour#1"  # first: in both rankings
     assert "The harbour master writes the tide tables at dawn." in passages[0][1]
     assert outcome.warnings == []
+
+
+def test_a_near_window_half_beside_the_lexical_passage_is_shown_too(tmp_path: Path) -> None:
+    """A window near in meaning that overlaps the lexical passage by a third or more but lies a
+    third or more beside it is shown as a passage of its own too (counted as that passage only,
+    what it found beside the words was lost: three dev questions with all-MiniLM-L6-v2)."""
+    notes = [f"Note {n} is about lamps, kettles and bread." for n in range(120)]
+    answer = "The water in the basin climbs at the turn of the moon."
+    text = " ".join(notes[:35] + ["The harbour master writes the tide tables at dawn."] + notes[35:58] + [answer]
+                    + notes[58:])
+    research = new_research(tmp_path / "r")
+    ok(research, attachment("Harbour", text))
+    [source] = [item.source(4000) for item in readable(research.analyze("").draft)]
+    part = source.layout.part(1)
+    body = source.text[part.start:part.end]
+    at, where = body.index("harbour master"), body.index(answer)
+    pieces = [piece for piece in slices(source, MODEL) if piece.number == 1]
+    [beside] = [piece for piece in pieces if piece.start <= where < piece.end]
+    lexical = (at - 199, at - 199 + 1198)  # the lexical passage's window (ranking._windows: a lead, then the room)
+    inside = min(beside.end, lexical[1]) - max(beside.start, lexical[0])
+    size = beside.end - beside.start
+    assert size // 3 <= inside <= size - size // 3 and where > lexical[1]  # half in, half beside; the answer beside
+    store = VectorStore(research.root)
+    store.put({piece.key: normalised([1.0, 0.0] if piece is beside else [0.0, 1.0]) for piece in slices(source, MODEL)})
+    store.close()
+    outcome, passages = find(research, "harbour master tide tables", QueryVector(normalised([1.0, 0.0]), MODEL))
+    assert "The harbour master writes the tide tables at dawn." in passages[0][1]  # first: in both rankings
+    assert answer in passages[1][1]  # next: the near window, beside it
+    assert outcome.warnings == []

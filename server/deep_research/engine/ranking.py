@@ -17,8 +17,9 @@ of a third of the questions the parts held: docs/decisions.md, issue 32):
 3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
    the stored vectors, engine/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
    of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
-   (`FUSION_K`). A near window that overlaps a lexical passage of its part is that passage,
-   left where the words put it; at most `PASSAGES_PER_PART` passages a part.
+   (`FUSION_K`). A near window that overlaps a lexical passage of its part by a third is that
+   passage, left where the words put it; when a third of it or more lies beside that passage,
+   it is also a passage of its own, next in its ranking; at most `PASSAGES_PER_PART` a part.
 
 A passage is widened to whole words and starts at a line or sentence where one begins shortly
 before, with its section first and `…` where the part goes on.
@@ -161,18 +162,23 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Win
     that overlaps one of the lexical ranking's in the same part by a third or more is the same
     passage, shown where the lexical ranking put it (moving it to hold the semantic window, as
     session 31 did, pushed the words that matched out of it: 11 points at 10 on the held-out
-    questions, docs/decisions.md)."""
+    questions). When a third of the window or more lies beside that passage, what it found may
+    be there: it follows as a passage of its own, next in the semantic ranking (session 34:
+    three dev questions with all-MiniLM-L6-v2's 600-character windows; docs/decisions.md)."""
     depth = max(limit, FUSION_DEPTH)
     lexical, near = lexical[:depth], near[:depth]
     dense: list[tuple[str, int]] = []
     for n, window in enumerate(near):
+        size = window.end - window.start
         m = next((m for m, other in enumerate(lexical) if (other.key, other.number) == (window.key, window.number)
-                  and min(window.end, other.end) - max(window.start, other.start) >= (window.end - window.start) // 3),
-                 None)
+                  and _inside(window, other) >= size // 3), None)
         if m is None:
             dense.append(("near", n))
-        elif ("lexical", m) not in dense:
+            continue
+        if ("lexical", m) not in dense:
             dense.append(("lexical", m))
+        if size - _inside(window, lexical[m]) >= size // 3:  # what it found may be beside the words: shown too
+            dense.append(("near", n))
     order = fuse([[("lexical", m) for m in range(len(lexical))], dense], k=FUSION_K)
     chosen: list[_Window] = []
     for kind, n in order:
@@ -183,6 +189,11 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Win
         if len(chosen) == limit:
             break
     return chosen
+
+
+def _inside(window: _Window, other: _Window) -> int:
+    """How many characters of `window` lie inside `other` (a window of the same part)."""
+    return max(0, min(window.end, other.end) - max(window.start, other.start))
 
 
 @dataclass
