@@ -34,13 +34,10 @@ def test_each_benchmark_runs_in_its_quick_mode(path: str, needs_model: bool, req
         request.getfixturevalue("local_llm")  # skips (or fails under make test) without the model
     env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
     # A process group of its own, so that a timeout stops what the benchmark started too (its
-    # llama-server ran on after `subprocess.run` had killed the benchmark's Python). Not a
-    # session of its own: that would be an autogroup of its own too, outside the weight
-    # scripts/run-all-tests gives the tests' session (a cold run's `longest` shared its core
-    # with llm_loop --quick's llama-server as an equal).
+    # llama-server ran on after `subprocess.run` had killed the benchmark's Python).
     process = subprocess.Popen([sys.executable, str(REPO / path), "--quick"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                               process_group=0)
+                               start_new_session=True)
     try:
         stdout, stderr = process.communicate(timeout=540 if needs_model else 100)
     except subprocess.TimeoutExpired:
