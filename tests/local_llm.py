@@ -68,12 +68,13 @@ def free_port() -> int:
 
 
 PR_SET_PDEATHSIG = 1
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: between fork and exec, only the call
 
 
 def _die_with_parent() -> None:
     """In the child, before exec: killed when the test process ends, however it ends (a timeout
     that stops pytest at once, a crash), so no llama-server is left spinning on a core."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 9)
+    _PRCTL(PR_SET_PDEATHSIG, 9)
 
 
 @contextlib.contextmanager
