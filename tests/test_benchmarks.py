@@ -37,10 +37,12 @@ def test_each_benchmark_runs_in_its_quick_mode(path: str, needs_model: bool, req
         request.getfixturevalue("local_llm")  # skips (or fails under make test) without the model
     env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
     # A process group of its own, so that a timeout stops what the benchmark started too (its
-    # llama-server ran on after `subprocess.run` had killed the benchmark's Python).
+    # llama-server ran on after `subprocess.run` had killed the benchmark's Python); not a session
+    # of its own, which would be an autogroup of its own, weighed as much as the whole run of
+    # tests it belongs to (scripts/run-all-tests shares the cores by session).
     process = subprocess.Popen([sys.executable, str(REPO / path), "--quick"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+                               process_group=0)
     try:
         stdout, stderr = process.communicate(timeout=540 if needs_model else 300)
     except subprocess.TimeoutExpired:
