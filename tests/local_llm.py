@@ -86,9 +86,10 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 1, thr
     for prompts too): one by default, as the tests run on 2 shared cores, which a cold `make
     test` keeps busy: there a second thread waits on the first at every step, and 96 tokens
     generated on 2 threads cost 48 s of CPU against 3 s on one; a second thread for prompts
-    only (`-tb 2`) cost ~50% more CPU and was no faster (docs/decisions.md, session 33): its
-    threads spun at every step's barrier. `threads_batch` (`-tb`, prompts only) is therefore
-    started with `--poll-batch 0`: its threads sleep between steps instead, ~6% more CPU, and
+    only (`-tb 2`) cost ~50% more CPU and was no faster (docs/decisions.md, session 33), with
+    llama-server's default polling (its threads spin while they wait for work). `threads_batch`
+    (`-tb`, prompts only) is therefore started with `--poll-batch 0`: its threads sleep while
+    they wait instead; ~6% more CPU (two runs sharing the cores, session 35), and
     a prompt is read on two cores when the second is free; the replies are the same token for
     token (session 35)."""
     port = free_port()

@@ -23,9 +23,8 @@ def listed() -> list:
     out = []
     for line in lines:
         path, *tags = line.split()
-        # Hang detectors, not timing tests: a quick mode takes 20–45 s of wall with its even share
-        # of a loaded 2-core run, and scripts/run-all-tests gives the model's install more than
-        # an even share while it compiles.
+        # Hang detectors, not timing tests: a quick mode takes 1–14 s alone but 40–90 s in a cold
+        # run, where scripts/run-all-tests gives the model's path more weight than the tests.
         marks = [pytest.mark.llm, pytest.mark.timeout(600)] if "llm" in tags else [pytest.mark.timeout(360)]
         out.append(pytest.param(path, "llm" in tags, id=Path(path).stem, marks=marks))
     return out
