@@ -6,7 +6,7 @@
 // Exit code: 0 passed, 1 failed, 2 the environment or the .vsix is missing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { log, openWorkbench, runPaletteCommand, tail, waitFor } from './lib.mjs';
+import { log, openWorkbench, reportFailure, runPaletteCommand, waitFor } from './lib.mjs';
 
 const MODEL_URL = process.env.DR_MODEL_URL;
 if (!MODEL_URL) {
@@ -84,9 +84,7 @@ try {
   log('autopilot UI test: 1 passed, 0 failed');
   exitCode = 0;
 } catch (e) {
-  log(`ERROR: ${e.stack || e}`);
-  if (bench?.page) await bench.page.screenshot({ path: path.join(bench.dirs.root, 'failure.png') }).catch(() => undefined);
-  log(`--- code-server log (tail) ---\n${tail(bench?.server?.logFile)}`);
+  await reportFailure(bench, e);
   log('autopilot UI test: 0 passed, 1 failed');
 } finally {
   await bench?.close(exitCode === 0);

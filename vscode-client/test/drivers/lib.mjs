@@ -426,6 +426,38 @@ export async function openWorkbench(name, { machineSettings = {}, env: extraEnv 
   return bench;
 }
 
+/** The text of an editor's `.view-lines` as typed: Monaco renders spaces as U+00A0. */
+export async function editorText(editor) {
+  return (await editor.innerText()).replace(/\u00a0/g, ' ');
+}
+
+/**
+ * What a failed driver leaves: a screenshot in its temp root, and in the log (all CI keeps)
+ * what the workbench showed, the files named in `files` ({label: path}), and code-server's log.
+ */
+export async function reportFailure(bench, error, files = {}) {
+  log(`ERROR: ${error.stack || error}`);
+  const page = bench?.page;
+  if (page) {
+    await page.screenshot({ path: path.join(bench.dirs.root, 'failure.png') }).catch(() => undefined);
+    const texts = async (selector) => (await page.locator(selector).allInnerTexts()).map((t) => t.replace(/\s+/g, ' ').trim());
+    const shown = async () => [
+      `tabs: ${(await texts('.tab')).join(' | ')}`,
+      `active tab: ${(await texts('.tab.active')).join(' | ')}`,
+      `breadcrumbs: ${(await texts('.breadcrumbs-control')).join(' | ')}`,
+      `editor: ${JSON.stringify(await editorText(bench.editor))}`,
+      `notifications: ${(await texts('.notification-toast')).join(' | ')}`,
+      `status bar: ${(await texts('.statusbar-item')).filter(Boolean).join(' | ')}`,
+    ];
+    const lines = await shown().catch((e) => [`(not read: ${e.message})`]);
+    for (const [label, file] of Object.entries(files)) {
+      lines.push(`${label}: ${fs.existsSync(file) ? JSON.stringify(fs.readFileSync(file, 'utf8').slice(0, 2000)) : '(missing)'}`);
+    }
+    log(`--- what the workbench showed ---\n${lines.join('\n')}`);
+  }
+  log(`--- code-server log (tail) ---\n${tail(bench?.server?.logFile)}`);
+}
+
 /** Runs a palette command by its title, as a user does (F1, type, Enter). */
 export async function runPaletteCommand(page, title) {
   await page.keyboard.press('F1');

@@ -8,7 +8,7 @@
 // Exit code: 0 passed, 1 failed, 2 the environment or the .vsix is missing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { log, openWorkbench, researchCli, runPaletteCommand, screenshot, tail, waitFor } from './lib.mjs';
+import { log, openWorkbench, reportFailure, researchCli, runPaletteCommand, screenshot, waitFor } from './lib.mjs';
 
 const MODEL_URL = process.env.DR_MODEL_URL;
 const PLAN = process.env.DR_PLAN ? JSON.parse(process.env.DR_PLAN) : null;
@@ -102,9 +102,7 @@ try {
   log('parallel autopilot UI test: 1 passed, 0 failed');
   exitCode = 0;
 } catch (e) {
-  log(`ERROR: ${e.stack || e}`);
-  if (bench?.page) await bench.page.screenshot({ path: path.join(bench.dirs.root, 'failure.png') }).catch(() => undefined);
-  log(`--- code-server log (tail) ---\n${tail(bench?.server?.logFile)}`);
+  await reportFailure(bench, e);
   log('parallel autopilot UI test: 0 passed, 1 failed');
 } finally {
   await bench?.close(exitCode === 0);

@@ -7,7 +7,7 @@
 // Exit code: 0 passed, 1 failed, 2 the environment or the .vsix is missing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { log, openWorkbench, researchCli, runPaletteCommand, screenshot, tail, waitFor } from './lib.mjs';
+import { editorText, log, openWorkbench, reportFailure, researchCli, runPaletteCommand, screenshot, waitFor } from './lib.mjs';
 
 const PLAN = [
   '<<< define_problem', '///title', 'Cache study', '///content', 'Which tile sizes fit the caches?', '>>>',
@@ -50,15 +50,18 @@ try {
   step('a click on L1 opens its researcher\'s message document; a message above the approval mode waits on save');
   await row('L1').click();
   await page.locator('.tab.active', { hasText: 'message.dr' }).waitFor();
-  await waitFor('the breadcrumbs to show L1\'s folder', async () =>
-    /L1/.test(await page.locator('.breadcrumbs-control').first().innerText()), 15000);
-  const editor = page.locator('.editor-group-container .monaco-editor .view-lines').first();
+  const { editor } = bench;
+  const breadcrumbs = page.locator('.breadcrumbs-control').first();
+  await waitFor('the breadcrumbs to show L1\'s folder', async () => /L1/.test(await breadcrumbs.innerText()), 15000);
   await editor.click();
   await page.keyboard.insertText(`///add_criteria ${CRITERION}\n`);
   await page.keyboard.press('Escape');
+  // Saving before the typing has landed in L1's editor would save nothing (or another document).
+  await waitFor('the criterion typed into L1\'s document', async () =>
+    (await editorText(editor)).includes(CRITERION) && /L1/.test(await breadcrumbs.innerText()), 15000);
   await page.keyboard.press('Control+S');
   await waitFor('the message saved in L1\'s document', () =>
-    fs.readFileSync(path.join(l1, 'message.dr'), 'utf8').includes(CRITERION), 15000);
+    fs.readFileSync(path.join(l1, 'message.dr'), 'utf8').includes(CRITERION), 30000);
   await page.locator('.notification-toast', { hasText: 'approval mode' }).first().waitFor({ timeout: 20000 });
   if (fs.readFileSync(path.join(l1, 'Criteria of Definition of Done.md'), 'utf8').includes(CRITERION)) {
     throw new Error('the message ran on save although it needs approval');
@@ -72,7 +75,7 @@ try {
   await approve.click();
   await waitFor('L1\'s criterion on disk', () =>
     fs.readFileSync(path.join(l1, 'Criteria of Definition of Done.md'), 'utf8').includes(CRITERION), 30000);
-  await waitFor('L1\'s message cleared in the editor', async () => !(await editor.innerText()).includes(CRITERION), 15000);
+  await waitFor('L1\'s message cleared in the editor', async () => !(await editorText(editor)).includes(CRITERION), 15000);
   if (fs.readFileSync(path.join(research, 'Criteria of Definition of Done.md'), 'utf8').includes(CRITERION)) {
     throw new Error('the message ran as main');
   }
@@ -92,11 +95,13 @@ try {
   log('researchers UI test: 1 passed, 0 failed');
   exitCode = 0;
 } catch (e) {
-  log(`ERROR: ${e.stack || e}`);
-  if (bench?.page) await bench.page.screenshot({ path: path.join(bench.dirs.root, 'failure.png') }).catch(() => undefined);
-  log(`--- code-server log (tail) ---\n${tail(bench?.server?.logFile)}`);
+  await reportFailure(bench, e, bench && {
+    "main's message.dr": path.join(bench.research, 'message.dr'),
+    "L1's message.dr": path.join(bench.research, 'Subproblems', 'L1', 'message.dr'),
+  });
   log('researchers UI test: 0 passed, 1 failed');
 } finally {
   await bench?.close(exitCode === 0);
 }
 process.exit(exitCode);
+

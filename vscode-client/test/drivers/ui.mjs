@@ -5,7 +5,7 @@
 // Exit code: 0 passed, 1 failed, 2 the environment or the .vsix is missing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { log, openWorkbench, tail, waitFor } from './lib.mjs';
+import { log, openWorkbench, reportFailure, waitFor } from './lib.mjs';
 
 const TITLE = 'Cache-friendly matrix multiplication';
 const SUB = 'Compare tiling strategies';
@@ -122,9 +122,7 @@ try {
   log('UI test: 1 passed, 0 failed');
   exitCode = 0;
 } catch (e) {
-  log(`ERROR: ${e.stack || e}`);
-  if (bench?.page) await bench.page.screenshot({ path: path.join(bench.dirs.root, 'failure.png') }).catch(() => undefined);
-  log(`--- code-server log (tail) ---\n${tail(bench?.server?.logFile)}`);
+  await reportFailure(bench, e);
   log('UI test: 0 passed, 1 failed');
 } finally {
   await bench?.close(exitCode === 0);
