@@ -294,7 +294,8 @@ async function startCodeServer(env, dirs, { machineSettings = {}, env: extraEnv 
   const config = path.join(dirs.root, 'config.yaml');
   fs.writeFileSync(config, `bind-addr: 127.0.0.1:${port}\nauth: none\ncert: false\n`);
   const cs = (...args) => [env.codeServerBin, '--config', config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions, ...args];
-  const csEnv = isolatedEnv(dirs, extraEnv);
+  // No extension gallery: code-server would ask open-vsx.org at every window (traffic beyond loopback).
+  const csEnv = isolatedEnv(dirs, { EXTENSIONS_GALLERY: '{}', ...extraEnv });
   log('step: install the .vsix');
   const out = execFileSync(env.node24, cs('--install-extension', vsixPath()), { env: csEnv, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   if (!/successfully installed/.test(out)) throw new Error(`install failed: ${out}`);
