@@ -54,6 +54,7 @@ try {
   const breadcrumbs = page.locator('.breadcrumbs-control').first();
   await waitFor('the breadcrumbs to show L1\'s folder', async () => /L1/.test(await breadcrumbs.innerText()), 15000);
   await editor.click();
+  await page.locator('.editor-group-container .monaco-editor.focused').first().waitFor(); // keys go where the focus is
   await page.keyboard.insertText(`///add_criteria ${CRITERION}\n`);
   await page.keyboard.press('Escape');
   // Saving before the typing has landed in L1's editor would save nothing (or another document).
