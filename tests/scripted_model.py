@@ -32,7 +32,10 @@ the server also answers `/props` like llama-server (with the context size given)
 continued assistant turn (the last message is the assistant's) from its start as llama-server
 does, and reports `timings` (on the last chunk, or on every one with `timings_per_token`) with
 a prompt cache's figures: `cache_n` is the prompt (its messages' text, characters / 4) shared
-with the previous request, `prompt_n` the rest.
+with the previous request, `prompt_n` the rest. Its slots are busy while a request pinned to
+them (`id_slot`) is answered, until the server sees the client gone, as llama-server's are;
+`/slots` says which (unless `slots_endpoint=False`, llama-server's `--no-slots`), and `early`
+counts the requests that came for a slot still busy (`slot_queries`: the `/slots` asked).
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ class ScriptedModel:
     def __init__(self, steps: list[Step] | None = None, *, llama_cpp: bool = False, context: int | None = None,
                  then: Step | None = None, models: tuple[str, ...] = (MODEL,), slots: int = 1,
                  route: Callable[[dict], str | None] | None = None, delay: float = 0.0,
-                 respond: Callable[[dict], Step | None] | None = None) -> None:
+                 respond: Callable[[dict], Step | None] | None = None, slots_endpoint: bool = True) -> None:
         self.steps: list[Step] = list(steps or [])
         self.route = route  # request body -> the key of the script it takes its step from
         self.scripts: dict[str | None, list[Step]] = {}
@@ -112,6 +115,10 @@ class ScriptedModel:
         self.llama_cpp = llama_cpp
         self.context = context
         self.slots = slots  # llama-server's total_slots in /props
+        self.slots_endpoint = slots_endpoint
+        self.busy: dict[int, int] = {}  # slot -> requests being answered in it
+        self.early = 0  # requests that came for a slot still busy
+        self.slot_queries = 0
         self.models = models
         self.requests: list[dict] = []
         self.arrivals: list[float] = []  # time.monotonic() at which each completion request arrived
@@ -179,6 +186,12 @@ class ScriptedModel:
             change()
             self._changed.notify_all()
 
+    def _occupy(self, slot: int, by: int) -> None:
+        def change() -> None:
+            self.early += by > 0 and self.busy.get(slot, 0) > 0
+            self.busy[slot] = self.busy.get(slot, 0) + by
+        self._notify(change)
+
     def _timings(self, body: dict) -> dict | None:
         """llama-server's prompt-cache figures for this request (llama_cpp mode only)."""
         if not self.llama_cpp:
@@ -230,12 +243,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"} for m in self.model.models]})
         elif self.path == "/props" and self.model.llama_cpp:
             self._json(200, {"default_generation_settings": {"n_ctx": self.model.context or 4096}, "total_slots": self.model.slots})
+        elif self.path == "/slots" and self.model.llama_cpp and self.model.slots_endpoint:
+            with self.model._changed:
+                self.model.slot_queries += 1
+                states = [{"id": i, "is_processing": self.model.busy.get(i, 0) > 0} for i in range(self.model.slots)]
+            self._json(200, states)
+        elif self.path == "/slots" and self.model.llama_cpp:
+            with self.model._changed:
+                self.model.slot_queries += 1
+            self._json(501, {"error": {"message": "This server does not support slots endpoint.", "type": "not_supported_error"}})
         elif self.path == "/health":
             self._json(200, {"status": "ok"})
         else:
             self._json(404, {"error": {"message": "not found", "type": "not_found_error"}})
 
-    def _json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+    def _json(self, status: int, payload: dict | list, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -256,6 +278,16 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._json(404, {"error": {"message": "not found"}})
             return
+        slot = body.get("id_slot") if self.model.llama_cpp and isinstance(body.get("id_slot"), int) else None
+        if slot is not None:
+            self.model._occupy(slot, 1)
+        try:
+            self._answer(body)
+        finally:
+            if slot is not None:
+                self.model._occupy(slot, -1)
+
+    def _answer(self, body: dict) -> None:
         step = self.model._next(body, self.headers.get("Authorization"))
         if self.model.delay:
             time.sleep(self.model.delay)  # the model's time to answer (benchmarks), not a synchronisation

@@ -211,6 +211,32 @@ async def test_llama_cpp_servers_are_recognised_with_their_context() -> None:
             assert (info.llama_cpp, info.context_tokens) == expected
 
 
+async def test_a_request_waits_until_llama_server_has_freed_the_slot_of_a_closed_stream() -> None:
+    """llama-server answers a closed stream until it sees the client gone. A request for that
+    slot meanwhile is put off, but only after the server has saved and reloaded the slot's
+    prompt cache: what the next reply found cached (and the reply) depended on the timing."""
+    with ScriptedModel([Hold("Done here.\n///focus_up\n"), Say("Next.\n")], llama_cpp=True) as model:
+        client = ModelClient(model.base_url, MODEL, None)
+        await client.server_info()
+        first = await client.complete(PROMPT, slot=0)
+        second = await client.complete(PROMPT, slot=0)
+        await client.close()
+    assert (first.finish_reason, second.text) == ("focus-change", "Next.\n")
+    assert model.disconnects == 1 and model.slot_queries >= 1
+    assert model.early == 0, "the second request came while the slot was busy"
+
+
+async def test_without_the_slots_endpoint_requests_go_ahead_and_it_is_asked_once() -> None:
+    steps = [Hold("Done here.\n///focus_up\n"), Hold("Done there.\n///focus_up\n"), Say("Next.\n")]
+    with ScriptedModel(steps, llama_cpp=True, slots_endpoint=False) as model:
+        client = ModelClient(model.base_url, MODEL, None)
+        await client.server_info()
+        replies = [await client.complete(PROMPT, slot=0) for _ in steps]
+        await client.close()
+    assert [r.finish_reason for r in replies] == ["focus-change", "focus-change", "stop"]
+    assert model.slot_queries == 1
+
+
 async def test_cancelling_closes_the_request_in_flight(model: ScriptedModel) -> None:
     model.add(Hold("Thinking about"))
     client = ModelClient(model.base_url, MODEL, None)

@@ -12,7 +12,8 @@ streaming; this module adds what the loop needs on top:
 - every failure becomes one `ModelError` whose text a person can act on;
 - llama.cpp servers are recognised (their `/props`), for the grammar, the context size and
   the slots; a request may name its slot (`id_slot`), so that a researcher's conversation
-  stays in one slot's prompt cache;
+  stays in one slot's prompt cache, and after a stream we closed early it waits until the
+  server has freed that slot (`/slots`), so that the reply does not depend on a race;
 - rate limits (HTTP 429) are not errors: after `openai`'s own retries the client waits as the
   server asks (`Retry-After`, `retry-after-ms`) or backs off exponentially, and tries again for
   up to `RATE_LIMIT_PATIENCE`; the pause holds back every request of the client (`RateGate`),
@@ -39,6 +40,7 @@ DUMMY_KEY = "no-key"  # local servers need none, but `openai` refuses to start w
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 FOCUS_CHANGES = frozenset(spec.name for spec in commands.COMMANDS.values() if spec.changes_focus)
 RATE_LIMIT_PATIENCE = 600.0  # seconds one reply may wait for rate limits before it is an error
+SLOT_RELEASE_PATIENCE = 10.0  # seconds a request waits for llama-server to free the slot of a closed stream
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # seconds, when the server does not say how long to wait
 
 
@@ -252,6 +254,8 @@ class ModelClient:
         )
         self.max_retries = max_retries
         self.llama_cpp = False  # set by `server_info` when the endpoint is llama.cpp's server
+        self._closing: set[int] = set()  # llama-server slots whose stream we closed: maybe still busy
+        self._slots_endpoint = True  # llama-server's `/slots` answers (`--no-slots` turns it off)
         self.gate = RateGate()  # shared by every request of this client (all researchers of a run)
         self.rate_limit_patience = rate_limit_patience  # seconds one reply may wait for rate limits
 
@@ -260,12 +264,16 @@ class ModelClient:
 
     # -- what the endpoint is --------------------------------------------------------------
 
+    def _root(self) -> tuple[str, dict[str, str]]:
+        """llama-server's own endpoints (`/props`, `/slots`) sit beside `/v1`, behind the same key."""
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        return root, {"Authorization": f"Bearer {self._openai.api_key}"} if self.api_key_set else {}
+
     async def server_info(self) -> ServerInfo:
         """Ask the server's `/props` (llama.cpp's); any failure means "not llama.cpp"."""
         import httpx
 
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
-        headers = {"Authorization": f"Bearer {self._openai.api_key}"} if self.api_key_set else {}
+        root, headers = self._root()
         try:
             async with httpx.AsyncClient(timeout=5.0) as http:
                 response = await http.get(root + "/props", headers=headers)
@@ -419,6 +427,8 @@ class ModelClient:
             kwargs["max_tokens"] = max_tokens
         if seed is not None:
             kwargs["seed"] = seed
+        if slot is not None and slot in self._closing:
+            await self._slot_released(slot)
         run.begin(len(watch.text))
         stream = await self._openai.chat.completions.create(
             model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs,
@@ -458,9 +468,40 @@ class ModelClient:
             if not stopped:
                 raise
         run.end(usage, len(watch.text))
+        if stopped and self.llama_cpp and slot is not None:
+            self._closing.add(slot)
         if stopped and follow is None:
             run.finish = run.finish if run.finish == "focus-change" else "stop"
         return follow
+
+    async def _slot_released(self, slot: int) -> None:
+        """Wait until llama-server has freed `slot` after we closed its stream. A request that
+        finds its slot still busy is put off by the server, but the server first saves and
+        reloads that slot's prompt cache; so what the next reply finds cached, and with it the
+        reply itself, depended on which came first, the cancel or the request. Any failure of
+        `/slots` (turned off, another server) means going ahead, as without the wait."""
+        import httpx
+
+        self._closing.discard(slot)
+        if not self._slots_endpoint:
+            return
+        root, headers = self._root()
+        deadline, pause = time.monotonic() + SLOT_RELEASE_PATIENCE, 0.005
+        try:
+            async with httpx.AsyncClient(timeout=5.0) as http:
+                while time.monotonic() < deadline:
+                    response = await http.get(root + "/slots", headers=headers)
+                    states = response.json() if response.status_code == 200 else None
+                    if not isinstance(states, list):
+                        self._slots_endpoint = False
+                        return
+                    busy = [s.get("is_processing") for s in states if isinstance(s, dict) and s.get("id") == slot]
+                    if busy != [True]:
+                        return
+                    await asyncio.sleep(pause)  # polling: llama-server tells no one when a slot frees
+                    pause = min(pause * 2, 0.05)
+        except (httpx.HTTPError, ValueError):
+            self._slots_endpoint = False
 
     async def _take(self, delta: str, watch: FocusChangeWatch, run: _Run, on_text, steps: GrammarSteps | None,
                     grammar: str | None) -> tuple[str | None, bool]:
