@@ -78,7 +78,7 @@ def _die_with_parent() -> None:
 
 
 @contextlib.contextmanager
-def llama_server(install: Install, *, context: int = 8192, threads: int = 1, threads_batch: int | None = None,
+def llama_server(install: Install, *, context: int = 8192, threads: int = 1,
                  deadline: float = 120.0, slots: int = 1, embeddings: bool = False) -> Iterator[str]:
     """Start llama-server; yields its OpenAI base URL (`http://127.0.0.1:PORT/v1`). `embeddings`:
     it serves `/v1/embeddings` instead of chat. `slots`
@@ -87,17 +87,14 @@ def llama_server(install: Install, *, context: int = 8192, threads: int = 1, thr
     test` keeps busy: there a second thread waits on the first at every step, and 96 tokens
     generated on 2 threads cost 48 s of CPU against 3 s on one; a second thread for prompts
     only (`-tb 2`) cost ~50% more CPU and was no faster (docs/decisions.md, session 33), with
-    llama-server's default polling (its threads spin while they wait for work). `threads_batch`
-    (`-tb`, prompts only) is therefore started with `--poll-batch 0`: its threads sleep while
-    they wait instead; ~6% more CPU (two runs sharing the cores, session 35), and
-    a prompt is read on two cores when the second is free; the replies are the same token for
-    token (session 35)."""
+    llama-server's default polling (its threads spin while they wait for work), and ~20% more
+    even with `--poll-batch 0` (session 36: the `longest` research, 630 s against 519 s of CPU,
+    and slower, run beside a one-thread server; the replies the same token for token)."""
     port = free_port()
     kept = os.environ.get(LOGS_VARIABLE)
     log = open(Path(kept) / f"llama-server-{port}.log", "w+b") if kept else tempfile.TemporaryFile()
     process = subprocess.Popen(
         [str(install.server), "-m", str(install.model), "-c", str(context), "-t", str(threads),
-         *(["-tb", str(threads_batch), "--poll-batch", "0"] if threads_batch else []),
          "--host", "127.0.0.1", "--port", str(port), "--jinja", "--no-webui",
          # The autopilot names each request's slot (id_slot), so a reply the grammar steps continue
          # goes back to its own slot's cache whatever the number of slots.

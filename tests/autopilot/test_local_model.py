@@ -36,9 +36,7 @@ def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) 
     Research.create(folder, "Find out which sorting algorithm is best for teaching beginners, and why.")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
     env.update(PYTHONPATH=str(SERVER), NO_COLOR="1")
-    # one thread, and a second for prompts (see tests/local_llm.py): scripts/run-all-tests gives
-    # this research the weight to use it
-    with llama_server(local_llm, threads_batch=2) as url:
+    with llama_server(local_llm) as url:  # one thread (tests/local_llm.py)
         result = subprocess.run(
             [sys.executable, "-m", "deep_research", "run", str(folder), "--base-url", url, "--grammar", "on",
              "--max-rounds", "30", "--max-reply-tokens", "300", "--seed", "1", "--max-breadth", "2", "--max-depth", "1",
