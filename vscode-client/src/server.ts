@@ -45,13 +45,17 @@ export function serverPythonPath(extensionPath: string): { entries: string[]; la
   return undefined;
 }
 
+/** Main's prompt (`.deep-research/prompt.md`) and each delegated researcher's
+ * (`.deep-research/researchers/<digest>/prompt.md`, the engine's `Research.prompt_file`). */
+const PROMPT_FILE = /\/\.deep-research\/(?:researchers\/[^/]+\/)?prompt\.md$/;
+
 /** Prompt documents open beside the message, in the column where the prompt already is if it is visible. */
 async function showDocumentBeside(
   params: ShowDocumentParams,
   token: CancellationToken,
   next: ShowDocumentRequest.HandlerSignature,
 ): Promise<ShowDocumentResult> {
-  if (params.external || !params.uri.endsWith('/.deep-research/prompt.md')) {
+  if (params.external || !PROMPT_FILE.test(params.uri)) {
     const result = await next(params, token);
     return result instanceof ResponseError ? { success: false } : result;
   }

@@ -50,7 +50,10 @@ try {
   step('a click on L1 opens its researcher\'s message document; a message above the approval mode waits on save');
   await row('L1').click();
   await page.locator('.tab.active', { hasText: 'message.dr' }).waitFor();
-  const { editor } = bench;
+  // The message's editor, wherever it is: once executed, the prompt opens in a group of its
+  // own, and its transcript holds the message too.
+  const editor = page.locator('.editor-group-container', { has: page.locator('.tab.active', { hasText: 'message.dr' }) })
+    .locator('.monaco-editor .view-lines').first();
   const breadcrumbs = page.locator('.breadcrumbs-control').first();
   await waitFor('the breadcrumbs to show L1\'s folder', async () => /L1/.test(await breadcrumbs.innerText()), 15000);
   await editor.click();
@@ -77,6 +80,11 @@ try {
   await waitFor('L1\'s criterion on disk', () =>
     fs.readFileSync(path.join(l1, 'Criteria of Definition of Done.md'), 'utf8').includes(CRITERION), 30000);
   await waitFor('L1\'s message cleared in the editor', async () => !(await editorText(editor)).includes(CRITERION), 15000);
+  // L1's prompt opens beside its message, as main's does (the message's tab stays active in its group)
+  const promptGroup = page.locator('.editor-group-container', { has: page.locator('.tab.active', { hasText: 'prompt.md' }) });
+  await promptGroup.first().waitFor();
+  if ((await promptGroup.locator('.tab', { hasText: 'message.dr' }).count()) !== 0) throw new Error('L1\'s prompt did not open beside the message');
+  await editor.waitFor();
   if (fs.readFileSync(path.join(research, 'Criteria of Definition of Done.md'), 'utf8').includes(CRITERION)) {
     throw new Error('the message ran as main');
   }
