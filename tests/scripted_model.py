@@ -243,15 +243,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "tests"} for m in self.model.models]})
         elif self.path == "/props" and self.model.llama_cpp:
             self._json(200, {"default_generation_settings": {"n_ctx": self.model.context or 4096}, "total_slots": self.model.slots})
-        elif self.path == "/slots" and self.model.llama_cpp and self.model.slots_endpoint:
-            with self.model._changed:
-                self.model.slot_queries += 1
-                states = [{"id": i, "is_processing": self.model.busy.get(i, 0) > 0} for i in range(self.model.slots)]
-            self._json(200, states)
         elif self.path == "/slots" and self.model.llama_cpp:
             with self.model._changed:
                 self.model.slot_queries += 1
-            self._json(501, {"error": {"message": "This server does not support slots endpoint.", "type": "not_supported_error"}})
+                states = [{"id": i, "is_processing": self.model.busy.get(i, 0) > 0} for i in range(self.model.slots)]
+            if self.model.slots_endpoint:
+                self._json(200, states)
+            else:  # llama-server's answer with --no-slots
+                self._json(501, {"error": {"message": "This server does not support slots endpoint.", "type": "not_supported_error"}})
         elif self.path == "/health":
             self._json(200, {"status": "ok"})
         else:
