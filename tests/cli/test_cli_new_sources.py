@@ -130,3 +130,37 @@ def test_new_and_continue_take_folders_of_sources(run, tmp_path: Path) -> None:
     assert run("continue", folder, "--attach", tmp_path, code=2).stderr.rstrip().endswith(
         f"The folder {tmp_path} holds the research ({folder}): attaching it would attach the research's own files. "
         "Give a folder of sources beside the research, or one inside it that holds only sources. Nothing was changed.")
+
+
+def test_files_sharing_a_name_are_each_named_and_each_read(run, tmp_path: Path) -> None:
+    """Two books both called print.html (as rustup ships them) were both attached as "print.html":
+    the prompt showed the name twice and `read` reached only one of them."""
+    for book, words in (("book", "ownership and borrowing"), ("rustc", "codegen options")):
+        (tmp_path / book).mkdir()
+        (tmp_path / book / "print.html").write_text(f"<h1>{book}</h1><p>All about {words}.</p>", encoding="utf-8")
+    folder = tmp_path / "research"
+    run("new", folder, "--instruction", "Borrows.", "--attach", tmp_path / "book" / "print.html",
+        "--attach", tmp_path / "rustc" / "print.html", "--attach", tmp_path / "book" / "print.html")
+    prompt = (folder / BOOK / "prompt.md").read_text(encoding="utf-8")
+    assert prompt.count('<attachment name="book/print.html"') == 1  # the same file twice is kept once
+    assert prompt.count('<attachment name="rustc/print.html"') == 1
+    (folder / "message.dr").write_text(DEFINE + "\n///read rustc/print.html\n///read book/print.html#1\n", encoding="utf-8")
+    reply = run("execute", folder / "message.dr").stdout
+    assert "2 attachment(s) were copied" in reply
+    assert 'name="rustc/print.html#1"' in reply and "All about codegen options." in reply
+    assert 'name="book/print.html#1"' in reply and "All about ownership and borrowing." in reply
+
+    # Given again later: the same text is not attached twice, whatever its name now; another text
+    # under a name the research has gets a name of its own (it used to be dropped without a word).
+    run("continue", folder, "--attach", tmp_path / "rustc" / "print.html")
+    notes = tmp_path / "print.html"
+    notes.write_text("<p>Release notes.</p>", encoding="utf-8")
+    run("continue", folder, "--attach", notes)
+    notes.write_text("<p>Release notes, second edition.</p>", encoding="utf-8")
+    run("continue", folder, "--attach", notes)
+    (folder / "message.dr").write_text("///read print.html\n///read print.html (2)\n", encoding="utf-8")
+    reply = run("execute", folder / "message.dr").stdout
+    assert 'name="print.html#1"' in reply and "Release notes." in reply
+    assert 'name="print.html (2)#1"' in reply and "Release notes, second edition." in reply
+    names = sorted(p.name for p in (folder / "Attachments").iterdir())
+    assert names == ["book_print.html.md", "print.html (2).md", "print.html.md", "rustc_print.html.md"]

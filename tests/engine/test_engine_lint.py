@@ -162,3 +162,25 @@ def test_each_file_alone_gets_what_the_whole_check_says_of_it(research: Research
             continue
         alone = {(f.line, f.message) for f in check_file(fresh, path, path.read_text(encoding="utf-8"))}
         assert alone == walked.get(path.relative_to(root).as_posix(), set()), path
+
+
+def test_two_attachments_of_one_name_are_found_and_both_defined_from_pending(research: Research, root: Path) -> None:
+    """The engine keeps names apart; a copy or a hand edit may not, and then `read`, `find` and
+    citations reach one of the two: `check` says so. A research made before names were kept
+    apart has such twins waiting for the problem: defining it keeps both, each by a name."""
+    folder = root / "Attachments"
+    folder.mkdir(exist_ok=True)
+    (folder / "notes.md").write_text("---\nname: Notes\n---\n\nFirst.\n", encoding="utf-8")
+    (folder / "notes copy.md").write_text("---\nname: notes\n---\n\nSecond.\n", encoding="utf-8")
+    [finding] = [f for f in check_research(research) if "as notes" in f.message or "as notes copy" in f.message]
+    assert "`read`, `find` and citations reach only one of them" in finding.message
+    (folder / "notes copy.md").write_text("---\nname: Notes, second\n---\n\nSecond.\n", encoding="utf-8")
+    assert not [f for f in check_research(research) if "reach only one" in f.message]
+
+    fresh_root = root.parent / "fresh"
+    made = Research.create(fresh_root, "Twins.", attachments=[("Paper", "One.")])
+    pending = fresh_root / ".deep-research" / "pending-attachments"
+    (pending / "Paper copy.md").write_text("---\nname: Paper\n---\n\nTwo.\n", encoding="utf-8")
+    made.execute("<<< define_problem\n///title T\n///content C\n>>>\n")
+    names = sorted(a.name for a in made.tree.attachments(()))
+    assert names == ["Paper", "Paper (2)"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import formats
 from .model import Attachment, Problem
-from .names import find_title, name_key, title_key, unique_component
+from .names import find_title, free_title, name_key, title_key, unique_component
 from .rules import Rules
 from .state import ROOT, ProblemPath, State, Status, now
 from .store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
@@ -232,6 +232,10 @@ class Draft:
     def attachment_taken(self, path: ProblemPath, name: str) -> bool:
         key = title_key(name)
         return any(title_key(a.name) == key for a in self.attachments(path))
+
+    def free_attachment_name(self, path: ProblemPath, name: str) -> str:
+        """`name`, or `name (2)` …, whichever the problem has no attachment of."""
+        return free_title(name, lambda candidate: self.attachment_taken(path, candidate))
 
     def add_attachment(self, path: ProblemPath, name: str, content: str, **origin: str) -> None:
         """`origin`: the source fields of `Attachment` (source, final_url, fetched, …)."""

@@ -285,7 +285,7 @@ def _attach(draft: Draft, need: Need, arg: Arg, what: str) -> Result:
     text, cut = kept_text(text)
     if cut:
         warnings.append(Warning_(cut, arg.span))
-    name = _free_name(draft, focus.path, title_of(result))
+    name = draft.free_attachment_name(focus.path, title_of(result))  # attachments are never overwritten
     draft.add_attachment(
         focus.path, name, text, source=result.source, final_url=result.final_url,
         fetched=result.fetched, content_type=result.content_type, sha256=digest,
@@ -315,10 +315,3 @@ def kept_text(text: str) -> tuple[str, str | None]:
             f"Only the first {len(kept):,} of {len(text):,} characters were kept: an attachment holds at most "
             f"{size_text(MAX_SOURCE_BYTES)}.")
 
-
-def _free_name(draft: Draft, path: tuple[str, ...], title: str) -> str:
-    """`title`, or `title (2)`, `title (3)` … : attachments are never overwritten."""
-    name, number = title, 2
-    while draft.attachment_taken(path, name):
-        name, number = f"{title} ({number})", number + 1
-    return name

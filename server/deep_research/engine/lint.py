@@ -300,13 +300,20 @@ def _folders(research, loaded: Loaded, children: list[Loaded]) -> Iterator[Findi
                 "name and its definition is empty"))
     if ATTACHMENTS not in loaded.entries:
         return
-    for entry in guard.list_dir(os.path.join(folder, ATTACHMENTS), outside=True):
+    named: dict[str, str] = {}  # a name's key -> the file that has it
+    for entry in sorted(guard.list_dir(os.path.join(folder, ATTACHMENTS), outside=True), key=lambda e: e.name):
         if entry.is_file() and not entry.name.endswith(".md"):
             yield _at(Path(entry.path), 0, "attachments are .md files: this one is not read")
         elif entry.is_file():
             text = guard.read_text(entry.path)
             if text is not None:
                 yield from _front_matter(Path(entry.path), split_lines(text))
+                name = formats.parse_attachment(text, entry.name[:-3]).name
+                other = named.setdefault(title_key(name), entry.name)
+                if other != entry.name:  # the engine never writes this; a copy or a hand edit can
+                    yield _at(Path(entry.path), 0, (
+                        f"this attachment is named “{name}”, as {other} is: `read`, `find` and citations reach only "
+                        "one of them; give this one another `name:` in its front matter"))
                 continue
         if entry.name.endswith(".md") and (entry.is_symlink() or not entry.is_file()):
             why = guard.why_not(entry.path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 MAX_NAME_BYTES = 120  # well under the usual 255-byte limit, leaving room for " (99)" and ".md"
 _FORBIDDEN = set('<>:"/\\|?*')
@@ -95,6 +95,16 @@ def look_alike(wanted: str, suggestion: str) -> str:
     a, b = pairs[0]
     return (f" (what was written has {unicodedata.name(a, f'U+{ord(a):04X}')} U+{ord(a):04X} where it has "
             f"“{b}”: it only looks the same)")
+
+
+def free_title(title: str, taken: Callable[[str], bool]) -> str:
+    """`title`, or `title (2)`, `title (3)` …, the first that `taken` refuses: two sources given the
+    same name are both kept and both reachable by name (a name given twice would hide the second
+    from `read`, `find` and citations)."""
+    name, number = title, 2
+    while taken(name):
+        name, number = f"{title} ({number})", number + 1
+    return name
 
 
 def safe_component(name: str) -> str:

@@ -79,8 +79,9 @@ def define_problem(draft: Draft, args: Args) -> Result:
     title, content = args["title"].value, args["content"].value
     draft.create_root(title, content)
     copied = draft.pending()
-    for attachment in copied:
-        draft.add_attachment(ROOT, attachment.name, attachment.content, **attachment.origin())  # a URL stays one
+    for attachment in copied:  # a URL stays one; a name given twice (by hand, or before names were kept apart) twice
+        draft.add_attachment(ROOT, draft.free_attachment_name(ROOT, attachment.name), attachment.content,
+                             **attachment.origin())
     _new_session(draft, phase=Phase.IN_FOCUS, focus=ROOT)
     note = f" Its {len(copied)} attachment(s) were copied to it." if copied else ""
     return Result(f"Defined the research problem {quote(title)}.{note}")

@@ -30,7 +30,7 @@ from .draft import BREAKDOWN_ASPECT, Draft
 from .evidence import Evidence
 from .index import Index, Source, key_of
 from .model import Attachment, Problem
-from .names import name_key, title_key, unique_component
+from .names import free_title, name_key, title_key, unique_component
 from .parts import is_pdf_type, layout
 from .parser import ParsedMessage, parse
 from .prompt import (
@@ -308,9 +308,10 @@ class Research:
             pending_now = self._add_named(tx, book / PENDING_ATTACHMENTS, attachments)
         else:
             pending_now = self.pending_attachments()
-            for item in attachments:  # once the problem exists they go to the root (a name it has is skipped)
-                if not draft.attachment_taken(ROOT, item.name):
-                    draft.add_attachment(ROOT, item.name, item.content, **item.origin())
+            for item in attachments:  # once the problem exists they go to the root
+                if not _given_again(item, draft.attachments(ROOT)):
+                    draft.add_attachment(ROOT, draft.free_attachment_name(ROOT, item.name), item.content,
+                                         **item.origin())
         message = self.root / MESSAGE_FILE
         if not message.exists():
             tx.write(message, "")
@@ -350,6 +351,10 @@ class Research:
         present = attachment_files(folder, self.cache)
         taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
         for item in items:
+            if _given_again(item, [a for a, _ in present]):
+                continue
+            names = {title_key(a.name) for a, _ in present}
+            item = replace(item, name=free_title(item.name, lambda name: title_key(name) in names))
             file_name = unique_component(item.name, taken, suffix=".md")
             taken.add(name_key(file_name))
             text = formats.render_attachment(item)
@@ -762,6 +767,13 @@ class Research:
 def _body(text: str, fallback: str) -> str:
     """An attachment file's text as the attachment's content (what the index holds of it)."""
     return formats.parse_attachment(text, fallback_name=fallback).content
+
+
+def _given_again(item: Attachment, present: Sequence[Attachment]) -> bool:
+    """Whether `item`'s text is already there (a file given twice is kept once, whatever its name).
+    Another text under a name that is taken is kept too, under a name of its own (`free_title`)."""
+    text = formats.parse_attachment(formats.render_attachment(item), item.name).content  # as it would read back
+    return any(a.content == text for a in present)
 
 
 def _named(items: Sequence[tuple[str, str] | Attachment] | None) -> list[Attachment]:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..engine.evidence import MAX_TYPED_CHARS, Failed, Found, Need, NeedKind, kept_text, title_of
 from ..engine.model import Attachment
-from ..engine.names import one_line
+from ..engine.names import free_title, one_line, title_key
 from ..engine.text import control_sentence
 from . import SourceError
 
@@ -165,7 +165,8 @@ async def prepare(
               for path in sorted(folders)}  # every folder listed (and refused if too large) before any read
     read = [await asyncio.to_thread(_read, real, path) for real, path in zip(reals, files)]
     by_path = dict(zip(files, read))
-    context += [_attachment(by_path[Path(p)], Path(p).name, notes) for p in inputs.context]
+    names = _file_names(files)  # a name given twice is kept apart when it is written, too (engine/research.py)
+    context += [_attachment(by_path[Path(p)], names[Path(p)], notes) for p in inputs.context]
     from_folders = await _read_folders(listed, progress, cancelled)
     if from_folders is None:
         return None
@@ -180,15 +181,15 @@ async def prepare(
             attachments.append(_attachment(pages[_checked_url(str(item))], None, notes))
         elif Path(item) in folders:
             found, report = from_folders[Path(item)]
-            taken = {a.name for a in attachments}
-            for name, result in found:
-                named = _free(name, taken)
+            taken = {title_key(a.name) for a in attachments}
+            for name, result in found:  # two folders may both hold a notes.md
+                named = free_title(name, lambda candidate: title_key(candidate) in taken)
                 attachments.append(_attachment(result, named, notes))
-                taken.add(named)
+                taken.add(title_key(named))
                 report.attached.append(named)
             reports.append(report)
         else:
-            attachments.append(_attachment(by_path[Path(item)], Path(item).name, notes))
+            attachments.append(_attachment(by_path[Path(item)], names[Path(item)], notes))
     return Prepared(inputs.instruction, context, attachments, notes, reports)
 
 
@@ -313,11 +314,17 @@ def _read_below(path: Path, name: str, folder: Path) -> Found:
     return found
 
 
-def _free(name: str, taken: set[str]) -> str:
-    """`name`, or `name (2)` …: two folders may both hold a notes.md."""
-    out, number = name, 2
-    while out in taken:
-        out, number = f"{name} ({number})", number + 1
+def _file_names(paths: Sequence[Path]) -> dict[Path, str]:
+    """Each file's attachment name: its own name, or, where files given together share it, as much
+    of its path as tells them apart (`book/print.html`, `rustc/print.html`)."""
+    out: dict[Path, str] = {}
+    for path in paths:
+        parts = Path(os.path.abspath(path)).parts
+        others = [Path(os.path.abspath(p)).parts for p in paths if p != path and Path(p).name == path.name]
+        depth = 1
+        while depth < len(parts) and any(other[-depth:] == parts[-depth:] for other in others):
+            depth += 1
+        out[path] = "/".join(parts[-depth:]) if depth > 1 else path.name
     return out
 
 
