@@ -10,8 +10,9 @@ import pytest
 
 from deep_research.sources import SourceError
 from deep_research.sources.extract import (
-    HTML, PDF, TEXT, TRAFILATURA_MISSING, decode, extract, kind_for, refusal, sniff,
+    HTML, PDF, TEXT, TRAFILATURA_MISSING, decode, extract, fences_on_own_lines, kind_for, refusal, sniff,
 )
+from deep_research.engine.parts import layout
 
 from dr_sources_support import ARTICLE, make_pdf
 
@@ -30,6 +31,36 @@ def test_without_trafilatura_html_falls_back_and_says_what_to_install(monkeypatc
 def test_a_page_without_main_content_keeps_its_text() -> None:
     page = extract(b"<html><head><title>Tiny</title></head><body><p>Just one line.</p></body></html>", HTML)
     assert (page.title, page.text.strip()) == ("Tiny", "Just one line.")
+
+
+# As the rustc book's print.html has it (a code block in a list item), then a later code block.
+LIST_CODE = """<html><head><title>Targets</title></head><body><article>
+<h1>Adding a target</h1><p>Steps to follow before a pull request is merged, in order.</p>
+<ul><li>Ensure the pull request is assigned to the <a href="https://example.org/compiler">compiler team</a> by commenting:
+<pre><code class="language-text">r? compiler
+</code></pre>
+</li></ul>
+<p>Then build the library as a cdylib, with link-time optimisation on.</p>
+<pre><code># Cargo.toml
+[lib]
+crate-type = ["cdylib"]</code></pre>
+<h2>Testing</h2><p>Binaries are tested on real hardware only, never in an emulator.</p>
+</article></body></html>"""
+
+
+def test_a_code_block_in_a_list_item_does_not_turn_the_page_inside_out() -> None:
+    """trafilatura glues the fence of a code block in a list item to the item's text; its closing
+    line then opened a fence, and the later block's comment became a heading of the outline."""
+    page = extract(LIST_CODE.encode(), HTML)
+    assert "commenting:\n```\nr? compiler\n```" in page.text
+    titles = [h.title for h in layout(page.text, 4_000).headings]
+    assert titles == ["Adding a target", "Testing"]
+
+
+def test_glued_fences_are_moved_only_when_closed_and_in_one_pass() -> None:
+    assert fences_on_own_lines("Use ``` to open a fence.\nno close") == "Use ``` to open a fence.\nno close"
+    assert fences_on_own_lines("```\ncode ```\n```\n") == "```\ncode ```\n```\n"  # inside a block: code
+    assert fences_on_own_lines("a ```\n" * 100_000 + "```\n").startswith("a\n```\na ```\n")  # hostile: linear
 
 
 @pytest.mark.parametrize("body, charset, text", [

@@ -17,6 +17,7 @@ a `<meta charset>`, else UTF-8, else Windows-1252, so nothing fails on legacy pa
 from __future__ import annotations
 
 import codecs
+from bisect import bisect_right
 import io
 import logging
 import re
@@ -153,7 +154,46 @@ def extract_html(html: str, url: str = "", fallback_title: str = "") -> Extracte
     title = (metadata.title if metadata is not None else None) or _PlainText.convert(html).title
     if not text.strip():  # no main content found (a page of forms, a tiny page): keep its text
         text = _PlainText.convert(html).text
-    return Extracted(title or fallback_title, text)
+    return Extracted(title or fallback_title, fences_on_own_lines(text))
+
+
+# trafilatura writes a code block inside a list item after the item's text ("by commenting: ```"),
+# where markdown does not see a fence: its closing line then opens one, and every code block after
+# it is read inside out (comments taken for headings, prose for code) by engine/parts.py and readers.
+_FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})[^`]*")  # an opening fence may have an info string
+_GLUED = re.compile(r"(.*\S)[ \t]+(`{3,}|~{3,})[ \t]*")
+
+
+def fences_on_own_lines(text: str) -> str:
+    """`text` with each code fence glued to the end of a line of text, and closed further down by a
+    fence line of its own, moved to a line of its own. One pass over the lines (a page may be
+    hostile: no line is looked at more than a few times)."""
+    if "```" not in text and "~~~" not in text:
+        return text
+    lines = text.split("\n")
+    fences = [(n, m.group(1)) for n, line in enumerate(lines) if (m := _FENCE_LINE.fullmatch(line))]
+    later: dict[str, list[int]] = {"`": [], "~": []}  # where a bare fence line of each kind is
+    for n, fence in fences:
+        if fence.strip(fence[0]) == "" and lines[n].strip() == fence:
+            later[fence[0]].append(n)
+    out: list[str] = []
+    opened = ""  # the fence of the code block the line is in
+    for n, line in enumerate(lines):
+        if opened:
+            if line.strip() == line.strip()[:1] * len(line.strip()) and line.strip()[:1] == opened[0] \
+                    and len(line.strip()) >= len(opened) and len(line) - len(line.lstrip(" ")) <= 3:
+                opened = ""
+        elif (m := _FENCE_LINE.fullmatch(line)) is not None:
+            opened = m.group(1)
+        elif (m := _GLUED.fullmatch(line)) is not None and "`" not in m.group(1)[-1:]:
+            fence = m.group(2)
+            closes = later[fence[0]]
+            if bisect_right(closes, n) < len(closes):  # a fence line closes it further down
+                out += [m.group(1), fence]
+                opened = fence
+                continue
+        out.append(line)
+    return "\n".join(out)
 
 
 class _PlainText(HTMLParser):
