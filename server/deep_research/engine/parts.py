@@ -241,10 +241,22 @@ def _divide(text: str, size: int, pdf: bool) -> Layout:
     return Layout(parts, headings, paged, size, pdf, tuple(p.start for p in parts), tuple(h.start for h in headings))
 
 
+# A heading as a web page's extraction writes it, `# [Title](#title-1)`: its title is `Title`.
+_LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\([^()\s]*(?:\([^()\s]*\)[^()\s]*)*(?:\s+\"[^\"\n]*\")?\)")
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # markdown's backslash escapes of punctuation
+
+
+def plain_title(title: str) -> str:
+    """A heading's title as a person reads it: links by their text, escapes undone."""
+    if "[" in title:
+        title = _LINK.sub(lambda m: m.group(1), title)
+    return _ESCAPED.sub(r"\1", title).strip() if "\\" in title else title.strip()
+
+
 def _headings(text: str) -> list[Heading]:
     found = []
     for start, match in _HEADINGS.finditer(text):
-        title = match.group(2).strip()
+        title = plain_title(match.group(2))
         if title:
             found.append(Heading(len(match.group(1)), title, start))
     return found
