@@ -51,6 +51,19 @@ def test_a_code_block_is_not_cut_at_its_blank_lines() -> None:
     assert "".join(text[p.start:p.end] for p in found.parts) == text
 
 
+def test_a_title_underlined_with_tildes_opens_no_code_block() -> None:
+    """reStructuredText underlines titles with `~` as often as with `=` or `-`; taken for a code
+    fence, `Title` over `~~~~~` put everything up to the next such title inside a code block: no
+    cut at its paragraphs, its `#` headings dropped. A `~~~` fence under a longer line still opens one."""
+    paragraphs = "\n\n".join("Prose sentence number %d of the section, long enough to matter." % n for n in range(60))
+    text = f"Caching\n~~~~~~~\n\n{paragraphs}\n\n# Notes\n\nMore.\n\nTimeouts\n~~~~~~~~\n\n{paragraphs}\n"
+    found = layout(text, 1000)
+    assert [h.title for h in found.headings] == ["Notes"]
+    assert all(text[:p.end].endswith("\n\n") or text[p.end:].startswith("# ") for p in found.parts[:-1])
+    code = "Run this:\n~~~\n# not a heading\n\n~~~\n# Heading\n"
+    assert [h.title for h in layout(code, 1000).headings] == ["Heading"]
+
+
 def test_a_pdfs_parts_follow_its_pages() -> None:
     pages = [f"{page_line(n)}\nText of page {n}. " + ("More words. " * (600 if n == 3 else 20)) for n in range(1, 6)]
     text = "\n\n".join(pages)

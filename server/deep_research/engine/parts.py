@@ -274,6 +274,20 @@ class _Fences:
         return index >= 0 and self.spans[index][0] < offset < self.spans[index][1]
 
 
+def _underline(text: str, start: int, match: re.Match[str]) -> bool:
+    """Whether the `~~~` line at `start` underlines the title above it (reStructuredText and
+    setext-like documents: `Title` over `~~~~~`, as long as the title or longer) rather than
+    opening a code block: taken for a fence, it put the rest of the document inside out."""
+    fence = match.group(1)
+    if fence[0] != "~" or start == 0:
+        return False
+    end = text.find("\n", start)
+    if text[start:len(text) if end < 0 else end].strip() != fence:
+        return False
+    above = text[text.rfind("\n", 0, start - 1) + 1:start - 1].rstrip()
+    return bool(above.strip()) and len(fence) >= len(above) and not _FENCES.first.match(above)
+
+
 def _fenced(text: str) -> _Fences:
     """The (start, end) offsets of fenced code blocks (an unclosed one runs to the end)."""
     spans = []
@@ -281,7 +295,8 @@ def _fenced(text: str) -> _Fences:
     for start, match in _FENCES.finditer(text):
         fence = match.group(1)
         if opening is None:
-            opening = (start, fence)
+            if not _underline(text, start, match):
+                opening = (start, fence)
         elif fence[0] == opening[1][0] and len(fence) >= len(opening[1]):
             spans.append((opening[0], match.end()))
             opening = None
