@@ -64,6 +64,15 @@ def test_a_title_underlined_with_tildes_opens_no_code_block() -> None:
     assert [h.title for h in layout(code, 1000).headings] == ["Heading"]
 
 
+def test_a_section_shows_a_title_its_first_heading_repeats_once() -> None:
+    """mdBook's print.html titles a chapter as its first section: the passages' section line read
+    `[References and Borrowing › References and Borrowing]`."""
+    body = "\n\n".join(f"Sentence {n} about borrowing rules and references." for n in range(40))
+    text = f"# Borrowing\n\n## Borrowing\n\n{body}\n\n### Mutable references\n\n{body}\n"
+    sections = [p.section for p in layout(text, 1000).parts]
+    assert sections[0] == "Borrowing" and sections[-1] == "Borrowing › Mutable references"
+
+
 def test_a_pdfs_parts_follow_its_pages() -> None:
     pages = [f"{page_line(n)}\nText of page {n}. " + ("More words. " * (600 if n == 3 else 20)) for n in range(1, 6)]
     text = "\n\n".join(pages)

@@ -344,7 +344,7 @@ def _paragraph_cut(text: str, low: int, high: int, fences: _Fences) -> int | Non
 def section_titles(levels: Sequence[int], titles: Sequence[str], heading_starts: Sequence[int],
                    starts: Sequence[int]) -> list[str]:
     """For each part start, the titles of the headings in force there, outermost first (the
-    headings as parallel lists, in order)."""
+    headings as parallel lists, in order), a title repeated by the heading below it shown once."""
     out = []
     stack: list[tuple[int, str]] = []
     index, count = 0, len(levels)
@@ -355,7 +355,8 @@ def section_titles(levels: Sequence[int], titles: Sequence[str], heading_starts:
                 stack.pop()
             stack.append((level, titles[index]))
             index += 1
-        out.append(" › ".join(title for _, title in stack))
+        shown = [title for n, (_, title) in enumerate(stack) if n == 0 or title != stack[n - 1][1]]
+        out.append(" › ".join(shown))  # a chapter titled as its first section (mdBook's print.html) once
     return out
 
 
