@@ -177,6 +177,19 @@ def test_a_long_attachment_is_shown_by_its_outline_and_first_part(research: Rese
     assert len(section) < len(content)
 
 
+def test_a_long_restructuredtext_source_is_outlined_by_its_titles(research: Research) -> None:
+    """The benchmark's reStructuredText specification (118,896 characters, no `#` heading) was
+    shown by its first part alone: its underlined titles are its outline now."""
+    spec = Path(__file__).parents[2] / "benchmarks" / "retrieval" / "restructuredtext.txt"
+    content = spec.read_text(encoding="utf-8").replace("\f", "")  # a message takes no control character
+    ok(research, attachment("rST spec", content))
+    body = research.prompt().split('<attachment name="rST spec"', 1)[1].split("</attachment>", 1)[0]
+    shape = layout(content, 4000)
+    assert "Outline (headings, each with its part #N):\n- reStructuredText Markup Specification (#1)\n" in body
+    assert f"    - Body Elements (#{shape.part_at(content.index('Body Elements' + chr(10) + '====='))})" in body
+    assert "- … and 50 more" in body and "Part 1 of " in body  # 62 titles: the deepest levels left out
+
+
 def test_every_attachment_is_named_whatever_the_budget(research: Research) -> None:
     count = ATTACHMENTS_TOTAL // 4_000 + 4  # more than their first parts can fill
     for n in range(count):

@@ -70,3 +70,23 @@ def test_the_best_passage_is_where_the_rare_words_meet() -> None:
     sources, index = corpus()
     [best, *_] = rank("prefetcher tile NEAR(", sources, index, 5)
     assert best.key == "notes/tiles.md" and re.search(r"prefetcher", best.text)
+
+
+def test_a_source_indexed_by_another_parts_py_is_indexed_again(tmp_path: Path) -> None:
+    """What a part's headings are comes from parts.py (session 37: `# [Title](#title)` is
+    `Title`); a row made by another version is derived data out of step, and made again."""
+    research = new_research(tmp_path / "r")
+    text = "# [Borrowing rules](#borrowing-rules-1)\n\n" + "References must always be valid. " * 40
+    source = Source("notes/book.md", text, layout(text, 4000), None)
+    index = Index(research.root)
+    try:
+        ids = index.sync([source])
+        db = index.connection()
+        db.execute("UPDATE sources SET shape = ? WHERE id = ?", ("4000:0", ids[source.key]))  # as before session 37
+        db.execute("UPDATE parts SET heading = 'borrowing rules borrowing-rules-1 stale'")
+        db.commit()
+        assert index.lexical(["stale"], ids, 5)
+        ids = index.sync([source])
+        assert not index.lexical(["stale"], ids, 5) and index.lexical(["borrowing"], ids, 5)
+    finally:
+        index.close()

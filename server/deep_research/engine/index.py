@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from .layouts import code_version
 from .layouts import text_digest as digest  # one digest of a text, for its row and its layout's record
 from .parts import Layout
 from .store import BOOKKEEPING, NO_FSYNC_FOR_TESTS, Guard, decode, is_racy
@@ -340,12 +341,13 @@ def _delete(db: sqlite3.Connection, ident: int) -> None:
 
 def _shape(source: Source) -> str:
     """How a source's text was divided: its parts depend on the research's part_chars and on
-    whether it is a PDF's text."""
-    return f"{source.layout.size}:{int(source.layout.pdf)}"
+    whether it is a PDF's text, and what a part's headings are on the version of parts.py (a
+    row indexed by another is indexed again)."""
+    return f"{source.layout.size}:{int(source.layout.pdf)}:{code_version()}"
 
 
 def _shape_of(shape: str) -> tuple[int, bool]:
-    size, pdf = shape.split(":")
+    size, pdf = shape.split(":")[:2]
     return int(size), bool(int(pdf))
 
 

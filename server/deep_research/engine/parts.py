@@ -275,27 +275,34 @@ class _Fences:
 
 
 def _underline(text: str, start: int, match: re.Match[str]) -> bool:
-    """Whether the `~~~` line at `start` underlines the title above it (reStructuredText and
-    setext-like documents: `Title` over `~~~~~`, as long as the title or longer) rather than
-    opening a code block: taken for a fence, it put the rest of the document inside out."""
+    """Whether the `~~~` or backtick line at `start` underlines the title above it, as
+    reStructuredText writes titles (`Title` over `~~~~~` or `` ````` ``: as long as the title or
+    longer, a blank line after it), rather than opening a code block. A fence opens code, so the
+    line after it is rarely blank."""
     fence = match.group(1)
-    if fence[0] != "~" or start == 0:
+    if start == 0:
         return False
     end = text.find("\n", start)
     if text[start:len(text) if end < 0 else end].strip() != fence:
         return False
     above = text[text.rfind("\n", 0, start - 1) + 1:start - 1].rstrip()
-    return bool(above.strip()) and len(fence) >= len(above) and not _FENCES.first.match(above)
+    after = "" if end < 0 else text[end + 1:len(text) if (n := text.find("\n", end + 1)) < 0 else n]
+    return (bool(above.strip()) and len(fence) >= len(above) and not after.strip()
+            and not _FENCES.first.match(above))
 
 
-def _fenced(text: str) -> _Fences:
-    """The (start, end) offsets of fenced code blocks (an unclosed one runs to the end)."""
+def _fenced(text: str, titles: bool = False) -> _Fences:
+    """The (start, end) offsets of fenced code blocks (an unclosed one runs to the end). With
+    `titles`, a line that underlines a title (`_underline`) opens none: the outline reads
+    reStructuredText so. The cuts do not, yet: a `~~~` or backtick underline opens a block there,
+    as CommonMark reads it, because reading it otherwise moves the cuts, and so the part numbers
+    that citations already written name (docs/decisions.md, session 37)."""
     spans = []
     opening: tuple[int, str] | None = None
     for start, match in _FENCES.finditer(text):
         fence = match.group(1)
         if opening is None:
-            if not _underline(text, start, match):
+            if not (titles and _underline(text, start, match)):
                 opening = (start, fence)
         elif fence[0] == opening[1][0] and len(fence) >= len(opening[1]):
             spans.append((opening[0], match.end()))
@@ -383,24 +390,73 @@ def stored_layout(starts: list[int], pages: list[tuple[int, int] | None] | None,
 # -- outlines ----------------------------------------------------------------------------------------------
 
 
-def outline(found: Layout, max_lines: int = 40) -> tuple[list[str], int]:
+def outline(found: Layout, max_lines: int = 40, text: str = "") -> tuple[list[str], int]:
     """The lines of an outline for the prompt, and how many headings (or pages) it leaves out:
     the headings, each with the part it starts in, down to the deepest level whose headings
     all fit in `max_lines` (the first `max_lines` of the top level if even those do not);
-    for a PDF's text, its pages with their parts."""
+    for a PDF's text, its pages with their parts. A text with no `#` heading is outlined by its
+    underlined titles (`text` given: reStructuredText, setext markdown)."""
     if found.paged:
         return _page_outline(found, max_lines)
-    if not found.headings:
+    headings = found.headings or (underlined_titles(text) if text else ())
+    if not headings:
         return [], 0
-    top = min(h.level for h in found.headings)
-    chosen = [h for h in found.headings if h.level == top]
+    top = min(h.level for h in headings)
+    chosen = [h for h in headings if h.level == top]
     for level in range(top + 1, 7):
-        deeper = [h for h in found.headings if h.level <= level]
+        deeper = [h for h in headings if h.level <= level]
         if len(deeper) > max_lines:
             break
         chosen = deeper
     lines = [f"{'  ' * (h.level - top)}- {h.title} (#{found.part_at(h.start)})" for h in chosen[:max_lines]]
-    return lines, len(found.headings) - len(lines)
+    return lines, len(headings) - len(lines)
+
+
+# Underlined titles: a title line, and under it a line of one punctuation character repeated, at
+# least as long as the title (`=` and `-` from three: setext markdown), an overline of the same
+# character allowed (reStructuredText). They outline a text that has no `#` heading; they move no
+# cut and name no section (that would renumber the parts of documents already cited, and a
+# section line takes a passage's room: docs/decisions.md, sessions 34 and 37).
+_UNDERLINE = re.compile(r"\n([^\n]{1,200})\n([=\-~^\"'`#*+:._])\2{2,}[ \t]*(?=\n|$)")
+_KEPT_TITLES: dict[tuple[int, int], tuple[Heading, ...]] = {}  # by (length, hash) of the text: not the text itself
+MAX_TITLES = 10_000  # an outline shows 40 lines; a hostile text of a million titles is not read through
+
+
+def underlined_titles(text: str) -> tuple[Heading, ...]:
+    """The underlined titles of `text` outside code blocks, levels by the order in which their
+    styles first appear (as docutils assigns them), at most six levels; the first MAX_TITLES."""
+    key = (len(text), hash(text))
+    kept = _KEPT_TITLES.get(key)
+    if kept is not None:
+        return kept
+    fences = _fenced(text, titles=True)
+    styles: list[tuple[str, bool]] = []
+    found = []
+    for match in _UNDERLINE.finditer("\n" + text):
+        title_line, char = match.group(1), match.group(2)
+        start = match.start()  # of the title line, in `text` (the "\n" added before it)
+        underline = match.group(0).rsplit("\n", 1)[1].rstrip()
+        title = title_line.strip()
+        if (set(title) <= set(char) or (len(underline) < len(title) and char not in "=-")
+                or fences.inside(start) or title.startswith(("- ", "* ", "+ ", "|", ".. "))):
+            continue
+        above = text[text.rfind("\n", 0, max(0, start - 1)) + 1:max(0, start - 1)].strip() if start else ""
+        overline = bool(above) and set(above) == {char}
+        if (above and not overline) or (title_line[0].isspace() and not overline):  # apart from a paragraph;
+            continue  # only an overlined title may be inset
+        style = (char, overline)
+        if style not in styles:
+            styles.append(style)
+        level = styles.index(style) + 1
+        if level <= 6:
+            found.append(Heading(level, plain_title(title), start))
+            if len(found) == MAX_TITLES:
+                break
+    kept = tuple(found)
+    if len(_KEPT_TITLES) >= 32:
+        _KEPT_TITLES.clear()
+    _KEPT_TITLES[key] = kept
+    return kept
 
 
 def _page_outline(found: Layout, max_lines: int) -> tuple[list[str], int]:
