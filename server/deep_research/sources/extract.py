@@ -17,10 +17,10 @@ a `<meta charset>`, else UTF-8, else Windows-1252, so nothing fails on legacy pa
 from __future__ import annotations
 
 import codecs
-from bisect import bisect_right
 import io
 import logging
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
