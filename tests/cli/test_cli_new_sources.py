@@ -139,8 +139,10 @@ def test_files_sharing_a_name_are_each_named_and_each_read(run, tmp_path: Path) 
         (tmp_path / book).mkdir()
         (tmp_path / book / "print.html").write_text(f"<h1>{book}</h1><p>All about {words}.</p>", encoding="utf-8")
     folder = tmp_path / "research"
-    run("new", folder, "--instruction", "Borrows.", "--attach", tmp_path / "book" / "print.html",
-        "--attach", tmp_path / "rustc" / "print.html", "--attach", tmp_path / "book" / "print.html")
+    made = run("new", folder, "--instruction", "Borrows.", "--attach", tmp_path / "book" / "print.html",
+               "--attach", tmp_path / "rustc" / "print.html", "--attach", tmp_path / "book" / "print.html")
+    assert ("deep-research: note: 2 files are named print.html: each is named by as much of its path as tells them "
+            "apart (book/print.html, rustc/print.html).") in made.stderr
     prompt = (folder / BOOK / "prompt.md").read_text(encoding="utf-8")
     assert prompt.count('<attachment name="book/print.html"') == 1  # the same file twice is kept once
     assert prompt.count('<attachment name="rustc/print.html"') == 1

@@ -166,6 +166,10 @@ async def prepare(
     read = [await asyncio.to_thread(_read, real, path) for real, path in zip(reals, files)]
     by_path = dict(zip(files, read))
     names = _file_names(files)  # a name given twice is kept apart when it is written, too (engine/research.py)
+    for own in sorted({path.name for path, name in names.items() if name != path.name}):
+        given_as = sorted({name for path, name in names.items() if path.name == own})
+        notes.append(f"{len(given_as)} files are named {own}: each is named by as much of its path as tells "
+                     f"them apart ({', '.join(given_as)}).")
     context += [_attachment(by_path[Path(p)], names[Path(p)], notes) for p in inputs.context]
     from_folders = await _read_folders(listed, progress, cancelled)
     if from_folders is None:
