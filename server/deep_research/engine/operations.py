@@ -79,7 +79,7 @@ def define_problem(draft: Draft, args: Args) -> Result:
     title, content = args["title"].value, args["content"].value
     draft.create_root(title, content)
     copied = draft.pending()
-    for attachment in copied:  # a URL stays one; a name given twice (by hand, or before names were kept apart) twice
+    for attachment in copied:  # a URL stays one; twins (a hand edit, an older research) get names of their own
         draft.add_attachment(ROOT, draft.free_attachment_name(ROOT, attachment.name), attachment.content,
                              **attachment.origin())
     _new_session(draft, phase=Phase.IN_FOCUS, focus=ROOT)

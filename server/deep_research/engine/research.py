@@ -350,11 +350,12 @@ class Research:
         they will read back once it is committed."""
         present = attachment_files(folder, self.cache)
         taken = {name_key(p.name) for p in folder.glob("*.md")} if folder.is_dir() else set()
+        names = {title_key(a.name) for a, _ in present}
         for item in items:
             if _given_again(item, [a for a, _ in present]):
                 continue
-            names = {title_key(a.name) for a, _ in present}
             item = replace(item, name=free_title(item.name, lambda name: title_key(name) in names))
+            names.add(title_key(item.name))
             file_name = unique_component(item.name, taken, suffix=".md")
             taken.add(name_key(file_name))
             text = formats.render_attachment(item)

@@ -161,6 +161,7 @@ def extract_html(html: str, url: str = "", fallback_title: str = "") -> Extracte
 # where markdown does not see a fence: its closing line then opens one, and every code block after
 # it is read inside out (comments taken for headings, prose for code) by engine/parts.py and readers.
 _FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})[^`]*")  # an opening fence may have an info string
+_BARE_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")  # a closing fence has none
 _GLUED = re.compile(r"(.*\S)[ \t]+(`{3,}|~{3,})[ \t]*")
 
 
@@ -171,24 +172,22 @@ def fences_on_own_lines(text: str) -> str:
     if "```" not in text and "~~~" not in text:
         return text
     lines = text.split("\n")
-    fences = [(n, m.group(1)) for n, line in enumerate(lines) if (m := _FENCE_LINE.fullmatch(line))]
-    later: dict[str, list[int]] = {"`": [], "~": []}  # where a bare fence line of each kind is
-    for n, fence in fences:
-        if fence.strip(fence[0]) == "" and lines[n].strip() == fence:
-            later[fence[0]].append(n)
+    closing: dict[str, list[int]] = {"`": [], "~": []}  # where a bare fence line of each kind is
+    for n, line in enumerate(lines):
+        if (m := _BARE_FENCE.fullmatch(line)) is not None:
+            closing[m.group(1)[0]].append(n)
     out: list[str] = []
     opened = ""  # the fence of the code block the line is in
     for n, line in enumerate(lines):
         if opened:
-            if line.strip() == line.strip()[:1] * len(line.strip()) and line.strip()[:1] == opened[0] \
-                    and len(line.strip()) >= len(opened) and len(line) - len(line.lstrip(" ")) <= 3:
+            m = _BARE_FENCE.fullmatch(line)
+            if m is not None and m.group(1)[0] == opened[0] and len(m.group(1)) >= len(opened):
                 opened = ""
         elif (m := _FENCE_LINE.fullmatch(line)) is not None:
             opened = m.group(1)
-        elif (m := _GLUED.fullmatch(line)) is not None and "`" not in m.group(1)[-1:]:
+        elif (m := _GLUED.fullmatch(line)) is not None and not m.group(1).endswith("`"):
             fence = m.group(2)
-            closes = later[fence[0]]
-            if bisect_right(closes, n) < len(closes):  # a fence line closes it further down
+            if bisect_right(closing[fence[0]], n) < len(closing[fence[0]]):  # a fence line closes it further down
                 out += [m.group(1), fence]
                 opened = fence
                 continue
