@@ -242,15 +242,15 @@ class ModelClient:
         connect_timeout: float = 10.0,
         rate_limit_patience: float = RATE_LIMIT_PATIENCE,
     ) -> None:
-        from openai import AsyncOpenAI  # imported here: it is heavy, and only `run` needs it
-        import httpx
+        import openai  # imported here: it is heavy, and only `run` needs it
 
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.model = model
         self.api_key_set = bool(api_key)
-        self._openai = AsyncOpenAI(
+        self._openai = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=api_key or DUMMY_KEY, max_retries=max_retries,
-            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            # openai's own Timeout: its HTTP library is httpx in 1.x and 2.x, httpx2 in 3.x
+            timeout=openai.Timeout(timeout, connect=connect_timeout),
         )
         self.max_retries = max_retries
         self.llama_cpp = False  # set by `server_info` when the endpoint is llama.cpp's server
