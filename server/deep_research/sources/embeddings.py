@@ -158,8 +158,19 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
 
 def query_vector(endpoint: Endpoint, query: str, *, timeout: float | None = None) -> array:
     """A `find` query's vector (EmbeddingError when the endpoint fails or is slower than
-    `timeout`, by default `QUERY_SECONDS`)."""
-    return embed(endpoint, [query], "query", timeout=QUERY_SECONDS if timeout is None else timeout)[0]
+    `timeout`, by default `QUERY_SECONDS`). The builtin model's server, found dead (killed while
+    idle, say), is started again for it once, within the same time."""
+    timeout = QUERY_SECONDS if timeout is None else timeout
+    started = time.monotonic()
+    try:
+        return embed(endpoint, [query], "query", timeout=timeout)[0]
+    except EmbeddingError:
+        from .builtin import BUILTIN
+
+        left = timeout - (time.monotonic() - started)
+        if not endpoint.builtin or not BUILTIN.ended() or left < 1:
+            raise
+        return embed(endpoint, [query], "query", timeout=left)[0]
 
 
 def _short(error: object) -> str:
@@ -261,7 +272,7 @@ class Backfill:
                     progress.error = "another process is embedding this research's sources"
                     return
                 needed = dict(wanted())
-                have = store.get(needed)  # type: ignore[attr-defined]
+                have = store.present(needed)  # type: ignore[attr-defined]
                 todo = [key for key in needed if key not in have]
                 progress.total, progress.done = len(needed), len(needed) - len(todo)
                 if report:
