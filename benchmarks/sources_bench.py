@@ -915,7 +915,7 @@ def bench_embed_speed(args: argparse.Namespace) -> None:
     `deep-research new --attach DIR` attaches them (the Rust books, say), else the retrieval
     benchmark's four documents. Wall time, the model server's own CPU time (user + system: a
     loaded machine disturbs it less), windows a second, and the machine's load before and after.
-    `--quick`: 16 windows of the committed document."""
+    `--quick`: a few windows of the committed document."""
     import os
     import subprocess
 
@@ -940,7 +940,7 @@ def bench_embed_speed(args: argparse.Namespace) -> None:
             research.execute(DEFINE)
         else:
             documents = CORPUS[:1] if args.quick else CORPUS
-            texts = [(d.ident, corpus_text(d)[:9_000] if args.quick else corpus_text(d)) for d in documents]
+            texts = [(d.ident, corpus_text(d)[:3_000] if args.quick else corpus_text(d)) for d in documents]
             research = Research.create(root, "How fast is embedding?", attachments=texts)
             research.execute(DEFINE)
         (root / "deep-research.toml").write_text('[embeddings]\nmodel = "builtin"\n', encoding="utf-8")
