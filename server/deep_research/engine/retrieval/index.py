@@ -18,11 +18,8 @@ Derived data, never the source of truth: every part of every attachment and cont
   made in memory for that message (the reply says why).
 
 Every write is made under the research's lock (a message's execution), so two processes never
-build it at once; SQLite's own locking (a busy timeout) covers anything else that opens it.
-Opening a database by path follows links, so before SQLite opens it the file and its journal
-are checked with `lstat` (a regular file, no link), and after, the path SQLite opened (`PRAGMA
-database_list`) must be inside the research; a link swapped in between those two looks is the
-one thing not caught (docs/evidence.md says so).
+build it at once; SQLite's own locking (a busy timeout) covers anything else that opens it. It is
+opened as every derived database is (database.py: never through a link, never outside the research).
 """
 
 from __future__ import annotations
@@ -31,12 +28,12 @@ import contextlib
 import logging
 import os
 import sqlite3
-import stat as stat_module
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from ..store import BOOKKEEPING, NO_FSYNC_FOR_TESTS, Guard, decode, is_racy
+from .database import OpenedOutside, check_place, open_inside, remove, schema_of
 from .layout_store import code_version
 from .layout_store import text_digest as digest  # one digest of a text, for its row and its layout's record
 from .parts import Layout
@@ -48,7 +45,6 @@ SCHEMA = "1"  # a file of another schema is made again
 PART_BITS = 20  # a row's id: the source's id, then the part's number in the low bits
 MAX_PARTS = (1 << PART_BITS) - 1
 TOKENIZER = "porter unicode61 remove_diacritics 2"
-_JOURNALS = ("-journal", "-wal", "-shm")
 BUSY_SECONDS = 30.0
 
 
@@ -103,51 +99,48 @@ class Index:
             self.notes.append(f"The search index cannot be kept on disk ({why}), so this message searched an "
                               "index made in memory; remove that entry from the research's bookkeeping folder "
                               "to keep the index between messages.")
-            return _connect(":memory:", durable=False)
+            return _in_memory()
         try:
-            db = _connect(str(self.path), durable=self.durable)
-            if not self._inside(db):
-                db.close()
-                raise _Unsafe
+            db = self._connect()
             if schema_of(db) != SCHEMA:
                 _create(db)
             return db
-        except _Unsafe:
-            self.notes.append("The search index was opened outside the research (a link was put in its place "
-                              "meanwhile), so this message searched an index made in memory.")
-            return _connect(":memory:", durable=False)
+        except OpenedOutside:
+            return self._outside()
         except sqlite3.DatabaseError as error:
             return self._remade(f"it could not be read: {error}")
+
+    def _connect(self) -> sqlite3.Connection:
+        db = open_inside(self.path, self.guard, busy_seconds=BUSY_SECONDS, autocommit=False)
+        durable = self.durable and os.environ.get(NO_FSYNC_FOR_TESTS) != "1"  # as store.fsync: tests turn it off
+        db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
+        return db
+
+    def _outside(self) -> sqlite3.Connection:
+        self.notes.append("The search index was opened outside the research (a link was put in its place "
+                          "meanwhile), so this message searched an index made in memory.")
+        return _in_memory()
 
     def _remade(self, why: str) -> sqlite3.Connection:
         """A new, empty index in place of one that is broken (derived data: nothing is lost)."""
         log.warning("the search index of %s is made again: %s", self.root, why)
         self.notes.append(f"The search index was made again ({why}).")
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-        for suffix in _JOURNALS:
-            with contextlib.suppress(OSError):
-                os.unlink(str(self.path) + suffix)
+        remove(self.path)
         try:
-            db = _connect(str(self.path), durable=self.durable)
+            db = self._connect()
             _create(db)
             return db
+        except OpenedOutside:
+            return self._outside()
         except (sqlite3.Error, OSError) as error:
             self.notes.append(f"It could not be written ({error}), so this message searched an index made in memory.")
-            return _connect(":memory:", durable=False)
+            return _in_memory()
 
     def _unusable(self) -> str | None:
-        """Why the index's place cannot hold it (None: it can): see `check_place`."""
+        """Why the index's place cannot hold it (None: it can): see `database.check_place`."""
         why, removed = check_place(self.path, self.guard)
         self.notes += [f"{name} was a link; it was removed and the index made again." for name in removed]
         return why
-
-    def _inside(self, db: sqlite3.Connection) -> bool:
-        """The file SQLite opened is the research's (it resolves links in the path it was given)."""
-        for row in db.execute("PRAGMA database_list"):
-            if row[1] == "main":
-                return not row[2] or self.guard.contains(os.path.realpath(row[2]))
-        return False
 
     def close(self) -> None:
         if self._db is not None:
@@ -271,55 +264,11 @@ class Index:
         return int(total), found
 
 
-def check_place(path: Path, guard: Guard) -> tuple[str | None, list[str]]:
-    """Why the place of a derived database (the index, the vectors) cannot hold it (None: it can):
-    the bookkeeping folder reached through a link or not inside, the file or a journal a folder, a
-    FIFO or a device; and the names of links found in the place of the file or a journal, which
-    are removed (the links themselves: what they point to is not touched)."""
-    book = path.parent
-    real = guard.locate(book)
-    if real is None or os.path.normpath(real) != os.path.normpath(str(book)):
-        return f"its folder {BOOKKEEPING} is missing, or reached through a link", []
-    removed: list[str] = []
-    for name in (str(path), *(str(path) + s for s in _JOURNALS)):
-        try:
-            info = os.lstat(name)
-        except FileNotFoundError:
-            continue
-        except OSError as error:
-            return f"{os.path.basename(name)} cannot be looked at: {error.strerror or error}", removed
-        if stat_module.S_ISLNK(info.st_mode):
-            os.unlink(name)  # the link, never its target
-            removed.append(os.path.basename(name))
-            continue
-        if not stat_module.S_ISREG(info.st_mode):
-            return f"{os.path.basename(name)} is not a regular file", removed
-    return None, removed
-
-
-class _Unsafe(Exception):
-    pass
-
-
-def _connect(name: str, *, durable: bool) -> sqlite3.Connection:
-    db = sqlite3.connect(name, timeout=BUSY_SECONDS, isolation_level=None if name == ":memory:" else "DEFERRED",
-                         check_same_thread=False)
-    durable = durable and os.environ.get(NO_FSYNC_FOR_TESTS) != "1"  # as store.fsync: tests turn it off
-    db.execute(f"PRAGMA synchronous = {'FULL' if durable else 'OFF'}")
-    if name == ":memory:":
-        _create(db)
+def _in_memory() -> sqlite3.Connection:
+    """An index for one message, when the research's cannot be used."""
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    _create(db)
     return db
-
-
-def schema_of(db: sqlite3.Connection) -> str | None:
-    """The schema a derived database says it has (its `meta` table), or None."""
-    try:
-        row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    except sqlite3.OperationalError as error:
-        if "no such table" in str(error):
-            return None
-        raise
-    return row[0] if row else None
 
 
 def _create(db: sqlite3.Connection) -> None:

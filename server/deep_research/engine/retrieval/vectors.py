@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from ..store import BOOKKEEPING, Guard
-from .index import check_place, schema_of
+from .database import OpenedOutside, check_place, open_inside, remove, schema_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .index import Source
@@ -47,7 +47,6 @@ VECTORS_FILE = "embeddings.sqlite3"
 SCHEMA = "1"
 BUSY_SECONDS = 10.0
 KEPT_FLOATS = 16_000_000  # decoded vectors kept in memory between finds: 64 MB (~40,000 windows of a small model)
-_JOURNALS = ("-journal", "-wal", "-shm")
 _BREAKS = ("\n\n", "\n", ". ", "? ", "! ", "; ", " ")
 
 
@@ -289,7 +288,7 @@ class VectorStore:
             return db
         except sqlite3.DatabaseError as error:
             log.warning("the embeddings store of %s is made again: %s", self.root, error)
-            self._remove()
+            remove(self.path)
             try:
                 db = self._connect()
                 _create(db)
@@ -298,28 +297,22 @@ class VectorStore:
                 raise StoreUnusable(f"the embeddings store could not be made ({again})") from None
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path), timeout=BUSY_SECONDS, check_same_thread=False, isolation_level=None)
-        for row in db.execute("PRAGMA database_list"):
-            if row[1] == "main" and row[2] and not self.guard.contains(os.path.realpath(row[2])):
-                db.close()
-                raise StoreUnusable("the embeddings store was opened outside the research (a link was put in "
-                                    "its place meanwhile)")
+        try:
+            db = open_inside(self.path, self.guard, busy_seconds=BUSY_SECONDS, autocommit=True)
+        except OpenedOutside:
+            raise StoreUnusable("the embeddings store was opened outside the research (a link was put in "
+                                "its place meanwhile)") from None
         with contextlib.suppress(sqlite3.OperationalError):  # WAL: readers never wait for the writer
             db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")  # derived data: a lost last batch is embedded again
         return db
 
     def _check_place(self) -> None:
-        """As the index's (index.check_place): a link in the store's place is removed, not
+        """As the index's (database.check_place): a link in the store's place is removed, not
         followed; a place that cannot hold it makes the store unusable (semantic search says why)."""
         why, _removed = check_place(self.path, self.guard)
         if why is not None:
             raise StoreUnusable(why)
-
-    def _remove(self) -> None:
-        for name in (str(self.path), *(str(self.path) + s for s in _JOURNALS)):
-            with contextlib.suppress(OSError):
-                os.unlink(name)
 
     def get(self, keys: Iterable[bytes]) -> dict[bytes, array]:
         """The stored vectors of `keys` (those not stored are left out)."""
