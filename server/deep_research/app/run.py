@@ -24,10 +24,10 @@ from .. import versions
 from ..autopilot.client import ModelClient
 from ..autopilot.fleet import Fleet
 from ..autopilot.loop import Settings
-from ..engine.settings import Config, load, rule_values
+from ..engine.settings.table import Config, load, rule_values
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.commands import ApprovalMode
+    from ..engine.language.commands import ApprovalMode
     from ..engine.research import Research
 
 

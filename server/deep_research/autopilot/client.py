@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol, Union
 
-from ..engine import commands
+from ..engine.language import commands
 
 DUMMY_KEY = "no-key"  # local servers need none, but `openai` refuses to start without one
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
