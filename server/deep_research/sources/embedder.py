@@ -15,8 +15,10 @@ lower priority (nice 10): embedding is background work, and the editor comes fir
   dropped), mean pooling over the tokens, L2-normalised; symmetric (no query or passage
   prefix). Its weights are int8, its arithmetic float32 (onnxruntime folds the weights back at
   load): vectors within a cosine of 0.998 of the float32 model's (docs/decisions.md).
-- **Workers**: `--workers` single-threaded sessions, a request's texts shared among them (two
-  on two cores: twice the speed when both are free, and no spinning threads when they are not).
+- **Workers**: `--workers` single-threaded sessions, a request's texts shared among them, one
+  text a run (two on two cores: twice the speed when both are free, and no spinning threads
+  when they are not; a text alone costs less than in a batch, which pads every text to the
+  longest).
 """
 
 from __future__ import annotations
@@ -69,17 +71,10 @@ class Model:
         self.pool = ThreadPoolExecutor(self.workers, thread_name_prefix="embed")
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """The texts' vectors, in order; longer and shorter texts batched apart (less padding),
-        the batches shared among the workers."""
+        """The texts' vectors, in order, each text run alone by the next free worker: a batch
+        pads every text to its longest and costs more a text (docs/decisions.md, issue 46)."""
         encoded = self.tokenizer.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encoded[i].ids))
-        size = max(1, -(-len(order) // self.workers))
-        chunks = [order[at:at + size] for at in range(0, len(order), size)]
-        vectors: list = [None] * len(texts)
-        for chunk, rows in zip(chunks, self.pool.map(lambda c: self._run([encoded[i].ids for i in c]), chunks)):
-            for i, row in zip(chunk, rows):
-                vectors[i] = row
-        return [v.tolist() for v in vectors]
+        return [rows[0].tolist() for rows in self.pool.map(lambda e: self._run([e.ids]), encoded)]
 
     def _run(self, ids: list[list[int]]):
         np = self.np
