@@ -134,3 +134,16 @@ def test_two_researches_embedding_at_once_share_one_server(
         parts, warnings = find(research)
         assert "tides.md#1" in parts and warnings == []
     assert own.starts == 1
+
+
+def test_what_asks_for_the_builtin_model() -> None:
+    """`model = "builtin"` with no base_url (any case, spaces aside); with a base_url it is the
+    name of a model at that endpoint, as before; nothing set, nothing asked."""
+    for model in ("builtin", " Builtin "):
+        endpoint = embeddings.Endpoint.of(Config().merged(**{"embeddings.model": model}), {})
+        assert endpoint is not None and endpoint.builtin and endpoint.window_chars == 600
+    assert embeddings.Endpoint.of(Config().merged(**{"embeddings.model": "builtin", "embeddings.window_chars": 800}),
+                                  {}).window_chars == 800
+    at = embeddings.Endpoint.of(Config().merged(**{"embeddings.model": "builtin", "embeddings.base_url": "http://h/v1"}), {})
+    assert at is not None and not at.builtin and at.model == "builtin" and at.window_chars == 1_000
+    assert embeddings.Endpoint.of(Config(), {}) is None

@@ -290,7 +290,7 @@ FetchConfig.__doc__ = "`[fetch]`: `offline`, `allow_private_networks`, `allowed_
 SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
 SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices), `url`, `wikipedia_language`."
 EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True, namespace={
-    "builtin": property(lambda self: not self.base_url and (self.model or "").strip() == BUILTIN_EMBEDDINGS),
+    "builtin": property(lambda self: not self.base_url and (self.model or "").strip().lower() == BUILTIN_EMBEDDINGS),
     "enabled": property(lambda self: bool(self.base_url and self.model) or self.builtin)})
 EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`, "
                             "`window_chars`; `builtin` when the model is BUILTIN_EMBEDDINGS and no base_url is set, "
