@@ -214,11 +214,15 @@ class Backfill:
 
     def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object) -> bool:
         """Start embedding what `wanted()` lists and `store` lacks; returns at once. If a run for
-        `root` is going on here, this work is done when it ends (the newest asked for) and
-        False is returned."""
+        `root` is going on here, this work is done when it ends and False is returned: what
+        every request meanwhile asked for with the same model (two researchers of one research,
+        each seeing its own sources), else the newest."""
         with self._lock:
             thread = self._threads.get(root)
             if thread is not None and thread.is_alive():
+                waiting = self._pending.get(root)
+                if waiting is not None and waiting[0].model_key == endpoint.model_key:
+                    wanted = _both(waiting[1], wanted)
                 self._pending[root] = (endpoint, wanted, store)
                 return False
             progress = self._progress.setdefault(root, Progress())
@@ -301,6 +305,10 @@ class Backfill:
             close = getattr(store, "close", None)
             if close is not None:
                 close()
+
+
+def _both(first: Wanted, second: Wanted) -> Wanted:
+    return lambda: {**first(), **second()}
 
 
 class _RunLock:
