@@ -888,7 +888,7 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
         print(f"  {label:<60} p50 {statistics.median(lexical_all):8.1f} ms   max {lexical_all[-1]:8.1f} ms")
         first = once(some, True)  # reads every vector from SQLite into the matrices
         lexical, fused = [], []
-        for _ in queries:
+        for _ in range(len(queries) if args.quick else 4 * len(queries)):  # each query four times: a loaded machine
             lexical.append(once(some, False))
             fused.append(once(some, True))
         base = statistics.median(lexical)
