@@ -39,6 +39,7 @@ KEY_VARIABLE = "EMBEDDINGS_API_KEY"
 QUERY_SECONDS = 8.0  # the longest a message waits for its query's vector
 PASSAGE_SECONDS = 120.0  # one batch of passages (a small model on two cores: ~3 a second)
 BATCH = 8
+PENDING = 8  # requests kept while a run goes on (a researcher's newer one covers its older ones)
 MAX_INPUT_CHARS = 8_000  # what one input may be (a window is ~1,000; a query is cut to this)
 
 
@@ -204,7 +205,7 @@ class Backfill:
         self.enabled = False  # set by a long-lived front end: only there is a background run worth starting
         self._threads: dict[str, threading.Thread] = {}
         self._progress: dict[str, Progress] = {}
-        self._pending: dict[str, tuple[Endpoint, Wanted, object]] = {}
+        self._pending: dict[str, tuple[Endpoint, list[Wanted], object]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -221,9 +222,8 @@ class Backfill:
             thread = self._threads.get(root)
             if thread is not None and thread.is_alive():
                 waiting = self._pending.get(root)
-                if waiting is not None and waiting[0].model_key == endpoint.model_key:
-                    wanted = _both(waiting[1], wanted)
-                self._pending[root] = (endpoint, wanted, store)
+                asked = waiting[1] if waiting is not None and waiting[0].model_key == endpoint.model_key else []
+                self._pending[root] = (endpoint, [*asked, wanted][-PENDING:], store)
                 return False
             progress = self._progress.setdefault(root, Progress())
             progress.running, progress.error = True, None
@@ -241,7 +241,8 @@ class Backfill:
                 if pending is None or self._stopping.is_set():
                     return
                 progress.running, progress.error = True, None
-            endpoint, wanted, store = pending
+            endpoint, asked, store = pending
+            wanted = _all_of(asked)
 
     def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object,
             report: Callable[[Progress], None] | None = None) -> Progress:
@@ -307,8 +308,8 @@ class Backfill:
                 close()
 
 
-def _both(first: Wanted, second: Wanted) -> Wanted:
-    return lambda: {**first(), **second()}
+def _all_of(asked: Sequence[Wanted]) -> Wanted:
+    return lambda: {key: text for wanted in asked for key, text in wanted().items()}
 
 
 class _RunLock:
