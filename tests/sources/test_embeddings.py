@@ -164,7 +164,9 @@ def test_backfill_stops_at_the_first_failure_keeping_what_it_stored(web: HTTPSer
     assert (progress.done, len(calls), store.count()) == (BATCH, 2, BATCH)
 
 
-def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, release: threading.Event) -> None:
+def held_open(web: HTTPServer, release: threading.Event) -> threading.Event:
+    """The endpoint answers each request once `release` is set; the event returned is set when
+    the first request has come."""
     entered = threading.Event()
 
     def held(request: Request) -> Response:
@@ -173,6 +175,11 @@ def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, re
         return answer(request)
 
     web.expect_request("/v1/embeddings").respond_with_handler(held)
+    return entered
+
+
+def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, release: threading.Event) -> None:
+    entered = held_open(web, release)
     store = store_in(tmp_path)
     e = endpoint(web)
     wanted = {vector_key(e.model_key, "t"): "t"}
@@ -190,14 +197,7 @@ def test_what_two_researchers_ask_for_while_a_run_goes_on_is_all_embedded_after_
         web: HTTPServer, tmp_path: Path, release: threading.Event) -> None:
     """Two researchers of one research, each seeing its own sources, ask while a run is going
     on: when it ends, what both asked for is embedded (not only the newest request's)."""
-    entered = threading.Event()
-
-    def held(request: Request) -> Response:
-        entered.set()
-        release.wait(10)
-        return answer(request)
-
-    web.expect_request("/v1/embeddings").respond_with_handler(held)
+    entered = held_open(web, release)
     store = store_in(tmp_path)
     e = endpoint(web)
     asked = [{vector_key(e.model_key, text): text} for text in ("first", "one researcher's", "the other's")]
