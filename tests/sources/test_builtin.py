@@ -45,7 +45,8 @@ def test_the_builtin_model_embeds_in_the_background_and_find_finds_by_meaning(
     """The real model, nothing set up but `model = "builtin"`: started by the first need, its
     384-dimension vectors stored, the same text embedded as a query and as a passage the same
     vector (a symmetric model), a question sharing no word with its answer answered."""
-    own = server(monkeypatch)
+    # At the priority of the tests (the product's nice 10 would wait for every other test running)
+    own = server(monkeypatch, [sys.executable, "-m", "deep_research.sources.embedder", "--nice", "0"])
     research = tides_research(tmp_path / "r")
     assert gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
     progress = background.wait(str(research.root), 120)
