@@ -379,7 +379,7 @@ def test_the_front_ends_use_the_engines_api() -> None:
 
 # What the libraries beside the front ends use of the engine besides its API.
 LIBRARIES = {
-    "deep_research.app": {"retrieval.vectors"},  # the embeddings' store for `embed`
+    "deep_research.app": {"retrieval.vectors", "execution.evidence"},  # `embed`'s store; the evidence a message runs with
     "deep_research.sources": {"execution.evidence", "execution.protocol", "execution.reading", "retrieval.vectors",
                               "tree.model"},  # the evidence commands' values: what a message needs, what it got
     "deep_research.dossier": {"tree.formats", "tree.model", "tree.staleness", "settings.rules"},  # the tree, read
