@@ -399,14 +399,15 @@ async def _fetch(
 
 
 def _attachment(found: Found, name: str | None, notes: list[str]) -> Attachment:
-    """A read file (`name`: the file's name, no source kept, as before) or a fetched page (named
-    by its title, with its source, as `///attach_url` makes it)."""
+    """A read file (`name`: the file's name; its type and digest kept as `///attach_file` keeps
+    them, so a PDF's parts follow its pages, but not the path it was read from) or a fetched page
+    (named by its title, with its source, as `///attach_url` makes it)."""
     text, cut = kept_text(found.text.strip())
     label = name or found.source
     notes.extend(f"{label}: {note}" for note in (*found.notes, *([cut] if cut else [])))
     if name is not None:
         if not text:
             raise InputError(f"{found.source} has no readable text.")
-        return Attachment(name, text)
+        return Attachment(name, text, content_type=found.content_type, sha256=found.sha256)
     return Attachment(title_of(found), text, source=found.source, final_url=found.final_url, fetched=found.fetched,
                       content_type=found.content_type, sha256=found.sha256)
