@@ -113,9 +113,10 @@ async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, 
     if need.kind is NeedKind.URL:
         return await fetch_page(need.target, policy=policy, limits=limits, readers=readers)
     if need.kind is NeedKind.FILE:
-        from .files import read_file
+        from .files import read_file, text_of
 
-        return await asyncio.to_thread(read_file, need.target, root, roots)
+        file = await asyncio.to_thread(read_file, need.target, root, roots)
+        return await text_of(file, timeout=limits.extract_timeout, readers=readers)
     return await _search(need.target, config, environ)
 
 

@@ -163,7 +163,10 @@ async def prepare(
             raise InputError(refusal)
     listed = {path: await asyncio.to_thread(folder_files, path, root, config.max_folder_files)
               for path in sorted(folders)}  # every folder listed (and refused if too large) before any read
-    read = [await asyncio.to_thread(_read, real, path) for real, path in zip(reals, files)]
+    from .fetch import Limits
+
+    limits = limits or Limits()  # a file's text is extracted within a page's limit
+    read = [await _read(real, path, limits) for real, path in zip(reals, files)]
     by_path = dict(zip(files, read))
     names = _file_names(files)  # a name given twice is kept apart when it is written, too (engine/research.py)
     for own in sorted({path.name for path, name in names.items() if name != path.name}):
@@ -171,7 +174,7 @@ async def prepare(
         notes.append(f"{len(given_as)} files are named {own}: each is named by as much of its path as tells "
                      f"them apart ({', '.join(given_as)}).")
     context += [_attachment(by_path[Path(p)], names[Path(p)], notes) for p in inputs.context]
-    from_folders = await _read_folders(listed, progress, cancelled)
+    from_folders = await _read_folders(listed, progress, cancelled, limits)
     if from_folders is None:
         return None
     urls = [_checked_url(str(a)) for a in inputs.attachments if is_url(str(a))]
@@ -282,7 +285,7 @@ def _skip_reason(entry: os.DirEntry, folder: Path) -> str | None:
 
 
 async def _read_folders(
-    listed: dict[Path, Listed], progress: Progress | None, cancelled: Callable[[], bool] | None,
+    listed: dict[Path, Listed], progress: Progress | None, cancelled: Callable[[], bool] | None, limits: Limits,
 ) -> dict[Path, tuple[list[tuple[str, Found]], Folder]] | None:
     """Every listed file read (a file that cannot be, skipped with why); None if cancelled."""
     total = sum(len(item.files) for item in listed.values())
@@ -295,7 +298,7 @@ async def _read_folders(
             if cancelled is not None and cancelled():
                 return None
             try:
-                found.append((name, await asyncio.to_thread(_read_below, path, name, item.folder)))
+                found.append((name, await _read_below(path, item.folder, limits)))
             except SourceError as error:
                 report.skipped.append((name, error.message))
             done += 1
@@ -306,13 +309,14 @@ async def _read_folders(
     return out
 
 
-def _read_below(path: Path, name: str, folder: Path) -> Found:
-    from .files import read_user_file
+async def _read_below(path: Path, folder: Path, limits: Limits) -> Found:
+    from .files import read_user_file, text_of
 
     real = Path(os.path.realpath(path))  # again: the folder may have changed since it was listed
     if folder not in real.parents:
         raise SourceError("a link out of the folder: not followed")
-    found = read_user_file(real, shown="it")  # its sentences follow the file's name in the report
+    file = await asyncio.to_thread(read_user_file, real, shown="it")  # its sentences follow the file's name
+    found = await text_of(file, timeout=limits.extract_timeout)
     if not found.text.strip():
         raise SourceError("no readable text")
     return found
@@ -353,11 +357,13 @@ def _typed(text: str, number: int) -> Attachment:
     return Attachment(name, text.strip())
 
 
-def _read(real: Path, given: Path) -> Found:
-    from .files import read_user_file
+async def _read(real: Path, given: Path, limits: Limits) -> Found:
+    """A file the user gave, read and its text extracted within the pages' limit."""
+    from .files import read_user_file, text_of
 
     try:
-        return read_user_file(real, shown=str(given))
+        file = await asyncio.to_thread(read_user_file, real, shown=str(given))
+        return await text_of(file, timeout=limits.extract_timeout)
     except SourceError as error:
         raise InputError(error.message) from None
 
