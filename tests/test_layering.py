@@ -400,7 +400,8 @@ AUTOPILOT_ENGINE = {"research", "language.approval", "core.state", "core.text", 
                     "language.budgets", "language.commands", "language.parser", "language.incremental",
                     "language.analysis", "views.prompt", "tree.staleness", "execution.evidence", "store",
                     "tree.citations", "retrieval.parts"}  # a citation's key and an attachment's parts: NAME#N
-AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping"}  # its own document read and drafted; and the layout's names
+AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping", "is_own_entry"}  # its document read and drafted;
+# the layout's names (what is the research's own, never attached)
 
 
 def test_the_autopilot_uses_the_engine_as_architecture_says() -> None:
