@@ -125,11 +125,13 @@ class Folder(type(Path())):  # a Path that remembers the journal's size before t
     journal_size = 0
 
 
-def kill_when(folder: Folder, condition: Condition) -> tuple[bool, bool]:
-    """Start `execute`, poll until `condition` holds, SIGKILL. (killed?, pending file at the kill?)"""
+def kill_when(folder: Folder, condition: Condition, *command: object) -> tuple[bool, bool]:
+    """Start `deep-research COMMAND…` (by default `execute` of the folder's message), poll until
+    `condition` holds, SIGKILL. (killed?, pending file at the kill?)"""
     stderr = open(folder.parent / f"{folder.name}.stderr", "w")
     process = subprocess.Popen(
-        cli_command("execute", folder / "message.dr"), stdout=subprocess.DEVNULL, stderr=stderr, env=cli_env(),
+        cli_command(*(command or ("execute", folder / "message.dr"))), stdout=subprocess.DEVNULL, stderr=stderr,
+        env=cli_env(),
     )
     try:
         while process.poll() is None:

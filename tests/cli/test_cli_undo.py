@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,9 @@ from deep_research.engine.research import Research
 
 from dr_cli_support import BOOK, DEFINE, cli_command, cli_env
 from tests.roomy import roomy
-from test_cli_kill import ATTACHMENTS, SUBPROBLEMS, TMP_MARK, Folder, count, large_message, names, size, snapshot
+from test_cli_kill import (
+    ATTACHMENTS, SUBPROBLEMS, TMP_MARK, Folder, count, kill_when, large_message, names, size, snapshot,
+)
 
 
 def test_undo_from_the_command_line(run, research: Path) -> None:
@@ -114,15 +115,7 @@ def test_sigkill_during_undo_leaves_the_research_before_or_after(undo_references
         folder = Folder(tmp_path / f"run{number}")
         shutil.copytree(base, folder)
         folder.journal_size = size(folder / BOOK / "journal.jsonl")
-        process = subprocess.Popen(cli_command("undo", folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   env=cli_env())
-        while process.poll() is None:
-            if condition(folder):
-                process.send_signal(signal.SIGKILL)
-                break
-        process.wait(timeout=120)
-        killed = process.returncode == -signal.SIGKILL
-        pending = (folder / BOOK / "pending.json").exists()
+        killed, pending = kill_when(folder, condition, "undo", folder)
 
         Research.open(folder)  # recovers an interrupted commit
         state = snapshot(folder)
