@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import __version__
-
 # The engine is imported inside each command: `serve` imports it with the language
 # server, inside its start-up window (see `_serve`).
 
@@ -68,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="deep-research",
         description="A workbench for deep research done by an LLM (or a person playing one).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version, and those of the libraries it runs on")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     def command(name: str, run: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
@@ -192,6 +190,20 @@ def _parser() -> argparse.ArgumentParser:
 # -- commands -----------------------------------------------------------------------------------
 
 
+class _Version(argparse.Action):
+    """`--version`: deep-research's, Python's, and each library's with its supported range (for a
+    bug report); read only when asked (~0.1 s)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from .versions import report
+
+        _out(report())
+        parser.exit()
+
+
 def _serve(args: argparse.Namespace) -> int:
     import gc
 
@@ -299,10 +311,12 @@ def _run(args: argparse.Namespace) -> int:
     from .console import Options, run_command
     from .engine.research import NotAResearch
 
+    from .app.run import CannotRun
+
     try:
         folder = _folder(args.dir)
         return run_command(Options(folder, given(args), args.seed))
-    except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
+    except (UserError, NotAResearch, CannotRun) as error:  # `run` reports every error with status 1
         _err(f"deep-research: {error}")
         return EXIT_COMMAND_FAILED
     except BrokenPipeError:
@@ -521,12 +535,16 @@ def _repl(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
+    from .versions import unfit
+
     root = _folder(args.root)
+    for library in unfit(("mcp",)):  # a dependency, but an editor's Python may lack it or hold another
+        raise UserError(library.sentence())
     try:
         from .mcp_server.server import run
-    except ImportError as error:  # the `mcp` package is a dependency, but an editor's Python may lack it
-        raise UserError(f"the MCP server needs the Python package `mcp` ({error}); install it with "
-                        "`python -m pip install 'mcp>=2.3,<3'`") from None
+    except ImportError as error:  # installed in its range, yet broken
+        raise UserError(f"the MCP server cannot start: the Python package `mcp` does not import ({error})") from None
+
     return run(root)
 
 
