@@ -2,8 +2,8 @@
 passages out (`rank`). The one place that decides what `find` answers.
 
 The ranking is of passages, not parts (a part is up to 4,000 characters, a passage at most
-`PASSAGE_CHARS`; ranking whole parts and then cutting a passage out of each lost the evidence
-of a third of the questions the parts held: docs/decisions.md, issue 32):
+`PASSAGE_CHARS`; ranking whole parts and then cutting a passage out of each misses the evidence
+of a third of the questions the parts hold: docs/decisions.md, issue 32):
 
 1. The full-text index proposes `CANDIDATES` parts: the query's words, each a quoted string for
    SQLite's FTS5 (so no text is ever query syntax: `"`, `NEAR(`, `*`, `col:`, `AND` are words or
@@ -175,11 +175,10 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Win
     """The two rankings' best fused by reciprocal rank (`fuse`: a passage high
     in either comes first, one in both before one in either). A window of the semantic ranking
     that overlaps one of the lexical ranking's in the same part by a third or more is the same
-    passage, shown where the lexical ranking put it (moving it to hold the semantic window, as
-    session 31 did, pushed the words that matched out of it: 11 points at 10 on the held-out
-    questions). When a third of the window or more lies beside that passage, what it found may
-    be there: it follows as a passage of its own, next in the semantic ranking (session 34:
-    three dev questions with all-MiniLM-L6-v2's 600-character windows; docs/decisions.md)."""
+    passage, shown where the lexical ranking put it (moved to hold the semantic window, it loses
+    the words that matched). When a third of the window or more lies beside that passage, what
+    it found may be there: it follows as a passage of its own, next in the semantic ranking
+    (both measured on the benchmark's questions: docs/decisions.md, issue 32)."""
     depth = max(limit, FUSION_DEPTH)
     lexical, near = lexical[:depth], near[:depth]
     dense: list[tuple[str, int]] = []
