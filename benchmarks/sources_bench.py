@@ -845,7 +845,7 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
             out = []
             for query in queries:
                 started = time.perf_counter()
-                ranking.rank(query, chosen, index, 10, semantic() if semantic else None)
+                ranking.rank(query, chosen, index, index.sync(chosen), 10, semantic() if semantic else None)
                 out.append((time.perf_counter() - started) * 1000)
             return sorted(out)
 

@@ -466,10 +466,10 @@ async def test_once_a_problems_rounds_are_spent_the_prompt_and_the_grammar_allow
 def test_the_grammar_follows_a_reply_analysing_each_command_once_and_its_execution_takes_that(
         research: Research, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the grammar's steps analysed as the reply grew is the dry run its execution takes."""
+    from deep_research.app.execute import execute_sync
     from deep_research.autopilot.grammar import MessageGrammar
     from deep_research.engine import store
     from deep_research.engine.language import analysis
-    from deep_research.app.execute import execute_sync
 
     roomy(research.root)
     assert research.execute(DEFINE).executed

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.execution.reading import readable
+from deep_research.app.execute import execute_sync
+from deep_research.engine.execution.reading import readable, sources_of
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.vectors import VectorStore, similarity, slice_text, slices
 from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
-from deep_research.app.execute import execute_sync
 
 from tests.local_llm import llama_server
 
@@ -46,7 +46,8 @@ def test_a_real_model_embeds_passages_in_the_background_and_find_fuses(
     assert progress.error is None and progress.done == progress.total >= 1
 
     store = VectorStore(research.root)
-    [source] = [item.source(4000) for item in readable(research.analyze("").draft)]
+    draft = research.analyze("").draft
+    [source] = sources_of(draft, readable(draft))
     model_key = embeddings.Endpoint.of(config, {}).model_key
     [piece] = slices(source, model_key)[:1]
     stored = store.get([piece.key])[piece.key]

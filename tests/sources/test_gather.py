@@ -14,12 +14,12 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from deep_research.app.execute import execute, execute_sync
 from deep_research.engine.language.analysis import Status
 from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.settings.table import Config, FetchConfig, SearchConfig
 from deep_research.sources import gather as gather_module
-from deep_research.app.execute import execute, execute_sync
 from deep_research.sources.gather import MAX_NEEDS
 
 from dr_sources_support import ARTICLE, make_pdf

@@ -16,11 +16,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from deep_research.app.execute import execute_sync
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.vectors import VectorStore
 from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
-from deep_research.app.execute import execute_sync
 
 DEFINE = "<<< define_problem\n///title\nTides\n///content\nWhy are there two tides a day?\n>>>\n"
 TIDES = ("# Tides\n\nThe sea rises and falls twice a day. The moon pulls the water of the near side toward it, and "
