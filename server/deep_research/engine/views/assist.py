@@ -596,9 +596,10 @@ def _reference_markdown(snap: Snapshot, attachment: Attachment, first: int | Non
 HOVER_PART_CHARS = 1_500
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=64)
 def _command_markdown(name: str) -> str:
-    """A command's documentation (the table's rows never change: made once)."""
+    """A command's documentation (the table's rows never change: made once; the bound holds the
+    table's rows and a few names that are none, which hover may ask for)."""
     spec = commands.get(name)
     return spec.markdown() if spec is not None else ""
 
