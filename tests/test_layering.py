@@ -221,7 +221,8 @@ def test_the_use_case_check_sees_a_front_end_doing_a_use_case_itself() -> None:
 
 
 # The storeys, lowest first: a module may import its own storey's and those below, never above.
-STOREYS = (("deep_research.engine",), ("deep_research.sources",), ("deep_research.autopilot",), ("deep_research.app",))
+STOREYS = (("deep_research.engine", "deep_research.versions"), ("deep_research.sources",), ("deep_research.autopilot",),
+           ("deep_research.app",))  # versions: the libraries' versions, which app/run.py checks
 
 
 def _storey(name: str) -> int | None:
@@ -341,12 +342,15 @@ def test_the_storey_check_sees_an_arrow_up() -> None:
 
 
 def _engine_modules_taken(name: str, path: Path, is_package: bool) -> list[tuple[int, str]]:
-    """The engine modules `name` imports, each relative to the engine ("" the package itself)."""
+    """The engine modules `name` imports at run time (not for types only), each relative to the
+    engine ("" the package itself)."""
     modules = _modules()
     package = name if is_package else name.rpartition(".")[0]
     found = []
-    for node in ast.walk(_parse(path.read_text(encoding="utf-8"), str(path))):
-        if not isinstance(node, ast.ImportFrom):
+    tree = _parse(path.read_text(encoding="utf-8"), str(path))
+    skipped = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or id(node) in skipped:
             continue
         base = package
         for _ in range(node.level - 1):
