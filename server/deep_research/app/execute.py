@@ -39,7 +39,8 @@ from ..engine.store import MESSAGE_FILE, MESSAGE_SUFFIX, Guard, is_message_docum
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..autopilot.loop import Observer
-    from ..engine.language.approval import Approver
+    from ..engine.execution.evidence import Evidence
+    from ..engine.language.approval import Approver, Decision
     from ..engine.language.commands import ApprovalMode
     from ..engine.research import DryRun, Execution, Research
     from ..engine.settings.table import Config
@@ -101,7 +102,7 @@ async def execute(
     with this text, document, researcher and the config's allowed roots): it is not done again."""
     # The engine's heavy half and the outside world: imported when a message runs
     from ..engine.execution.evidence import Evidence
-    from ..engine.language.approval import NOT_RUN, ApprovalRequest, Decision, StopApprover
+    from ..engine.language.approval import NOT_RUN, Decision
     from ..engine.language.commands import ApprovalMode
     from ..engine.research import Execution, checked_document
     from ..sources.gather import gather
@@ -119,12 +120,10 @@ async def execute(
         analysis = dry.analysis
         if analysis is None:
             return Execution(False, "empty")
-        waiting = analysis.needing_approval(mode)
-        if waiting:
-            decision = await (approver or StopApprover()).decide(ApprovalRequest(
-                dry.text, waiting, mode, document=dry.consume, researcher=dry.researcher or analysis.before.researcher))
-            if decision is not Decision.RUN:
-                return Execution(False, NOT_RUN[decision], analysis, researcher=analysis.before.researcher)
+        decision = await _asked(dry, mode, approver)
+        if decision is not None and decision is not Decision.RUN:
+            return Execution(False, NOT_RUN[decision], analysis, researcher=analysis.before.researcher)
+        if decision is Decision.RUN:
             mode = ApprovalMode.DELETE  # approved: the whole message, as it is
         evidence: Evidence | None = Evidence(roots=roots)
         if analysis.needs:
@@ -132,24 +131,42 @@ async def execute(
                                     cancelled=cancelled, limits=limits, policy=policy, environ=environ)
         if evidence is None or (cancelled is not None and cancelled()):
             return Execution(False, "cancelled", analysis, researcher=analysis.before.researcher)
-        # Cancelling the task from here on: a commit that has begun finishes first (then the
-        # cancellation goes on), one that has not does not start (`Research.execute` asks once more).
-        stop = threading.Event()
-        commit = asyncio.ensure_future(asyncio.to_thread(
-            research.execute, dry, mode=mode, cancelled=lambda: stop.is_set() or bool(cancelled and cancelled()),
-            evidence=evidence, **execute_options,
-        ))
-        try:
-            execution = await asyncio.shield(commit)
-        except asyncio.CancelledError:
-            stop.set()
-            await asyncio.wait({commit})
-            raise
+        execution = await _committed(research, dry, mode, evidence, cancelled, execute_options)
     if execution.executed and analysis.needs:  # sources attached, searched or found: embed them, off this path
         from ..sources.embeddings import keep_up
 
         await asyncio.to_thread(keep_up, research, execution, config, os.environ if environ is None else environ)
     return execution
+
+
+async def _asked(dry: DryRun, mode: ApprovalMode, approver: Approver | None) -> Decision | None:
+    """The approver's decision on a message above `mode` (None: nothing in it needs one)."""
+    from ..engine.language.approval import ApprovalRequest, StopApprover
+
+    analysis = dry.analysis
+    waiting = analysis.needing_approval(mode) if analysis is not None else []
+    if not waiting:
+        return None
+    return await (approver or StopApprover()).decide(ApprovalRequest(
+        dry.text, waiting, mode, document=dry.consume, researcher=dry.researcher or analysis.before.researcher))
+
+
+async def _committed(research: Research, dry: DryRun, mode: ApprovalMode, evidence: Evidence,
+                     cancelled: Callable[[], bool] | None, options: dict[str, Any]) -> Execution:
+    """`Research.execute` in a worker thread. Cancelling the task from here on: a commit that has
+    begun finishes first (then the cancellation goes on), one that has not does not start
+    (`Research.execute` asks once more)."""
+    stop = threading.Event()
+    commit = asyncio.ensure_future(asyncio.to_thread(
+        research.execute, dry, mode=mode, cancelled=lambda: stop.is_set() or bool(cancelled and cancelled()),
+        evidence=evidence, **options,
+    ))
+    try:
+        return await asyncio.shield(commit)
+    except asyncio.CancelledError:
+        stop.set()
+        await asyncio.wait({commit})
+        raise
 
 
 def execute_sync(research: Research, text: str, config: Config | None = None, **options: Any) -> Execution:

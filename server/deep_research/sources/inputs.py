@@ -136,21 +136,7 @@ async def prepare(
     (symlinks resolved) must not be read (the language server: outside the workspace), or
     None; that same path is then read. Files are checked and read first: a typo fails before
     anything goes to the network."""
-    sources = len(inputs.context) + len(inputs.attachments)
-    if sources > MAX_SOURCES:
-        raise InputError(f"{sources} files and pages were given; at most {MAX_SOURCES} can be read at once. Give the "
-                         "others later (`deep-research continue`, or `///attach_file` and `///attach_url` in a message).")
-    if len(inputs.context_text) > MAX_SOURCES:
-        raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
-                         "some of them, or put them in a file.")
-    if isinstance(inputs.instruction, str) and len(inputs.instruction) > MAX_INSTRUCTION_CHARS:
-        raise InputError(f"The instruction is {len(inputs.instruction):,} characters long; at most "
-                         f"{MAX_INSTRUCTION_CHARS:,} are kept. Put the rest in a context file, or shorten it.")
-    for what, text in (("The instruction", inputs.instruction),
-                       *((f"Context text {n}", t) for n, t in enumerate(inputs.context_text, 1))):
-        refusal = control_sentence(what, text) if isinstance(text, str) else None
-        if refusal:
-            raise InputError(refusal)
+    _check_counts(inputs)
     notes: list[str] = []
     context = [_typed(text, number) for number, text in enumerate(inputs.context_text, 1)]
     given = [Path(a) for a in inputs.attachments if not is_url(str(a))]
@@ -198,6 +184,26 @@ async def prepare(
         else:
             attachments.append(_attachment(by_path[Path(item)], names[Path(item)], notes))
     return Prepared(inputs.instruction, context, attachments, notes, reports)
+
+
+def _check_counts(inputs: Inputs) -> None:
+    """What is given, checked before anything is read: how many sources and texts, how long the
+    instruction, no control character in what is typed."""
+    sources = len(inputs.context) + len(inputs.attachments)
+    if sources > MAX_SOURCES:
+        raise InputError(f"{sources} files and pages were given; at most {MAX_SOURCES} can be read at once. Give the "
+                         "others later (`deep-research continue`, or `///attach_file` and `///attach_url` in a message).")
+    if len(inputs.context_text) > MAX_SOURCES:
+        raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
+                         "some of them, or put them in a file.")
+    if isinstance(inputs.instruction, str) and len(inputs.instruction) > MAX_INSTRUCTION_CHARS:
+        raise InputError(f"The instruction is {len(inputs.instruction):,} characters long; at most "
+                         f"{MAX_INSTRUCTION_CHARS:,} are kept. Put the rest in a context file, or shorten it.")
+    for what, text in (("The instruction", inputs.instruction),
+                       *((f"Context text {n}", t) for n, t in enumerate(inputs.context_text, 1))):
+        refusal = control_sentence(what, text) if isinstance(text, str) else None
+        if refusal:
+            raise InputError(refusal)
 
 
 # -- folders ---------------------------------------------------------------------------------------
