@@ -434,7 +434,7 @@ def _report(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .engine.core.text import printable
     from .engine.research import Location, Research, locate
-    from .engine.store import bookkeeping
+    from .engine.store import pending_path
     from .engine.views.check import check_research
 
     folder = _folder(args.dir)
@@ -447,9 +447,9 @@ def _check(args: argparse.Namespace) -> int:
     fixed = _fix(args, root) if args.fix else 0
     count = 0
     files: set[Path] = set()
-    if (bookkeeping(root) / "pending.json").exists():
+    if pending_path(root).exists():
         count += 1
-        print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
+        print(f"{_shown(args.dir, root, pending_path(root))}:1: a message was interrupted while it "
               "was written: it is finished the next time the research is opened (any command but check)")
     for finding in check_research(research):
         count += 1
@@ -604,16 +604,6 @@ def _out(text: str) -> None:
     from .engine.core.text import printable
 
     sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def _folder(path: Path) -> Path:

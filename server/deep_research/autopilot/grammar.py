@@ -69,7 +69,7 @@ from ..engine.language.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, pa
 from ..engine.research import DryRun, checked_message
 from ..engine.retrieval.parts import is_pdf_type, layout, split_reference
 from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
-from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, Guard
+from ..engine.store import Guard, is_own_entry
 from ..engine.tree import citations, staleness
 from ..engine.views.prompt import EXAMPLE_WORDING, example_texts
 
@@ -193,14 +193,13 @@ def _readable(view, focus, context, part_chars: int) -> tuple[tuple[str, int], .
 
 def attachable(root: Path) -> tuple[str, ...]:
     """The research folder's own files `attach_file` may take, by name: regular files that are
-    neither the root problem's, the settings nor message documents (one folder, no walk;
-    ATTACHABLE at most)."""
+    not the research's own (`store.is_own_entry`; one folder, no walk; ATTACHABLE at most)."""
     found = []
     for entry in Guard(root).list_dir(root):  # a research from someone else: never a link out
         if len(found) >= ATTACHABLE:
             break
         name = entry.name
-        if name in _NOT_ATTACHABLE or name.endswith(MESSAGE_SUFFIX) or "\n" in name:
+        if is_own_entry(name) or "\n" in name:
             continue
         try:
             if entry.is_file() and not entry.is_symlink() and os.stat(entry.path).st_size <= MAX_FILE_BYTES:
@@ -208,9 +207,6 @@ def attachable(root: Path) -> tuple[str, ...]:
         except OSError:
             continue
     return tuple(sorted(found))
-
-
-_NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FILE})
 
 
 def _search(config) -> bool:

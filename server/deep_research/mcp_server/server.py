@@ -3,7 +3,7 @@
 Built on the official SDK's low-level `Server` (mcp 2.x): the tool list, the schemas and
 the resource list are ours to write, and `resources/subscribe` is served. Every tool is
 glue over the engine's facade, as the language server and the command line are: messages
-run through `sources.gather.gather_and_execute`, replies are the command line's text
+run through `app/execute.py`, replies are the command line's text
 (`printouts`). A tool that cannot do what it was asked answers with `isError` and one
 sentence; a failed command inside a message is part of the reply instead.
 """

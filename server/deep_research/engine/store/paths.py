@@ -31,6 +31,16 @@ TMP_MARK = ".tmp-dr-"
 
 
 
+OWN_ENTRIES = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS, BOOKKEEPING, CONFIG_FILE})
+
+
+def is_own_entry(name: str) -> bool:
+    """Whether `name`, in a research's folder, is the research's own rather than a source it may
+    attach: the root problem's files and folders, the bookkeeping, the settings, a message
+    document (what completion and the autopilot's grammar never offer to `attach_file`)."""
+    return name in OWN_ENTRIES or name.lower().endswith(MESSAGE_SUFFIX)
+
+
 def is_message_document(path: Path) -> bool:
     """Only `.dr` documents hold messages: nothing else is ever executed or emptied."""
     return path.suffix.lower() == MESSAGE_SUFFIX
