@@ -27,7 +27,7 @@ from .checks import Binding, bind
 from .commands import ApprovalMode, CommandSpec, Kind
 from .draft import Draft
 from .model import Attachment
-from .operations import Args, CommandError, Warning_, citation_warnings
+from .operations import Args, CommandError, Warning_, citation_review
 from .parser import Command, ParsedMessage
 from .rules import Rules
 from .state import Phase, State
@@ -272,7 +272,9 @@ def _run(
             code="answer-lost"))
     for argument in spec.arguments:
         if argument.cites and argument.name in binding.args:
-            warnings += citation_warnings(draft, place, binding.args[argument.name])
+            cited, note = citation_review(draft, place, binding.args[argument.name])
+            warnings += cited
+            outcome.summary += f" {note}" if note else ""
     outcome.warnings = [w.message for w in warnings]
     for warning in warnings:
         out.append(Diagnostic(warning.span or command.name_span, Severity.WARNING, warning.code, warning.message,
