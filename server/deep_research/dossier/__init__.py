@@ -66,16 +66,16 @@ def export(root: Path, target: Path, *, replace_any: bool = False) -> Exported:
     if target.exists() and not replace_any and not is_dossier(target):
         raise NotADossier(f"{target} exists and is not a dossier; it was left alone. Choose another file to write.")
     for attempt in range(1, ATTEMPTS + 1):
-        before = _moment(research.root)
+        before = moment(research.root)
         problems = _write(research, target)
-        settled = _moment(research.root) == before
+        settled = moment(research.root) == before
         if settled:
             break
         research = Research.open(root, FileCache())  # read it again, as it is now
     return Exported(target, problems, target.stat().st_size, attempt, settled)
 
 
-def _moment(root: Path) -> tuple:
+def moment(root: Path) -> tuple:
     """What changes whenever a message runs or is undone: the state and the journal."""
     book = bookkeeping(root)
     seen = []
