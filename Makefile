@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "Python 3.10 or newer is needed")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,editors]'
+	$(PY) -m pip install --quiet -e '.[test,editors,export]'
 	touch $@
 
 # code-server, node 24, Chromium and playwright-core for the VS Code tests (reused when present).

@@ -13,12 +13,13 @@ from .build import Compilation, Source
 _TYPES = {"web page": "webpage", "web search results": "webpage", "note written during the research": "document"}
 
 
-def _date(stamp: str) -> list[int] | None:
+def _date(shown: str) -> list[int] | None:
+    """Year, month, day of a time as an entry shows it (build.when: '2026-12-07 01:53 UTC')."""
     try:
-        when = datetime.fromisoformat(stamp[:-1] + "+00:00" if stamp.endswith("Z") else stamp)
+        day = datetime.strptime(shown[:10], "%Y-%m-%d")
     except ValueError:
         return None
-    return [when.year, when.month, when.day]
+    return [day.year, day.month, day.day]
 
 
 def _cited(source: Source) -> str:

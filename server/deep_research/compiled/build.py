@@ -221,6 +221,17 @@ def _kind(attachment: Attachment) -> str:
     return "note written during the research"
 
 
+def when(stamp: str) -> str:
+    """An ISO time as people read it ('2026-12-07 01:53 UTC'); anything else as given."""
+    try:
+        parsed = datetime.fromisoformat(stamp.strip()[:-1] + "+00:00" if stamp.strip().endswith("Z") else stamp.strip())
+    except ValueError:
+        return stamp.strip()
+    if parsed.tzinfo is None:
+        return parsed.strftime("%Y-%m-%d %H:%M")
+    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _source(attachment: Attachment, key: tuple[str, str]) -> Source:
     web = _web(attachment.source) or _web(attachment.final_url)
     url = attachment.source.strip() if _web(attachment.source) else ""
@@ -230,7 +241,7 @@ def _source(attachment: Attachment, key: tuple[str, str]) -> Source:
     file = "" if web or not attachment.source or _kind(attachment) == "web search results" else \
         os.path.basename(attachment.source.rstrip("/\\")) or attachment.source
     return Source(key, attachment.name, [], url or final, final if url else "", file,
-                  attachment.fetched or attachment.added, _kind(attachment))
+                  when(attachment.fetched or attachment.added), _kind(attachment))
 
 
 # -- the walk -----------------------------------------------------------------------------------

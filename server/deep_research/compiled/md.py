@@ -15,7 +15,7 @@ from typing import Iterator
 from .build import Compilation, Mark, Section, Source, Text
 from .check import LISTED, figures
 
-_PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>#|~&])")  # what is markup inside a line (no line starts here)
+_PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>|~&])")  # what is markup inside a line
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ATX = re.compile(r"^( {0,3})(#{1,6})(?=[ \t]|$)")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -25,7 +25,8 @@ SUMMARY_LEVEL = 2
 
 def escape(text: str) -> str:
     """Plain text as markdown that shows it as it is (one line)."""
-    return _PUNCTUATION.sub(r"\\\1", " ".join(text.split()))
+    shown = _PUNCTUATION.sub(r"\\\1", " ".join(text.split()))
+    return "\\" + shown if shown[:1] in ("#", "+", "-", "=") else shown  # no heading, list or underline
 
 
 def level(section: Section) -> int:
@@ -65,6 +66,35 @@ def shift_headings(text: str, below: int) -> str:
     return "\n".join(out)
 
 
+_BLOCK_START = re.compile(r"^ {0,3}(?:[-*+][ \t]|\d{1,9}[.)](?:[ \t]|$)|#{1,6}(?:[ \t]|$)|>|\||(?:`{3,}|~{3,})|"
+                          r"[-=_*][ \t]*[-=_*][ \t]*[-=_*]|<)")
+
+
+def line_breaks(text: str) -> str:
+    """`text` with each line break inside a paragraph kept as one (a backslash at the line's
+    end), as the research's files and the dossier show them: a report's `Q1:` and `A1:` lines
+    stay apart. Code, lists, tables and headings are left as they are."""
+    lines = text.split("\n")
+    fence: str | None = None
+    for index in range(len(lines) - 1):
+        line = lines[index]
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opening:
+            fence = opening.group(1)
+            continue
+        following = lines[index + 1]
+        if (not line.strip() or not following.strip() or _ATX.match(line) or line.lstrip().startswith("|")
+                or line.rstrip().endswith("\\") or line.startswith(("    ", "\t"))
+                or _BLOCK_START.match(following) or _SETEXT.match(following)):
+            continue
+        lines[index] = line.rstrip() + "\\"
+    return "\n".join(lines)
+
+
 def mark_text(mark: Mark) -> str:
     """A citation as the compiled text shows it: its shown text, then its mark as a link."""
     shown = mark.shown
@@ -90,7 +120,7 @@ def with_marks(text: Text) -> str:
 
 
 def body(text: Text, below: int) -> str:
-    return shift_headings(with_marks(text), below).strip("\n")
+    return line_breaks(shift_headings(with_marks(text), below)).strip("\n")
 
 
 def write(compilation: Compilation) -> Iterator[str]:

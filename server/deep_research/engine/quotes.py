@@ -386,11 +386,11 @@ def _numbers(plain: str, cited: list[Cited], part_chars: int, out: Review) -> No
         missing = [n for n in claims if not (_forms(n) & held)]
         if missing:
             out.unsupported += len(missing)
-            names = ", ".join(f"[[{c.citation.name}]]" for c in items)
+            names = ", ".join(dict.fromkeys(f"[[{c.citation.name}]]" for c in items))
             listed = ", ".join(missing[:8]) + (", …" if len(missing) > 8 else "")
             out.flags.append(Flag(items[0].citation, "numbers", (
                 f"{'These numbers' if len(missing) > 1 else 'The number'} {listed} in the sentence citing {names} "
-                f"{'are' if len(missing) > 1 else 'is'} not in the part{'s' if len(items) > 1 else ''} cited: check "
+                f"{'are' if len(missing) > 1 else 'is'} not in the part{'s' if len(set(names.split(', '))) > 1 else ''} cited: check "
                 f"{'them' if len(missing) > 1 else 'it'} against the source, or cite the part that states "
                 f"{'them' if len(missing) > 1 else 'it'}.")))
 
