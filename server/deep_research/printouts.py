@@ -112,10 +112,11 @@ def compile_printout(done: Compiled) -> str:
     """Where the compiled report went and what it holds."""
     size = len(done.data)
     shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{max(1, round(size / 1e3))} kB"
-    errors = f"; the Citation check found {done.errors:,} error{'s' if done.errors != 1 else ''}" if done.errors else ""
+    errors = (f" The Citation check found {done.errors:,} error{'s' if done.errors != 1 else ''}: see its section."
+              if done.errors else "")
     return (f"Wrote {done.path} ({done.format.name}, {done.problems:,} problem{'s' if done.problems != 1 else ''}, "
-            f"{done.references:,} reference{'s' if done.references != 1 else ''}{errors}, {shown}, "
-            f"{done.seconds:.1f} s).")
+            f"{done.references:,} reference{'s' if done.references != 1 else ''}, {shown}, {done.seconds:.1f} s)."
+            + errors)
 
 
 def unsettled_export_warning(result: Exported) -> str | None:
