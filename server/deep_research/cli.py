@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
                           "(docx, odt and pdf need `pip install 'deep-research[export]'`)")
 
     repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the system's reply. "
-                   "A message that is exactly :help, :status, :tree, :prompt, :history, :undo or :quit does that "
+                   "A message that is exactly :help, :status, :tree, :prompt, :history, :undo, :compile [FORMAT] or :quit does that "
                    "instead. Without a terminal, messages are read from standard input, separated by lines `---`.")
     repl.add_argument("dir", type=Path)
     repl.add_argument("--show-prompt", action="store_true",

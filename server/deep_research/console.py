@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -120,6 +121,9 @@ def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
     else:
         print(f"\n{heading}:\n", file=out)
         out.write(text)
+    # The whole research as one document: the command that compiles it (SPEC §14).
+    print(printable(f"\nThe whole research as one report: deep-research compile {shlex.quote(str(research.root))} "
+                    "-o report.pdf (or .md, .html, .docx, .odt)."), file=out)
     out.flush()
 
 

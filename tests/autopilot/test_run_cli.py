@@ -312,6 +312,7 @@ def test_on_a_terminal_the_answer_is_printed_when_the_research_finishes(folder: 
     child.expect("The answer: the report of “Tiled matrix multiplication for teaching”")
     child.expect("Summarized problem definition: the clearest tiling for teaching.")
     child.expect("Conclusion: teach the 16x16 tiled loop nest.")
+    child.expect(f"The whole research as one report: deep-research compile {folder} -o report.pdf")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
