@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..engine.quotes import fold
 
 if TYPE_CHECKING:  # pragma: no cover
     from .build import Repeat, Section
@@ -33,7 +32,7 @@ def paragraphs(text: str) -> list[str]:
 
 
 def _grams(paragraph: str) -> frozenset[int]:
-    words = _WORD.findall(fold(_CITATION.sub(" ", paragraph)))
+    words = _WORD.findall(_CITATION.sub(" ", paragraph).casefold())
     if len(words) < MIN_WORDS:
         return frozenset()
     return frozenset(hash((words[i], words[i + 1], words[i + 2])) for i in range(len(words) - 2))

@@ -66,6 +66,8 @@ def _citation(match: re.Match[str]) -> Citation | None:
 
 def without_code(text: str) -> str:
     """`text` with code blanked out (same length, so offsets stay right)."""
+    if "`" not in text and "~~~" not in text:
+        return text  # no code
     out = []
     fence: str | None = None
     for line in text.split("\n"):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import Enum
@@ -31,7 +32,7 @@ from typing import Sequence
 
 from .citations import Citation, without_code
 from .model import Attachment
-from .parts import is_pdf_type, layout, part_name, split_reference
+from .parts import Layout, is_pdf_type, layout, part_name, split_reference
 
 MAX_QUOTE_CHARS = 1_000  # a quote is a few words that find the passage; a longer one is flagged (and checked)
 OPENING = "\"“„«"
@@ -45,20 +46,19 @@ _FOLD = str.maketrans({
     **dict.fromkeys("‐‑‒–—―−⁃﹘﹣－", "-"),
     **dict.fromkeys("\u00ad\u200b\u200c\u200d\u2060\ufeff*_", None),
 })
-_SPACE = re.compile(r"\s+")
 _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")
 # At a line's start: a list's number (`1.`, `2)`), a Q/A label (`Q1.2:`, `A3:`), a heading's number.
 _LABEL = re.compile(r"^[ \t>]*(?:#{1,6}[ \t]+)?(?:[QA]\d+(?:\.\d+)*:?|\d+(?:\.\d+)*[.)](?=[ \t]|$)|[-*+][ \t]+\d+[.)])",
                     re.MULTILINE)
 _SENTENCE_END = re.compile(r"[.!?](?=[ \t\n)\]\"”’']|$)|\n")
+_ANY_CITATION = re.compile(r"\[\[[^\[\]\n]*\]\]")  # resolved or not: a citation states no number
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 
 
 def fold(text: str) -> str:
     """`text` as quotes are compared: NFKC, case-folded, quotes and dashes made plain, emphasis
     marks dropped, white space runs one space."""
-    text = unicodedata.normalize("NFKC", text).casefold().translate(_FOLD)
-    return _SPACE.sub(" ", text).strip()
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().translate(_FOLD).split())
 
 
 def quote_of(citation: Citation) -> str | None:
@@ -146,14 +146,39 @@ class Review:
 # -- folded sources, kept between checks ------------------------------------------------------------
 
 
-_FOLDED: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()
-_FOLDED_CHARS = 8_000_000  # characters of folded parts kept in this process
+class Folded:
+    """The parts of one source, each folded when first asked for (a quote found where it is
+    cited folds that part and its neighbours, not the whole source)."""
+
+    __slots__ = ("_text", "_layout", "_parts")
+
+    def __init__(self, text: str, found: Layout) -> None:
+        self._text = text
+        self._layout = found
+        self._parts: list[str | None] = [None] * found.count
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __getitem__(self, index):  # noqa: ANN001 - an int or a slice, as a tuple's
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._parts)))]
+        done = self._parts[index]
+        if done is None:
+            part = self._layout.parts[index]
+            done = self._parts[index] = fold(self._text[part.start:part.end])
+        return done
+
+
+_FOLDED: OrderedDict[tuple, Folded] = OrderedDict()
+_FOLDED_CHARS = 8_000_000  # characters of sources whose folded parts this process keeps
 _kept = 0
 _LOCK = Lock()
 
 
-def folded_parts(source: Attachment, part_chars: int) -> tuple[str, ...]:
-    """Each part of `source`, folded (kept by the text's hash: an unchanged source is folded once)."""
+def folded_parts(source: Attachment, part_chars: int) -> Folded:
+    """The parts of `source`, folded on demand (kept by the text's hash: an unchanged source is
+    folded once)."""
     global _kept
     text = source.content
     pdf = is_pdf_type(source.content_type)
@@ -163,14 +188,13 @@ def folded_parts(source: Attachment, part_chars: int) -> tuple[str, ...]:
         if found is not None:
             _FOLDED.move_to_end(key)
             return found
-    shape = layout(text, part_chars, pdf=pdf)
-    found = tuple(fold(text[p.start:p.end]) for p in shape.parts)
+    found = Folded(text, layout(text, part_chars, pdf=pdf))
     with _LOCK:
         _FOLDED[key] = found
-        _kept += sum(map(len, found))
+        _kept += len(text)
         while _kept > _FOLDED_CHARS and len(_FOLDED) > 1:
-            _, gone = _FOLDED.popitem(last=False)
-            _kept -= sum(map(len, gone))
+            (_, length, _, _), _ = _FOLDED.popitem(last=False)
+            _kept -= length
     return found
 
 
@@ -184,7 +208,7 @@ def _in_order(text: str, wanted: list[str]) -> bool:
     return True
 
 
-def _window(parts: tuple[str, ...], first: int, last: int, reach: int) -> str:
+def _window(parts: Folded, first: int, last: int, reach: int) -> str:
     """Parts `first`–`last` (from 1) with `reach` characters of each neighbour: a quote that
     runs over a part's end is found in the parts it touches."""
     before = parts[first - 2][-reach:] + " " if first > 1 else ""
@@ -192,7 +216,7 @@ def _window(parts: tuple[str, ...], first: int, last: int, reach: int) -> str:
     return before + " ".join(parts[first - 1:last]) + after
 
 
-def locate(wanted: list[str], parts: tuple[str, ...], skip: tuple[int, int] | None = None) -> list[int]:
+def locate(wanted: list[str], parts: Folded, skip: tuple[int, int] | None = None) -> list[int]:
     """The parts (from 1) whose text, with its neighbours' edges, holds the pieces in order,
     those in `skip` (first, last) left out."""
     reach = sum(len(p) for p in wanted) + len(wanted)
@@ -238,59 +262,59 @@ def check_quote(quote: str, cited: Cited, scope: Sequence[Attachment], part_char
 # -- numbers -----------------------------------------------------------------------------------------
 
 
-def numbers_in(text: str) -> set[str]:
-    """Every number of `text`, as compared: each written form with its thousands separators
-    dropped and, for a comma that is no thousands separator, a decimal point for it."""
-    found: set[str] = set()
-    for match in _NUMBER.finditer(text):
-        found.update(_forms(match.group(0)))
-    return found
-
-
-def _forms(number: str) -> set[str]:
-    number = number.rstrip(".,")
-    forms = {number}
+def _forms(number: str) -> list[str]:
+    """The ways a number may be written: as given, without its thousands separators or with
+    them, and a decimal comma for a decimal point (or the reverse)."""
+    forms = [number]
     if _THOUSANDS.match(number):
-        forms.add(number.replace(",", ""))
-    elif "," in number and "." not in number:
-        forms.add(number.replace(",", "."))
+        forms.append(number.replace(",", ""))
+    elif number.isdigit() and len(number) > 3 and not number.startswith("0"):
+        forms.append(f"{int(number):,}")
+    elif number.count(",") == 1 and "." not in number:
+        forms.append(number.replace(",", "."))
+    elif number.count(".") == 1 and "," not in number:
+        forms.append(number.replace(".", ","))
     return forms
 
 
-_PART_NUMBERS: OrderedDict[tuple, frozenset[str]] = OrderedDict()
+def holds(text: str, number: str) -> bool:
+    """Whether `text` states `number` (in one of its forms), as a whole number: not as a piece
+    of a longer one (`4,800` holds no `800`, `1.25` no `25`)."""
+    for form in _forms(number):
+        at = text.find(form)
+        while at >= 0:
+            end = at + len(form)
+            before = text[at - 1] if at else ""
+            after = text[end] if end < len(text) else ""
+            joined_before = before.isdigit() or before in ".," and at >= 2 and text[at - 2].isdigit()
+            joined_after = after.isdigit() or after in ".," and end + 1 < len(text) and text[end + 1].isdigit()
+            if not joined_before and not joined_after:
+                return True
+            at = text.find(form, at + 1)
+    return False
 
 
-def part_numbers(source: Attachment, number: int, part_chars: int) -> frozenset[str]:
-    """The numbers part `number` of `source` holds (kept by the text's hash)."""
-    text = source.content
-    key = (hash(text), len(text), part_chars, number)
-    with _LOCK:
-        found = _PART_NUMBERS.get(key)
-        if found is not None:
-            _PART_NUMBERS.move_to_end(key)
-            return found
-    shape = layout(text, part_chars, pdf=is_pdf_type(source.content_type))
-    part = shape.part(number)
-    found = frozenset(numbers_in(text[part.start:part.end]))
-    with _LOCK:
-        _PART_NUMBERS[key] = found
-        while len(_PART_NUMBERS) > 4_096:
-            _PART_NUMBERS.popitem(last=False)
-    return found
+def sentence_ends(text: str) -> list[tuple[int, int, bool]]:
+    """Where the sentences of `text` end: (start, end, whether it is a line's end) of each."""
+    return [(m.start(), m.end(), m.group(0) == "\n") for m in _SENTENCE_END.finditer(text)]
 
 
-def sentence_of(text: str, start: int, end: int) -> tuple[int, int]:
+def sentence_of(text: str, start: int, end: int, ends: list[tuple[int, int, bool]] | None = None,
+                starts: list[int] | None = None) -> tuple[int, int]:
     """The sentence around `text[start:end]` (a citation): from after the previous sentence's end
-    to its own end; a citation that follows its sentence's full stop belongs to that sentence."""
-    low = max(0, start - 2_000)
-    ends = list(_SENTENCE_END.finditer(text, low, start))
-    begin = ends[-1].end() if ends else low
-    if ends and not text[begin:start].strip() and ends[-1].group(0) != "\n":
-        begin = ends[-2].end() if len(ends) > 1 else low
-    after = _SENTENCE_END.search(text, end)
-    if after is None:
+    to its own end; a citation that follows its sentence's full stop belongs to that sentence.
+    `ends` is `sentence_ends(text)` and `starts` their starts (computed once for many citations)."""
+    ends = sentence_ends(text) if ends is None else ends
+    starts = [e[0] for e in ends] if starts is None else starts
+    before = bisect_left(starts, start) - 1
+    begin = ends[before][1] if before >= 0 else 0
+    if before >= 0 and not text[begin:start].strip() and not ends[before][2]:
+        begin = ends[before - 1][1] if before >= 1 else 0
+    after = bisect_left(starts, end)
+    if after >= len(ends):
         return begin, len(text)
-    return begin, after.start() if after.group(0) == "\n" else after.end()
+    at, stop, newline = ends[after]
+    return begin, at if newline else stop
 
 
 def _claims(sentence: str) -> list[str]:
@@ -361,43 +385,38 @@ def _excerpt(quote: str, limit: int = 80) -> str:
 
 
 def _numbers(plain: str, cited: list[Cited], part_chars: int, out: Review) -> None:
-    """Each sentence that cites parts: its numbers that none of those parts holds."""
+    """Each sentence that cites parts: its numbers that none of those parts holds. Citations
+    state nothing (their names and quotes hold digits and full stops): they are blanked first."""
     out.part_citations += len(cited)
+    if not cited:
+        return
+    masked = _ANY_CITATION.sub(lambda m: " " * len(m.group(0)), plain)
+    ends = sentence_ends(masked)
+    starts = [e[0] for e in ends]
     sentences: dict[tuple[int, int], list[Cited]] = {}
     for item in cited:
-        sentences.setdefault(sentence_of(plain, item.citation.start, item.citation.end), []).append(item)
+        where = sentence_of(masked, item.citation.start, item.citation.end, ends, starts)
+        sentences.setdefault(where, []).append(item)
     for (begin, end), items in sentences.items():
-        sentence = plain[begin:end]
-        for item in items:  # the citations' own text (NAME#N, the quote) states nothing
-            a, b = item.citation.start - begin, item.citation.end - begin
-            sentence = sentence[:a] + " " * (b - a) + sentence[b:]
-        for other in _other_citations(sentence):
-            sentence = sentence[:other[0]] + " " * (other[1] - other[0]) + sentence[other[1]:]
-        claims = list(dict.fromkeys(_claims(sentence)))
+        claims = list(dict.fromkeys(_claims(masked[begin:end])))
         if not claims:
             continue
         out.numbers += len(claims)
-        held: set[str] = set()
+        texts = []
         for item in items:
+            shape = layout(item.source.content, part_chars, pdf=is_pdf_type(item.source.content_type))
             last = item.last if item.last is not None else item.first
-            count = layout(item.source.content, part_chars, pdf=is_pdf_type(item.source.content_type)).count
-            for number in range(item.first, min(last, count) + 1):
-                held |= part_numbers(item.source, number, part_chars)
-        missing = [n for n in claims if not (_forms(n) & held)]
+            for number in range(item.first, min(last, shape.count) + 1):
+                part = shape.part(number)
+                texts.append(item.source.content[part.start:part.end])
+        missing = [n for n in claims if not any(holds(text, n) for text in texts)]
         if missing:
             out.unsupported += len(missing)
             names = ", ".join(dict.fromkeys(f"[[{c.citation.name}]]" for c in items))
+            many = len(missing) > 1
             listed = ", ".join(missing[:8]) + (", …" if len(missing) > 8 else "")
             out.flags.append(Flag(items[0].citation, "numbers", (
-                f"{'These numbers' if len(missing) > 1 else 'The number'} {listed} in the sentence citing {names} "
-                f"{'are' if len(missing) > 1 else 'is'} not in the part{'s' if len(set(names.split(', '))) > 1 else ''} cited: check "
-                f"{'them' if len(missing) > 1 else 'it'} against the source, or cite the part that states "
-                f"{'them' if len(missing) > 1 else 'it'}.")))
+                f"{'These numbers' if many else 'The number'} {listed} in the sentence citing {names} "
+                f"{'are' if many else 'is'} not in the part{'s' if names.count('[[') > 1 else ''} cited: check "
+                f"{'them' if many else 'it'} against the source, or cite the part that states {'them' if many else 'it'}.")))
 
-
-_ANY_CITATION = re.compile(r"\[\[[^\[\]\n]*\]\]")
-
-
-def _other_citations(sentence: str) -> list[tuple[int, int]]:
-    """Citations in a sentence that the caller did not resolve (their names hold digits too)."""
-    return [(m.start(), m.end()) for m in _ANY_CITATION.finditer(sentence)]
