@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..compiled import FORMATS, ConversionFailed, Format, NothingToCompile, ToolMissing, build, format_of_name, render
-from ..dossier import moment
-from ..engine.store import atomic_write
+from ..engine.store import atomic_write, moment
 
 DEFAULT_STEM = "report"
 ATTEMPTS = 3

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..engine.research import Research
 from ..engine.state import Phase
-from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping, fsync, fsync_folder
+from ..engine.store import FileCache, fsync, fsync_folder, moment
 from .page import Page
 
 DEFAULT_NAME = "dossier.html"
@@ -73,20 +73,6 @@ def export(root: Path, target: Path, *, replace_any: bool = False) -> Exported:
             break
         research = Research.open(root, FileCache())  # read it again, as it is now
     return Exported(target, problems, target.stat().st_size, attempt, settled)
-
-
-def moment(root: Path) -> tuple:
-    """What changes whenever a message runs or is undone: the state and the journal."""
-    book = bookkeeping(root)
-    seen = []
-    for name in (STATE, JOURNAL):
-        try:
-            st = os.stat(book / name)
-        except OSError:
-            seen.append(None)
-        else:
-            seen.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(seen)
 
 
 def _write(research: Research, target: Path) -> int:
