@@ -30,6 +30,7 @@ from ..engine.state import ProblemPath, Status
 from ..engine.store import INSTRUCTION, FileCache, bookkeeping
 from ..engine.tree import Tree
 from ..engine.walk import Loaded, Walk
+from .check import Repeat, repeats
 
 
 class NothingToCompile(ValueError):
@@ -140,16 +141,6 @@ class Flagged:
     kind: str
     message: str
     error: bool = False
-
-
-@dataclass
-class Repeat:
-    """A paragraph found nearly word for word in two sections."""
-
-    first: Section
-    second: Section
-    excerpt: str
-    similarity: float
 
 
 @dataclass
@@ -367,8 +358,6 @@ def build(root: Path) -> Compilation:
         stack.extend(reversed([(child, f"{prefix}{i}", scope) for i, child in enumerate(children, 1)]))
     cited = {s.key for s in b.references}
     consulted = [s for s in b.sources.values() if s.key not in cited]
-    from .check import repeats  # the appendix's repeated paragraphs
-
     b.check.repeats = repeats(sections)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return Compilation(tree.root, sections[0].title, instruction, generated, summary, sections, b.references,

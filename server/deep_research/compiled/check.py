@@ -12,11 +12,8 @@ cost stays near linear in the text.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
-
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .build import Repeat, Section
+from dataclasses import dataclass
+from typing import Any
 
 MIN_WORDS = 12
 SIMILAR = 0.8
@@ -25,6 +22,16 @@ LISTED = 200  # repeats listed at most (the count says how many there were)
 _BREAK = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[QA]\d+(?:\.\d+)*:|[-*+][ \t]|\d+[.)][ \t]|#{1,6}[ \t]|Conclusion:))")
 _CITATION = re.compile(r"\[\[[^\[\]\n]*\]\]")
 _WORD = re.compile(r"\w+")
+
+
+@dataclass
+class Repeat:
+    """A paragraph found nearly word for word in two sections (build.Section each)."""
+
+    first: Any
+    second: Any
+    excerpt: str
+    similarity: float
 
 
 def paragraphs(text: str) -> list[str]:
@@ -38,10 +45,8 @@ def _grams(paragraph: str) -> frozenset[int]:
     return frozenset(hash((words[i], words[i + 1], words[i + 2])) for i in range(len(words) - 2))
 
 
-def repeats(sections: list[Section]) -> list[Repeat]:
-    """Pairs of paragraphs of different sections' reports that are nearly the same."""
-    from .build import Repeat
-
+def repeats(sections: list[Any]) -> list[Repeat]:
+    """Pairs of paragraphs of different sections' reports (build.Section) that are nearly the same."""
     units: list[tuple[int, str, frozenset[int]]] = []  # (section index, paragraph, 3-grams)
     for index, section in enumerate(sections):
         if section.report is None:
