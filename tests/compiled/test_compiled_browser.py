@@ -43,7 +43,8 @@ def browser_env() -> dict:
 
 def test_a_click_on_a_citation_lands_on_its_entry_and_back(browser_env: dict, tmp_path: Path) -> None:
     research = sample(tmp_path / "r")
-    research.execute("<<< add_subproblem\n///title\n" + HOSTILE_TITLE + "\n///content\nx\n>>>\n")
+    (research.root / "deep-research.toml").write_text("max_breadth = 4\n", encoding="utf-8")
+    assert research.execute("<<< add_subproblem\n///title\n" + HOSTILE_TITLE + "\n///content\nx\n>>>\n").executed
     page = tmp_path / "report.html"
     page.write_bytes(render(build(research.root), "html"))
     proc = subprocess.run([browser_env["node24"], str(Path(__file__).with_name("browse_report.mjs")),
