@@ -9,7 +9,7 @@ built with `engine_bench.build_tree`, with reports (and what they rest on) on ev
 leaves and on one leaf in ten, one leaf report in a hundred then edited by hand (which makes
 its parent's report stale):
 
-- `check` (engine/lint.py over the whole tree) and `tree` (the streamed outline, which marks
+- `check` (engine/views/check.py over the whole tree) and `tree` (the streamed outline, which marks
   stale reports), each in a fresh process: wall time and peak memory (ru_maxrss), beside a
   baseline that only reads every file of the tree once (the I/O floor of any whole-tree walk),
   alternating, `--runs` times each; the medians and their ratios to the baseline (issue 25's goal:
@@ -42,9 +42,9 @@ sys.path.insert(0, str(HERE))
 
 from engine_bench import build_tree, typical_message  # noqa: E402
 
-from deep_research.engine import formats, staleness  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.store import DEFINITION, REPORT, SUBPROBLEMS  # noqa: E402
+from deep_research.engine.tree import formats, staleness  # noqa: E402
 
 REPORT_TEXT = ("Summarized problem definition: what this problem asked.\nQ1: What was found?\n"
                "A1: The answer, with its evidence.\nConclusion: the answer.")
@@ -111,8 +111,8 @@ def read_everything(root: Path) -> int:
 
 def child(kind: str, root: Path) -> dict:
     """One measurement in this (fresh) process."""
-    from deep_research.engine.lint import check_research
-    from deep_research.engine.outline import outline_lines
+    from deep_research.engine.tree_view import outline_lines
+    from deep_research.engine.views.check import check_research
 
     began = time.perf_counter()
     cpu = time.process_time()

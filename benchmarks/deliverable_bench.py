@@ -38,15 +38,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
 from deep_research.dossier import export  # noqa: E402
-from deep_research.engine import formats  # noqa: E402
 from deep_research.engine import research as research_module  # noqa: E402
-from deep_research.engine.accounting import Ledger  # noqa: E402
-from deep_research.engine.model import Criterion, Problem  # noqa: E402
-from deep_research.engine.outline import render_outline  # noqa: E402
+from deep_research.engine.core.state import State, Status  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
-from deep_research.engine.state import State, Status  # noqa: E402
+from deep_research.engine.tree import formats  # noqa: E402
+from deep_research.engine.tree.accounting import Ledger  # noqa: E402
+from deep_research.engine.tree.model import Criterion, Problem  # noqa: E402
+from deep_research.engine.tree_view import render_outline  # noqa: E402
 from tests.roomy import roomy  # noqa: E402
-from deep_research.engine.store import (  # noqa: E402
+from deep_research.engine.store import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
 )
 

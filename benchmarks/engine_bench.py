@@ -33,14 +33,12 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "server"), str(Path(__file__).resolve().parents[1])]
 
-from deep_research.engine import formats  # noqa: E402
-from deep_research.engine.model import Criterion, Problem  # noqa: E402
-from deep_research.engine.outline import render_outline  # noqa: E402
+from deep_research.engine.core.state import Status  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
-from deep_research.engine.state import Status  # noqa: E402
-from deep_research.engine.store import (  # noqa: E402
-    BREAKDOWN, CRITERIA, DEFINITION, SUBPROBLEMS,
-)
+from deep_research.engine.store import BREAKDOWN, CRITERIA, DEFINITION, SUBPROBLEMS
+from deep_research.engine.tree import formats  # noqa: E402
+from deep_research.engine.tree.model import Criterion, Problem  # noqa: E402
+from deep_research.engine.tree_view import render_outline  # noqa: E402
 from tests.roomy import roomy  # noqa: E402
 
 BRANCHING = (10, 10, 10, 10)

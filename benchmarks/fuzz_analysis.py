@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 
-from deep_research.engine.commands import COMMANDS, ArgType, Form  # noqa: E402
+from deep_research.engine.core.text import split_lines  # noqa: E402
+from deep_research.engine.language.commands import COMMANDS, ArgType, Form  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
-from deep_research.engine.text import split_lines  # noqa: E402
 
 NAMES = sorted(COMMANDS)
 SECTIONS = sorted({a.name for spec in COMMANDS.values() for a in spec.arguments} | {"title", "content", "name"})

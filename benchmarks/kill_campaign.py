@@ -55,8 +55,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "server"), str(ROOT)]
 
-from deep_research.engine.layouts import FOLDER as LAYOUTS  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
+from deep_research.engine.retrieval.layout_store import FOLDER as LAYOUTS  # noqa: E402
 from tests.roomy import roomy  # noqa: E402
 from tests.scripted_model import WHOLE_RESEARCH, Say, ScriptedModel, by_problem  # noqa: E402
 
@@ -99,7 +99,7 @@ def snapshot(folder: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     for current, dirs, files in os.walk(folder):
         rel_dir = os.path.relpath(current, folder)
-        if rel_dir == BOOK:  # the parts' layouts: derived, written by whoever divides (engine/layouts.py)
+        if rel_dir == BOOK:  # the parts' layouts: derived, written by whoever divides (engine/retrieval/layout_store.py)
             dirs[:] = [d for d in dirs if d != LAYOUTS]
         out[rel_dir + "/"] = None
         for name in files:

@@ -71,13 +71,13 @@ sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
 from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.fleet import Fleet  # noqa: E402
-from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
-from deep_research.engine.commands import ApprovalMode  # noqa: E402
-from deep_research.engine.state import MAIN  # noqa: E402
-from deep_research.engine.research import Research  # noqa: E402
-from deep_research.engine.state import Status  # noqa: E402
-from deep_research.engine.store import CONFIG_FILE  # noqa: E402
 from deep_research.autopilot.grammar import MessageGrammar  # noqa: E402
+from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
+from deep_research.engine.core.state import MAIN  # noqa: E402
+from deep_research.engine.core.state import Status  # noqa: E402
+from deep_research.engine.language.commands import ApprovalMode  # noqa: E402
+from deep_research.engine.research import Research  # noqa: E402
+from deep_research.engine.store import CONFIG_FILE  # noqa: E402
 from tests.local_llm import find_install, llama_server  # noqa: E402
 from tests.scripted_model import BREAK_DOWN, DEFINE  # noqa: E402
 

@@ -39,7 +39,7 @@ sys.path[:0] = [str(REPO / "server"), str(REPO)]
 from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.fleet import Fleet  # noqa: E402
 from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
-from deep_research.engine.commands import ApprovalMode  # noqa: E402
+from deep_research.engine.language.commands import ApprovalMode  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from tests.roomy import roomy  # noqa: E402
 from tests.scripted_model import MODEL, Say, ScriptedModel, by_problem  # noqa: E402

@@ -38,9 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "server")]
 
-from deep_research.engine import formats  # noqa: E402
-from deep_research.engine.model import Attachment, Criterion, Problem  # noqa: E402
-from deep_research.engine.state import Phase, State, Status  # noqa: E402
+from deep_research.engine.tree import formats  # noqa: E402
+from deep_research.engine.tree.model import Attachment, Criterion, Problem  # noqa: E402
+from deep_research.engine.core.state import Phase, State, Status  # noqa: E402
 from deep_research.engine.store import (  # noqa: E402
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CRITERIA, DEFINITION, REPORT, STATE, SUBPROBLEMS,
 )

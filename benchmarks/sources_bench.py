@@ -69,9 +69,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
-from deep_research.engine.settings import Config, FetchConfig  # noqa: E402
-from deep_research.engine.settings import load as load_config  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
+from deep_research.engine.settings.table import Config, FetchConfig  # noqa: E402
+from deep_research.engine.settings.table import load as load_config  # noqa: E402
 from deep_research.sources import SourceError, extract  # noqa: E402
 from deep_research.sources import gather as gather_module  # noqa: E402
 from deep_research.sources.fetch import Limits  # noqa: E402
@@ -384,18 +384,18 @@ class DenseChunks(Method):
     def __init__(self, texts: Mapping[str, str], endpoint, store, label: str) -> None:
         from dataclasses import replace
 
-        from deep_research.engine.vectors import WINDOW_CHARS, key_of
+        from deep_research.engine.retrieval.vectors import WINDOW_CHARS, vector_key
 
         self.name = f"peers: 1,000/200 chunks, cosine ({label})"
         endpoint = replace(endpoint, window_chars=WINDOW_CHARS)  # the peers' own chunks, whatever find's windows
         self.chunks = [(ident, chunk) for ident, text in texts.items() for chunk in peer_chunks(text)]
         self.endpoint = endpoint
-        keys = [key_of(endpoint.model_key, chunk) for _, chunk in self.chunks]
+        keys = [vector_key(endpoint.model_key, chunk) for _, chunk in self.chunks]
         self.vectors = embed_cached(endpoint, store, dict(zip(keys, (c for _, c in self.chunks))))
         self.keys = keys
 
     def answer(self, question: Question, k: int) -> list[Retrieved]:
-        from deep_research.engine.vectors import similarity
+        from deep_research.engine.retrieval.vectors import similarity
         from deep_research.sources.embeddings import query_vector
 
         query = query_vector(self.endpoint, question.text, timeout=60)
@@ -565,7 +565,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
     import subprocess
     import urllib.request
 
-    from deep_research.engine.vectors import VectorStore
+    from deep_research.engine.retrieval.vectors import VectorStore
     from deep_research.sources.embeddings import Endpoint
 
     (BENCH_CACHE / ".deep-research").mkdir(parents=True, exist_ok=True)
@@ -641,7 +641,7 @@ class FindMethod(Method):
     def _embed(self, endpoint, store) -> str:
         """Every window embedded before the questions (from the bench's cache where it has them):
         what the background backfill of a long-lived front end does after the attaching message."""
-        from deep_research.engine.vectors import VectorStore, wanted
+        from deep_research.engine.retrieval.vectors import VectorStore, wanted
         from deep_research.sources.embeddings import visible_sources
 
         needed = wanted(visible_sources(self.research), endpoint.model_key)
@@ -738,7 +738,7 @@ def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
 
 def _baseline_code(ref: str | None, into: Path) -> tuple[Path, str]:
     """The server's code before the index (`ref`, or the parent of the commit that added
-    engine/index.py), extracted with `git archive`; its folder and the commit."""
+    engine/index.py, where the index was first written), extracted with `git archive`; its folder and the commit."""
     import io
     import subprocess
     import tarfile
@@ -815,14 +815,14 @@ def bench_cost(args: argparse.Namespace) -> None:
 
 
 def bench_rank_speed(args: argparse.Namespace) -> None:
-    """`--rank-speed`: the time of `find`'s ranking alone (engine/ranking.py `rank`), in process,
+    """`--rank-speed`: the time of `find`'s ranking alone (engine/retrieval/ranking.py `rank`), in process,
     on a research of `--megabytes` generated books: lexical, and fused with a (random) vector
     for every window of the first 10 MB (what a fused find reads and compares)."""
     import random
 
-    from deep_research.engine import ranking
-    from deep_research.engine.index import Index
-    from deep_research.engine.vectors import VectorStore, normalised, slices
+    from deep_research.engine.retrieval import ranking
+    from deep_research.engine.retrieval.index import Index
+    from deep_research.engine.retrieval.vectors import VectorStore, normalised, slices
     from deep_research.sources.embeddings import visible_sources
 
     megabytes = 1 if args.quick else args.megabytes
@@ -881,7 +881,7 @@ def bench_model(args: argparse.Namespace) -> None:
     from deep_research.autopilot.client import ModelClient
     from deep_research.autopilot.fleet import Fleet
     from deep_research.autopilot.loop import Settings
-    from deep_research.engine.commands import ApprovalMode
+    from deep_research.engine.language.commands import ApprovalMode
 
     with tempfile.TemporaryDirectory() as tmp, llama_server(install, threads=args.threads) as url:
         root = Path(tmp) / "r"

@@ -1,30 +1,36 @@
 #!/usr/bin/env python3
 """Bundles the language server into the VS Code extension.
 
-- `pip install --target vscode-client/bundled/libs` the server's runtime dependencies,
-  read from the root pyproject.toml ([project].dependencies), resolved for Python 3.10
-  (the oldest supported) as pure-Python wheels, so one set works on 3.10 and newer;
+- `pip install --target vscode-client/bundled/libs` the server's runtime dependencies, exactly
+  the versions and files of the lock (requirements/bundled.txt, written by scripts/lock from
+  pyproject.toml's [project].dependencies minus NOT_BUNDLED): pure-Python wheels, each checked
+  against its hash; every entry that any supported Python on any platform needs, so that one
+  set works on 3.10 and newer;
 - copies server/deep_research to vscode-client/bundled/deep_research;
-- writes vscode-client/bundled/not-bundled.json: the requirements left out (see
-  NOT_BUNDLED), as pyproject.toml states them; the extension installs them on request
-  into a private environment, and scripts/setup-wheelhouse downloads them for its test.
+- writes vscode-client/bundled/not-bundled.json (the requirements left out, as pyproject.toml
+  states them) and vscode-client/bundled/on-request.txt (their lock, requirements/on-request.txt):
+  the extension installs them on request into a private environment, exactly as locked, and
+  scripts/setup-wheelhouse downloads them for its test.
 
 The extension then runs `<python> -m deep_research serve` with PYTHONPATH set to
-bundled/ and bundled/libs. pip runs only when the dependency list changed (a stamp
-file records it); the copy of the sources is always fresh.
+bundled/ and bundled/libs. pip runs only when the lock changed (a stamp file records it);
+the copy of the sources is always fresh.
 
     python3 scripts/bundle-server.py [--force]
-    python3 scripts/bundle-server.py --print-not-bundled     # one requirement a line
+    python3 scripts/bundle-server.py --print-bundled       # one requirement a line (scripts/lock)
+    python3 scripts/bundle-server.py --print-not-bundled   # one requirement a line (scripts/lock)
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,8 +47,10 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".pytest_cache"
 # platform and Python. The server imports them only where the autopilot, web pages,
 # `deep-research mcp` or a DuckDuckGo search need them; the extension offers to install them
 # (not-bundled.json), and the server says how to when they are missing.
-NOT_BUNDLED = {"openai", "trafilatura", "mcp", "ddgs"}
+NOT_BUNDLED = {"openai", "trafilatura", "lxml-html-clean", "mcp", "ddgs"}
 EXTRAS_FILE = BUNDLED / "not-bundled.json"
+LOCK = REPO / "requirements" / "bundled.txt"  # scripts/lock writes both
+ON_REQUEST = REPO / "requirements" / "on-request.txt"
 
 
 def dependencies(bundled: bool = True) -> list[str]:
@@ -96,27 +104,51 @@ def missing_requirements() -> list[str]:
     return sorted(missing.values())
 
 
-def install_libs(deps: list[str], force: bool) -> str:
+def locked(lock: Path) -> list[tuple[str, str, list[str]]]:
+    """The lock's entries that some supported environment needs: (name, requirement line
+    without its marker, hash options). A package locked at two versions for two Pythons
+    cannot be bundled once for all of them."""
+    from pip._vendor.packaging.markers import Marker
+
+    text = re.sub(r"\\\n\s*", " ", lock.read_text(encoding="utf-8"))  # continuation lines joined
+    entries: dict[str, tuple[str, str, list[str]]] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        words = line.split()
+        hashes = [w for w in words if w.startswith("--hash=")]
+        requirement, _, marker = " ".join(w for w in words if not w.startswith("--hash=")).partition(";")
+        if marker.strip() and not any(Marker(marker).evaluate({**env, "extra": ""}) for env in MARKER_ENVS):
+            continue
+        name = _canonical(requirement.split("==")[0].strip())
+        if name in entries and entries[name][1] != requirement.strip():
+            sys.exit(f"bundle-server: the lock holds {name} at two versions for different Pythons; one bundle cannot hold both")
+        entries[name] = (name, requirement.strip(), hashes)
+    return sorted(entries.values())
+
+
+def install_libs(force: bool) -> str:
     args = [
         "install", "--target", str(LIBS), "--python-version", TARGET_PYTHON,
         "--only-binary=:all:", "--platform", "any", "--implementation", "py", "--abi", "none",
+        "--no-deps", "--require-hashes",
         "--no-compile", "--disable-pip-version-check", "--no-input", "--quiet",
     ]
-    key = hashlib.sha256(json.dumps({"deps": deps, "args": args}).encode()).hexdigest()
+    entries = locked(LOCK)
+    key = hashlib.sha256(json.dumps({"lock": entries, "args": args}).encode()).hexdigest()
     if not force and STAMP.exists() and json.loads(STAMP.read_text()).get("key") == key:
         return "reused"
-    wanted = list(deps)
-    for _ in range(5):
-        shutil.rmtree(LIBS, ignore_errors=True)
-        LIBS.mkdir(parents=True)
-        subprocess.run([sys.executable, "-m", "pip", *args, *wanted], check=True)
-        extra = missing_requirements()
-        if not extra:
-            break
-        print(f"bundle-server: adding requirements of other Pythons/platforms: {', '.join(extra)}")
-        wanted += extra
-    else:
-        sys.exit("bundle-server: the requirements did not settle")
+    shutil.rmtree(LIBS, ignore_errors=True)
+    LIBS.mkdir(parents=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as wanted:
+        wanted.write("".join(f"{requirement} {' '.join(hashes)}\n" for _, requirement, hashes in entries))
+    try:
+        subprocess.run([sys.executable, "-m", "pip", *args, "-r", wanted.name], check=True)
+    finally:
+        os.unlink(wanted.name)
+    extra = missing_requirements()
+    if extra:
+        sys.exit(f"bundle-server: the lock lacks what the bundled libraries need ({', '.join(extra)}): run `make lock`")
     shutil.rmtree(LIBS / "bin", ignore_errors=True)  # console scripts of the libraries
     for cache in LIBS.rglob("__pycache__"):
         shutil.rmtree(cache, ignore_errors=True)
@@ -124,7 +156,7 @@ def install_libs(deps: list[str], force: bool) -> str:
     if native:
         sys.exit(f"bundle-server: compiled modules cannot be bundled for every platform: {native[:5]}")
     installed = sorted(p.name.removesuffix(".dist-info") for p in LIBS.glob("*.dist-info"))
-    STAMP.write_text(json.dumps({"key": key, "dependencies": deps, "installed": installed}, indent=1))
+    STAMP.write_text(json.dumps({"key": key, "installed": installed}, indent=1))
     return "installed " + ", ".join(installed)
 
 
@@ -138,23 +170,25 @@ def copy_server() -> int:
 def write_extras() -> list[str]:
     extras = dependencies(bundled=False)
     names = [_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) for d in extras]
-    EXTRAS_FILE.write_text(json.dumps({"requirements": extras, "names": names}, indent=1) + "\n", encoding="utf-8")
+    shutil.copyfile(ON_REQUEST, BUNDLED / ON_REQUEST.name)
+    EXTRAS_FILE.write_text(json.dumps({"requirements": extras, "names": names, "lock": ON_REQUEST.name}, indent=1) + "\n",
+                           encoding="utf-8")
     return extras
 
 
 def main() -> int:
-    if "--print-not-bundled" in sys.argv:
-        print("\n".join(dependencies(bundled=False)))
-        return 0
+    for flag, bundled in (("--print-bundled", True), ("--print-not-bundled", False)):
+        if flag in sys.argv:
+            print("\n".join(dependencies(bundled=bundled)))
+            return 0
     started = time.monotonic()
     if not (REPO / "server" / "deep_research" / "__init__.py").exists():
         sys.exit("bundle-server: server/deep_research is missing")
-    deps = dependencies()
-    libs = install_libs(deps, force="--force" in sys.argv)
+    libs = install_libs(force="--force" in sys.argv)
     files = copy_server()
     extras = write_extras()
     print(f"bundled the server into {BUNDLED.relative_to(REPO)}: deep_research ({files} .py files); "
-          f"libs {libs}; not bundled (installed on request): {', '.join(extras)}; {time.monotonic() - started:.1f}s")
+          f"libs {libs}; not bundled (installed on request, as locked): {', '.join(extras)}; {time.monotonic() - started:.1f}s")
     return 0
 
 

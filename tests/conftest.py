@@ -19,6 +19,8 @@ from deep_research.engine.store import NO_FSYNC_FOR_TESTS
 from deep_research.sources.search import ADDRESS_VARIABLE, DEFAULT_URLS
 from tests.preload import Preloaded
 
+pytest_plugins = ("tests.unraisable",)  # a `__del__`'s exception reported outside the collector
+
 # At import: before any test module computes a subprocess's environment.
 os.environ[NO_FSYNC_FOR_TESTS] = "1"
 PRELOADED = Preloaded()

@@ -33,8 +33,9 @@ PRELOAD = "DEEP_RESEARCH_TEST_PRELOAD"  # the socket, for the launcher (the same
 # What the servers import before they answer; the language server's warm_up imports the rest.
 MODULES = (
     "deep_research.cli", "deep_research.lsp.wiring", "deep_research.lsp.features.autopilot",
-    "deep_research.engine.analysis", "deep_research.engine.assist", "deep_research.engine.incremental",
-    "deep_research.engine.outline", "deep_research.engine.research", "deep_research.mcp_server.server",
+    "deep_research.engine.language.analysis", "deep_research.engine.views.assist",
+    "deep_research.engine.language.incremental", "deep_research.engine.tree_view", "deep_research.engine.research",
+    "deep_research.mcp_server.server",
 )
 
 

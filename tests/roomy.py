@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deep_research.engine.settings import FIELDS
+from deep_research.engine.settings.table import FIELDS
 from deep_research.engine.store import CONFIG_FILE
 
 BUDGETS = ("max_breadth", "max_depth", "max_criteria", "rounds_per_problem")

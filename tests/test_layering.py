@@ -1,9 +1,12 @@
 """The package's structure: no module uses another's private (`_name`) names, and no
 modules import each other in a circle, counting imports inside functions too (they run
 sooner or later) but not those under `if TYPE_CHECKING:` (they never run). The storeys
-import downwards only (engine < sources < autopilot < app < the front ends). In the LSP
-layer, what the features share lives in modules of its own (`arguments`, `executing`,
-`progress`, `show`) and in the server; no feature imports another, only `wiring.py` does. The front ends (the command line, the
+import downwards only (engine < sources < autopilot < app < the front ends), and so do the
+engine's own storeys (core < store < retrieval < settings < tree < execution < language <
+views < the facade). The front ends import of the engine only the modules its `API` names;
+the libraries beside them what they are listed to. In the LSP layer, what the features share
+lives in modules of its own (`arguments`, `executing`, `progress`, `show`) and in the server;
+no feature imports another, only `wiring.py` does. The front ends (the command line, the
 terminal mock, `run`'s console, the language server, the MCP server) set up, execute and
 run through the use cases (`app/`), never through the engine's parts for them."""
 
@@ -150,7 +153,7 @@ USE_CASE_PARTS = {
     ("deep_research.sources.inputs", "prepare_sync"): "app.setup",
     ("deep_research.autopilot.client", "ModelClient"): "app.run",
     ("deep_research.autopilot.loop", "Settings"): "app.run",
-    ("deep_research.engine.settings", "load"): "app.run (a run's settings)",
+    ("deep_research.engine.settings.table", "load"): "app.run (a run's settings)",
     ("deep_research.sources.embeddings", "*"): "app.embed",
 }
 USE_CASE_CALLS = {"create": "app.setup (Research.create)", "continue_with": "app.setup", "dry_run": "app.execute",
@@ -279,12 +282,12 @@ def test_what_differs_per_command_is_declared_on_its_row() -> None:
     """The command table is the only list of commands: no module but the table itself compares
     with a command's name or looks one up; the grammar, the prompt, the budgets and completion
     read the facts its rows declare (what a command grows, how it finishes a problem …)."""
-    from deep_research.engine.commands import COMMANDS
+    from deep_research.engine.language.commands import COMMANDS
 
     names = set(COMMANDS)
     found = []
     for name, (path, _) in _modules().items():
-        if name != "deep_research.engine.commands":
+        if name != "deep_research.engine.language.commands":
             found += _name_switches(path.read_text(encoding="utf-8"), str(path.relative_to(PACKAGE.parent)), names)
     assert found == []
     assert _name_switches('if spec.name == "write_report": pass\nx = COMMANDS["focus_up"]\nout.add("search")\n',
@@ -292,48 +295,136 @@ def test_what_differs_per_command_is_declared_on_its_row() -> None:
                                              "x.py:3 switches on 'search'"]
 
 
+# The engine's storeys, lowest first (deep_research/engine/__init__.py): a module imports its own
+# storey's and those below it, never one above. The facade is the package's own modules.
+ENGINE = "deep_research.engine"
+ENGINE_STOREYS = ("core", "store", "retrieval", "settings", "tree", "execution", "language", "views", "")
+# What a storey may import besides its own and, where it is named here, nothing more.
+ONLY = {"retrieval": {"store"}, "store": set(), "core": set()}
+
+
+def _engine_storey(name: str) -> str:
+    """The storey of an engine module ("" for the facade: the package's own modules)."""
+    rest = name[len(ENGINE) + 1:] if name != ENGINE else ""
+    first = rest.split(".")[0]
+    return first if "." in rest or first in ENGINE_STOREYS[:-1] else ""
+
+
+def _engine_arrows(edges: dict[str, set[str]]) -> tuple[list[str], list[str]]:
+    """Arrows that run back up the storeys, and those a storey with a short list may not take."""
+    up, outside = [], []
+    for name, targets in sorted(edges.items()):
+        if not name.startswith(ENGINE + ".") and name != ENGINE:
+            continue
+        storey = _engine_storey(name)
+        for target in sorted(t for t in targets if t.startswith(ENGINE)):
+            other = _engine_storey(target)
+            if ENGINE_STOREYS.index(other) > ENGINE_STOREYS.index(storey):
+                up.append(f"{name} ({storey or 'facade'}) imports {target} ({other or 'facade'})")
+            elif storey in ONLY and other != storey and other not in ONLY[storey]:
+                outside.append(f"{name} imports {target}")
+    return up, outside
+
+
+def test_the_engines_storeys_import_downwards_only() -> None:
+    """core < store < retrieval < settings < tree < execution < language < views < the facade;
+    retrieval imports only the store, the store and core nothing of the rest."""
+    edges, _ = _graph()
+    storeys = {_engine_storey(n) for n in edges if n.startswith(ENGINE)}
+    assert storeys == set(ENGINE_STOREYS), "every storey has modules, and every module a storey"
+    assert _engine_arrows(edges) == ([], [])
+
+
+def test_the_storey_check_sees_an_arrow_up() -> None:
+    edges = {f"{ENGINE}.core.text": {f"{ENGINE}.views.prompt"}, f"{ENGINE}.retrieval.index": {f"{ENGINE}.core.text"},
+             f"{ENGINE}.research": {f"{ENGINE}.views.prompt"}}
+    assert _engine_arrows(edges) == ([f"{ENGINE}.core.text (core) imports {ENGINE}.views.prompt (views)"],
+                                     [f"{ENGINE}.retrieval.index imports {ENGINE}.core.text"])
+
+
+def _engine_modules_taken(name: str, path: Path, is_package: bool) -> list[tuple[int, str]]:
+    """The engine modules `name` imports, each relative to the engine ("" the package itself)."""
+    modules = _modules()
+    package = name if is_package else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(_parse(path.read_text(encoding="utf-8"), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = package
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        origin = (f"{base}.{node.module}" if node.module else base) if node.level else (node.module or "")
+        if origin != ENGINE and not origin.startswith(ENGINE + "."):
+            continue
+        for alias in node.names:
+            module = f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in modules else origin
+            found.append((node.lineno, module[len(ENGINE) + 1:]))
+    return found
+
+
+def _outside_list(prefixes: tuple[str, ...], allowed: set[str]) -> list[str]:
+    taken = []
+    for name, (path, is_package) in _modules().items():
+        if any(name == p or name.startswith(p + ".") for p in prefixes):
+            taken += [f"{name}:{line} engine.{module}" for line, module in _engine_modules_taken(name, path, is_package)
+                      if module not in allowed]
+    return taken
+
+
+def test_the_front_ends_use_the_engines_api() -> None:
+    """The front ends import of the engine only the modules `deep_research.engine.API` names."""
+    from deep_research.engine import API
+
+    assert _outside_list(FRONT_ENDS + ("deep_research.demo", "deep_research.printouts", "deep_research.keys"),
+                         set(API)) == []
+
+
+# What the libraries beside the front ends use of the engine besides its API.
+LIBRARIES = {
+    "deep_research.app": {"retrieval.vectors"},  # the embeddings' store for `embed`
+    "deep_research.sources": {"execution.evidence", "execution.protocol", "execution.reading", "retrieval.vectors",
+                              "tree.model"},  # the evidence commands' values: what a message needs, what it got
+    "deep_research.dossier": {"tree.formats", "tree.model", "tree.staleness", "settings.rules"},  # the tree, read
+}
+
+
+def test_the_libraries_use_the_engine_as_listed() -> None:
+    from deep_research.engine import API
+
+    for library, more in LIBRARIES.items():
+        assert _outside_list((library,), set(API) | more) == [], library
+
+
 # What the autopilot (a library) uses of the engine, as ARCHITECTURE.md says: the research through
 # `Research` and plain values, and what the grammar is made from. Never what changes a research
 # itself (operations, drafts, files' formats, the transaction, the lock): that is `Research`'s.
-AUTOPILOT_ENGINE = {"research", "approval", "state", "text", "settings", "rules", "budgets", "commands", "parser",
-                    "incremental", "analysis", "prompt", "staleness", "evidence", "store",
-                    "citations", "parts"}  # a citation's key and an attachment's parts: the grammar's NAME#N
+AUTOPILOT_ENGINE = {"research", "language.approval", "core.state", "core.text", "settings.table", "settings.rules",
+                    "language.budgets", "language.commands", "language.parser", "language.incremental",
+                    "language.analysis", "views.prompt", "tree.staleness", "execution.evidence", "store",
+                    "tree.citations", "retrieval.parts"}  # a citation's key and an attachment's parts: NAME#N
 AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping"}  # its own document read and drafted; and the layout's names
 
 
 def test_the_autopilot_uses_the_engine_as_architecture_says() -> None:
-    taken = []
-    for name, (path, is_package) in _modules().items():
+    taken = _outside_list(("deep_research.autopilot",), AUTOPILOT_ENGINE)
+    for name, (path, _) in _modules().items():
         if not name.startswith("deep_research.autopilot"):
             continue
-        package = name if is_package else name.rpartition(".")[0]
         for node in ast.walk(_parse(path.read_text(encoding="utf-8"), str(path))):
-            if not isinstance(node, ast.ImportFrom) or node.level == 0:
-                continue
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            origin = f"{base}.{node.module}" if node.module else base
-            if not origin.startswith("deep_research.engine"):
-                continue
-            modules = [a.name for a in node.names] if origin == "deep_research.engine" else [origin.split(".")[2]]
-            for module in modules:
-                if module not in AUTOPILOT_ENGINE:
-                    taken.append(f"{name}:{node.lineno} engine.{module}")
-            if origin.startswith("deep_research.engine.store"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("engine.store"):
                 taken += [f"{name}:{node.lineno} store.{a.name}" for a in node.names
                           if a.name not in AUTOPILOT_STORE and not a.name.isupper()]
     assert taken == []
 
 
 def test_the_store_is_a_package_of_parts_each_on_those_before_it() -> None:
-    """layout < guard < cache < transaction: each part imports only those before it, and nothing
-    in the package imports the rest of the engine (but the inotify watch, which imports none of it)."""
-    order = ["layout", "guard", "cache", "transaction"]
+    """paths < guard < cache < transaction: each part imports only those before it, and nothing
+    in the package imports the rest of the engine (the inotify watch imports none of it)."""
+    order = ["paths", "guard", "cache", "transaction"]
     edges, _ = _graph()
-    assert not {t for t in edges["deep_research.engine.watch"] if t.startswith("deep_research.engine")}
+    store = f"{ENGINE}.store"
+    assert not {t for t in edges[f"{store}.watch"] if t.startswith(ENGINE)}
     for index, part in enumerate(order):
-        name = f"deep_research.engine.store.{part}"
-        allowed = {f"deep_research.engine.store.{p}" for p in order[:index]} | {"deep_research.engine.watch"}
-        assert edges[name] <= allowed, (name, edges[name] - allowed)
-    assert set(order) == {n.rsplit(".", 1)[1] for n in edges if n.startswith("deep_research.engine.store.")}
+        allowed = {f"{store}.{p}" for p in order[:index]} | {f"{store}.watch"}
+        assert edges[f"{store}.{part}"] <= allowed, (part, edges[f"{store}.{part}"] - allowed)
+    assert set(order) | {"watch"} == {n.rsplit(".", 1)[1] for n in edges if n.startswith(store + ".")}

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from . import __version__
-
 # The engine is imported inside each command: `serve` imports it with the language
 # server, inside its start-up window (see `_serve`).
 
@@ -68,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="deep-research",
         description="A workbench for deep research done by an LLM (or a person playing one).",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version, and those of the libraries it runs on")
     sub = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     def command(name: str, run: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
@@ -117,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "approval, 4 a limit stopped it, 1 an error.",
     )
     run.add_argument("dir", type=Path)
-    add_options(run)  # the settings table's options (engine/settings.py)
+    add_options(run)  # the settings table's options (engine/settings/table.py)
     run.add_argument("--seed", type=int, help=argparse.SUPPRESS)
 
     prompt = command("prompt", _prompt, "Print the prompt the assistant sees now.")
@@ -204,6 +202,20 @@ def _parser() -> argparse.ArgumentParser:
 # -- commands -----------------------------------------------------------------------------------
 
 
+class _Version(argparse.Action):
+    """`--version`: deep-research's, Python's, and each library's with its supported range (for a
+    bug report); read only when asked (~0.1 s)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from .versions import report
+
+        _out(report())
+        parser.exit()
+
+
 def _serve(args: argparse.Namespace) -> int:
     import gc
 
@@ -284,7 +296,7 @@ def _notes(notes: list[str]) -> None:
 
 def _execute(args: argparse.Namespace) -> int:
     from .app.execute import Refused, execute_sync, message_document
-    from .engine.reply import unsuccessful
+    from .engine.views.reply import unsuccessful
     from .printouts import execution_printout
 
     try:
@@ -311,10 +323,12 @@ def _run(args: argparse.Namespace) -> int:
     from .console import Options, run_command
     from .engine.research import NotAResearch
 
+    from .app.run import CannotRun
+
     try:
         folder = _folder(args.dir)
         return run_command(Options(folder, given(args), args.seed))
-    except (UserError, NotAResearch) as error:  # `run` reports every error with status 1
+    except (UserError, NotAResearch, CannotRun) as error:  # `run` reports every error with status 1
         _err(f"deep-research: {error}")
         return EXIT_COMMAND_FAILED
     except BrokenPipeError:
@@ -341,8 +355,8 @@ def _prompt(args: argparse.Namespace) -> int:
 def _researchers(args: argparse.Namespace) -> int:
     import json
 
+    from .engine.core.text import printable
     from .engine.research import Research
-    from .engine.text import printable
     from .printouts import researchers_printout
 
     research = Research.open(_folder(args.dir))
@@ -365,14 +379,14 @@ def _document_research(path: Path):
 
 
 def _tree(args: argparse.Namespace) -> int:
-    from .engine.outline import outline_lines
+    from .engine.core.text import printable
     from .engine.research import Research
-    from .engine.text import printable
+    from .engine.tree_view import outline_lines
 
     research = Research.open(_folder(args.dir))
     stats = None
     if args.stats:
-        from .engine.accounting import Ledger
+        from .engine.tree.accounting import Ledger
 
         stats = Ledger(research.root)
     for line in outline_lines(research, stats):  # streamed: a huge tree is never held whole
@@ -383,8 +397,8 @@ def _tree(args: argparse.Namespace) -> int:
 
 def _embed(args: argparse.Namespace) -> int:
     from .app.embed import NotSetUp, embed
+    from .engine.core.text import printable
     from .engine.research import Research
-    from .engine.text import printable
 
     research = Research.open(_folder(args.dir))
     for problem in research.config_problems():
@@ -412,7 +426,7 @@ def _embed(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from .engine.research import Research
-    from .engine.tree import UnknownProblem, find_problem
+    from .engine.tree.reader import UnknownProblem, find_problem
     from .printouts import report_printout
 
     research = Research.open(_folder(args.dir))
@@ -430,10 +444,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .engine.lint import check_research
+    from .engine.core.text import printable
     from .engine.research import Location, Research, locate
     from .engine.store import bookkeeping
-    from .engine.text import printable
+    from .engine.views.check import check_research
 
     folder = _folder(args.dir)
     where, root = locate(folder)
@@ -466,8 +480,8 @@ def _check(args: argparse.Namespace) -> int:
 def _fix(args: argparse.Namespace, root: Path) -> int:
     """`check --fix`: the safe fixes made (an interrupted message finished first), each printed
     as `path:line: fixed: what (the finding)`; how many."""
-    from .engine.repair import fix_research
     from .engine.research import Research
+    from .engine.views.repair import fix_research
 
     made = fix_research(Research.open(root))
     for item in made:
@@ -554,17 +568,21 @@ def _repl(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
+    from .versions import unfit
+
     root = _folder(args.root)
+    for library in unfit(("mcp",)):  # a dependency, but an editor's Python may lack it or hold another
+        raise UserError(library.sentence())
     try:
         from .mcp_server.server import run
-    except ImportError as error:  # the `mcp` package is a dependency, but an editor's Python may lack it
-        raise UserError(f"the MCP server needs the Python package `mcp` ({error}); install it with "
-                        "`python -m pip install 'mcp>=2.3,<3'`") from None
+    except ImportError as error:  # installed in its range, yet broken
+        raise UserError(f"the MCP server cannot start: the Python package `mcp` does not import ({error})") from None
+
     return run(root)
 
 
 def _commands(args: argparse.Namespace) -> int:
-    from .engine.commands import COMMANDS
+    from .engine.language.commands import COMMANDS
 
     print("# The commands of a message\n")
     print("Commands start at the beginning of a line. Kinds: read, create, update (see the approval mode).\n")
@@ -600,14 +618,14 @@ def _reader_gone() -> int:
 
 def _err(text: str) -> None:
     """A line for the person at the terminal, on standard error: control characters escaped."""
-    from .engine.text import printable
+    from .engine.core.text import printable
 
     print(printable(text), file=sys.stderr, flush=True)
 
 
 def _say(text: str) -> None:
     """A line for the person who ran the command (paths may hold anything): escaped."""
-    from .engine.text import printable
+    from .engine.core.text import printable
 
     print(printable(text))
 
@@ -615,7 +633,7 @@ def _say(text: str) -> None:
 def _out(text: str) -> None:
     """What a command prints that scripts and models also read (the prompt, a reply): exact
     when piped, control characters escaped on a terminal (as `ls` does with names)."""
-    from .engine.text import printable
+    from .engine.core.text import printable
 
     sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
 
@@ -645,8 +663,8 @@ def _read(path: Path, after: str | None = None) -> str:
         raise UserError(f"{path} is a folder, not a file")
     if not os.access(path, os.R_OK):
         raise UserError(f"{path}: permission denied")
+    from .engine.core.text import NotText, message_text
     from .engine.store import read_bytes
-    from .engine.text import NotText, message_text
 
     data = read_bytes(path)  # a regular file, read without blocking
     if data is None:
@@ -660,7 +678,7 @@ def _read(path: Path, after: str | None = None) -> str:
 def _config(root: Path, research=None):  # -> engine.settings.Config
     """The research's deep-research.toml (through its file cache, if given); its mistakes are
     warnings, never a stop."""
-    from .engine.settings import read
+    from .engine.settings.table import read
 
     config, problems = read(root, research.cache if research is not None else None)
     for problem in problems:
@@ -674,7 +692,7 @@ def _config(root: Path, research=None):  # -> engine.settings.Config
 def add_options(parser: argparse.ArgumentParser, keys: tuple[str, ...] | None = None) -> None:
     """The settings table's options on a command (all of `run`'s, or those of `keys`); each is
     stored under its setting's key."""
-    from .engine.settings import SETTINGS
+    from .engine.settings.table import SETTINGS
 
     for setting in SETTINGS:
         if setting.option is None or (keys is not None and setting.key not in keys):
@@ -703,7 +721,7 @@ def _metavar(setting) -> str:  # type: ignore[no-untyped-def]
 
 def given(args: argparse.Namespace) -> dict:
     """The settings a command was given (from `add_options`), by the table's keys."""
-    from .engine.settings import SETTINGS
+    from .engine.settings.table import SETTINGS
 
     return {s.key: getattr(args, s.key) for s in SETTINGS
             if s.option is not None and getattr(args, s.key, None) is not None}

@@ -32,10 +32,10 @@ from .app.run import build_run
 from .autopilot.client import ModelError
 from .autopilot.fleet import Fleet
 from .autopilot.loop import Observer, RoundReport, RunResult, RunStatus, SeatStatus
-from .engine.approval import ApprovalRequest, Decision
+from .engine.core.state import MAIN
+from .engine.core.text import NotText, printable
+from .engine.language.approval import ApprovalRequest, Decision
 from .engine.research import Research
-from .engine.state import MAIN
-from .engine.text import NotText, printable
 from .keys import EscapeWatch
 
 if TYPE_CHECKING:  # pragma: no cover

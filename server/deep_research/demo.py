@@ -192,7 +192,7 @@ class _Demo:
             for number, step in enumerate(SCRIPT, 1):
                 await self._step(number, step)
             self._banner("The research is finished. The problem tree on disk:")
-            from .engine.outline import render_outline
+            from .engine.tree_view import render_outline
 
             print(render_outline(Research.open(self.folder)))
             print(f"\nEverything is in {self.folder} (the prompt: {self.folder / '.deep-research' / 'prompt.md'}).")

@@ -92,7 +92,7 @@ def undo_printout(research: Research, undone: Undone, *, put_back: bool = True, 
 
 def message_label(number: int, text: str) -> str:
     """A message named so that its writer knows it: its number, its commands, its first words."""
-    from .engine.parser import parse
+    from .engine.language.parser import parse
 
     names = [c.name or "?" for c in parse(text).commands]
     shown = ", ".join(f"`{n}`" for n in names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
@@ -131,9 +131,9 @@ def report_printout(research: Research, path: tuple[str, ...] = ()) -> tuple[str
     """The report of the problem at `path` (default the root's) as `deep-research report` prints
     it, None when it has none; and notes for the reader (why there is none, a failed problem, a
     stale report)."""
-    from .engine.outline import is_stale
-    from .engine.state import Phase, Status
-    from .engine.tree import problem_name
+    from .engine.core.state import Phase, Status
+    from .engine.tree.reader import problem_name
+    from .engine.tree_view import is_stale
 
     if research.state().phase is Phase.NO_PROBLEM:
         return None, ["No problem is defined yet, so there is no report: the first message defines the problem."]

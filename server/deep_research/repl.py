@@ -19,13 +19,13 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
+from .engine.core.state import Phase
+from .engine.core.text import NotText, printable
 from .engine.research import Research
-from .engine.state import Phase
-from .engine.text import NotText, printable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .engine.settings import Config
     from .engine.research import Execution
+    from .engine.settings.table import Config
 
 SEPARATOR = "---"
 RULE = "─" * 72
@@ -186,8 +186,8 @@ class _Repl:
 
     def _status(self) -> None:
         from .engine import undo
-        from .engine.state import Status
-        from .engine.tree import problem_name
+        from .engine.core.state import Status
+        from .engine.tree.reader import problem_name
 
         research = self.research
         state = research.state()
@@ -210,7 +210,7 @@ class _Repl:
         self.write("\n".join(lines) + "\n\n")
 
     def _tree(self) -> None:
-        from .engine.outline import outline_lines
+        from .engine.tree_view import outline_lines
 
         self.write("\n".join(outline_lines(self.research)) + "\n\n")
 

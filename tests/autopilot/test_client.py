@@ -226,6 +226,25 @@ async def test_a_request_waits_until_llama_server_has_freed_the_slot_of_a_closed
     assert model.early == 0, "the second request came while the slot was busy"
 
 
+async def test_a_stream_closed_while_the_model_still_writes_is_a_reply_and_the_next_request_works(
+        model: ScriptedModel) -> None:
+    """The client closes the stream after a focus change while the server still writes (a model
+    generates on), and reads on to finish openai's generators: that read of a closed response
+    ends in the HTTP library's own error, unwrapped (httpx's in openai 2, httpx2's in 3), which
+    was taken for a failed call (`ReadError:`, issue 44). A grammar step closes streams so too."""
+    model.add(Hold("Done here.\n///focus_up\n", after="never sent\n"), Say("Next.\n"))
+    client = ModelClient(model.base_url, MODEL, None, max_retries=0)
+    try:
+        first = await client.complete(PROMPT)
+        second = await client.complete(PROMPT)
+    finally:
+        await client.close()
+    assert (first.text, first.finish_reason) == ("Done here.\n///focus_up\n", "focus-change")
+    assert (second.text, second.finish_reason) == ("Next.\n", "stop")
+    assert len(model.requests) == 2
+    await asyncio.to_thread(model.wait_for, lambda m: m.disconnects == 1 and m.holding == 0)  # it stopped writing
+
+
 async def test_without_the_slots_endpoint_requests_go_ahead_and_it_is_asked_once() -> None:
     steps = [Hold("Done here.\n///focus_up\n"), Hold("Done there.\n///focus_up\n"), Say("Next.\n")]
     with ScriptedModel(steps, llama_cpp=True, slots_endpoint=False) as model:

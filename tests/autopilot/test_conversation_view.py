@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deep_research.autopilot.turns import Turns
-from deep_research.engine.prompt import Section
+from deep_research.engine.core.state import MAIN, Phase
 from deep_research.engine.research import Research
-from deep_research.engine.state import MAIN, Phase
+from deep_research.engine.views.prompt import Section
 from tests.roomy import roomy
 from tests.scripted_model import DEFINE
 

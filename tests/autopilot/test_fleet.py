@@ -16,9 +16,9 @@ from deep_research.autopilot.client import ModelClient
 from deep_research.autopilot.fleet import Fleet
 from tests.roomy import roomy
 from deep_research.autopilot.loop import Decision, Observer, RunResult, RunStatus, SeatStatus, Settings
-from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.core.state import Phase, Status
+from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
-from deep_research.engine.state import Phase, Status
 from tests.autopilot.conftest import ROUND_KEYS, GatedExecutor, rounds
 from tests.scripted_model import BREAK_DOWN, DEFINE, MODEL, Fail, Hold, Say, ScriptedModel, Step, by_problem
 
@@ -366,7 +366,7 @@ async def test_the_grammar_of_each_researcher_admits_only_its_own_subtree(resear
 
 
 async def test_each_round_record_names_its_researcher_for_the_accounting(research: Research, model: ScriptedModel) -> None:
-    from deep_research.engine.accounting import Ledger
+    from deep_research.engine.tree.accounting import Ledger
 
     planned(research)
     model.add_for(ROOT, Say(DELEGATE), Say(FINISH))

@@ -11,11 +11,11 @@ from dataclasses import replace
 import pytest
 
 from deep_research.autopilot.grammar import GrammarInputs, MessageGrammar, build_grammar
-from deep_research.engine import commands
-from deep_research.engine.commands import Form
-from deep_research.engine.parser import parse
+from deep_research.engine.core.state import Phase
+from deep_research.engine.language import commands
+from deep_research.engine.language.commands import Form
+from deep_research.engine.language.parser import parse
 from deep_research.engine.research import Research
-from deep_research.engine.state import Phase
 from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_SUB
 
 pytestmark = pytest.mark.llm
@@ -120,7 +120,7 @@ def test_nothing_to_act_on_leaves_the_command_out(gbnf) -> None:
 
 
 def test_an_offline_research_gets_no_fetching_or_searching(gbnf, tmp_path) -> None:
-    from deep_research.engine.settings import Config, FetchConfig, SearchConfig
+    from deep_research.engine.settings.table import Config, FetchConfig, SearchConfig
 
     research = Research.create(tmp_path / "r")
     research.execute(DEFINE)

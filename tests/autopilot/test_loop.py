@@ -13,9 +13,9 @@ from deep_research.autopilot.fleet import Fleet
 from deep_research.autopilot.loop import (
     ApprovalRequest, Decision, EngineExecutor, Observer, RunResult, RunStatus, Settings,
 )
-from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.core.state import Phase, Status
+from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
-from deep_research.engine.state import Phase, Status
 from tests.autopilot.conftest import ROUND_KEYS, GatedExecutor, rounds
 from tests.roomy import roomy
 from tests.scripted_model import (
@@ -464,7 +464,8 @@ def test_the_grammar_follows_a_reply_analysing_each_command_once_and_its_executi
         research: Research, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the grammar's steps analysed as the reply grew is the dry run its execution takes."""
     from deep_research.autopilot.grammar import MessageGrammar
-    from deep_research.engine import analysis, store
+    from deep_research.engine import store
+    from deep_research.engine.language import analysis
     from deep_research.sources.gather import gather_and_execute_sync
 
     roomy(research.root)

@@ -10,7 +10,7 @@ from pathlib import Path
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.engine.vectors import VectorStore
+from deep_research.engine.retrieval.vectors import VectorStore
 
 from dr_cli_support import cli_command, cli_env
 

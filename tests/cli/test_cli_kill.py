@@ -21,8 +21,8 @@ from typing import Callable
 
 import pytest
 
-from deep_research.engine.layouts import FOLDER as LAYOUTS
 from deep_research.engine.research import Research
+from deep_research.engine.retrieval.layout_store import FOLDER as LAYOUTS
 
 from tests.roomy import roomy
 

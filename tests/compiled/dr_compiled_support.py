@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deep_research.engine import formats
-from deep_research.engine.model import Attachment
+from deep_research.engine.tree import formats
+from deep_research.engine.tree.model import Attachment
 from deep_research.engine.research import Research
 
 FILLER = "Filler sentence about nothing in particular. " * 100  # a part of its own

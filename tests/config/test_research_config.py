@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deep_research.engine.settings import CONFIG_FILE, Config, load
+from deep_research.engine.settings.table import CONFIG_FILE, Config, load
 
 
 def write(root: Path, text: str) -> None:
@@ -68,7 +68,7 @@ def test_precedence_file_then_environment_then_overrides(tmp_path: Path) -> None
 
 
 def test_the_search_provider_is_duckduckgo_unless_offline_none_or_mistyped(tmp_path: Path) -> None:
-    from deep_research.engine.settings import search_provider
+    from deep_research.engine.settings.table import search_provider
 
     assert search_provider(load(tmp_path, environ={})[0]) == "duckduckgo"  # works from the first message
     for text, expected in (('[search]\nprovider = "ArXiv"\n', "arxiv"), ('[search]\nprovider = "none"\n', None),

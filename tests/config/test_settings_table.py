@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from deep_research.cli import add_options, given
-from deep_research.engine.commands import ApprovalMode
-from deep_research.engine.rules import Rules, rules_of
-from deep_research.engine.settings import FIELDS, SETTINGS, Config, load, read
+from deep_research.engine.language.commands import ApprovalMode
+from deep_research.engine.settings.rules import Rules, rules_of
+from deep_research.engine.settings.table import FIELDS, SETTINGS, Config, load, read
 from deep_research.engine.store import CONFIG_FILE
 from deep_research.lsp.config import Settings
 

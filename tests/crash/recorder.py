@@ -80,7 +80,7 @@ class Recorder:
 
     def _rel(self, path, dir_fd: int | None = None) -> str | None:
         """`path` relative to the sandbox (its folder resolved, not its last component), or None.
-        With `dir_fd`, `path` is relative to that open folder (engine/layouts.py writes so)."""
+        With `dir_fd`, `path` is relative to that open folder (engine/retrieval/layout_store.py writes so)."""
         if isinstance(path, int):
             return None
         name = os.fsdecode(path)

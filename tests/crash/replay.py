@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from deep_research.engine.index import INDEX_FILE
-from deep_research.engine.layouts import FOLDER as LAYOUTS
+from deep_research.engine.core.state import Phase
 from deep_research.engine.research import NotAResearch, Research
-from deep_research.engine.state import Phase
+from deep_research.engine.retrieval.index import INDEX_FILE
+from deep_research.engine.retrieval.layout_store import FOLDER as LAYOUTS
 
 from .disk import CrashState, Image, crash_states, read_image
 from .recorder import Recorder

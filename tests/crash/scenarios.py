@@ -317,7 +317,7 @@ def _researchers(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 def _fix(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     """`check --fix` (issue 26): hand edits it repairs in one transaction, a breakdown written
     again and criteria renumbered."""
-    from deep_research.engine.repair import fix_research
+    from deep_research.engine.views.repair import fix_research
 
     research = defined(sandbox)
     assert research.execute(wide_message(6 if full else 2, 100) + "///add_criteria Has a sketch\n").executed
@@ -380,7 +380,7 @@ FIND = "blocking working set cache tile"
 
 @contextlib.contextmanager
 def _sources(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
-    """A message that attaches a source, which is then indexed (engine/index.py: after the
+    """A message that attaches a source, which is then indexed (engine/retrieval/index.py: after the
     transaction, in SQLite's own file, whose writes the recorder sees but whose journal and
     fsyncs, made in C, it does not: so it lets any of those writes be lost or cut, stricter
     than a real disk)."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deep_research.engine import formats
-from deep_research.engine.model import Attachment
 from deep_research.engine.research import Research
+from deep_research.engine.tree import formats
+from deep_research.engine.tree.model import Attachment
 
 HOSTILE = '<script>window.__pwned = 1; alert("x")</script> Hostile'
 IMG = '<img src=x onerror="window.__pwned = 2"> Image'

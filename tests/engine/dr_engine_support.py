@@ -10,10 +10,10 @@ import os
 import re
 from pathlib import Path
 
-from deep_research.engine.analysis import Status
-from deep_research.engine.layouts import FOLDER as LAYOUTS
+from deep_research.engine.core.text import Edit, Span, split_lines
+from deep_research.engine.language.analysis import Status
 from deep_research.engine.research import Execution, Research
-from deep_research.engine.text import Edit, Span, split_lines
+from deep_research.engine.retrieval.layout_store import FOLDER as LAYOUTS
 
 BOOK = ".deep-research"
 DEFINITION = "Problem Definition.md"
@@ -200,8 +200,8 @@ def build_tree(root: Path, branching: tuple[int, ...]) -> int:
     """A problem tree written straight to disk (definitions and criteria, the way the engine
     writes them), `branching[d]` subproblems per problem at depth d: for tests of scale.
     Problem k of a parent is titled by its indexes from 1 ("P 3.1.2"). Returns the count."""
-    from deep_research.engine import formats
-    from deep_research.engine.model import Criterion, Problem
+    from deep_research.engine.tree import formats
+    from deep_research.engine.tree.model import Criterion, Problem
 
     written = 0
     stack: list[tuple[Path, tuple[int, ...]]] = [(root, ())]

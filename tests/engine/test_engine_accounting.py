@@ -1,4 +1,4 @@
-"""Accounting per problem from the journal (engine/accounting.py), and `tree --stats`."""
+"""Accounting per problem from the journal (engine/tree/accounting.py), and `tree --stats`."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.accounting import IDLE, Figures, Ledger, markdown, summary
 from deep_research.engine.research import Research
+from deep_research.engine.tree.accounting import IDLE, Figures, Ledger, markdown, summary
 
 from dr_engine_support import BOOK, define, line, subproblem
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.engine.analysis import Status
-from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.core.state import ROOT, Phase
+from deep_research.engine.language.analysis import Status
+from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
-from deep_research.engine.state import ROOT, Phase
 
 from dr_engine_support import CRITERIA, block, files, line, ok, read, report, statuses, subproblem
 

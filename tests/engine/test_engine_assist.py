@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine import assist, commands
-from deep_research.engine.assist import Snapshot
+from deep_research.engine.language import commands
+from deep_research.engine.views import assist
+from deep_research.engine.views.assist import Snapshot
 from pathlib import Path
 
-from deep_research.engine.model import Attachment, Criterion, Problem
-from deep_research.engine.parser import parse
-from deep_research.engine.state import Phase
-from deep_research.engine.text import Pos, split_lines
+from deep_research.engine.core.state import Phase
+from deep_research.engine.core.text import Pos, split_lines
+from deep_research.engine.language.parser import parse
+from deep_research.engine.tree.model import Attachment, Criterion, Problem
 
 from dr_engine_support import span_is_valid
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from deep_research.engine.settings import load
-from deep_research.engine import budgets
-from deep_research.engine.lint import check_research
+from deep_research.engine.core.state import Phase
+from deep_research.engine.language import budgets
 from deep_research.engine.research import Research
-from deep_research.engine.rules import Rules
-from deep_research.engine.state import Phase
+from deep_research.engine.settings.rules import Rules
+from deep_research.engine.settings.table import load
+from deep_research.engine.views.check import check_research
 
 from dr_engine_support import BREAKDOWN, CRITERIA, GOOD_REPORT, block, files, line, ok, report, statuses, subproblem
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.engine import citations
 from deep_research.engine.research import Research
+from deep_research.engine.tree import citations
 
 from dr_engine_support import GOOD_REPORT, attachment, block, define, line, ok, report
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.analysis import Status
-from deep_research.engine.evidence import (
+from deep_research.engine.execution.evidence import (
     MAX_FILE_BYTES, MAX_SOURCE_BYTES, NOT_GATHERED, Evidence, Failed, Found, Need, NeedKind,
 )
+from deep_research.engine.language.analysis import Status
 from deep_research.engine.research import Research
 
 from dr_engine_support import ROOT_TITLE, apply_edits, files, line, read, statuses
@@ -257,11 +257,11 @@ def test_the_commands_run_only_in_focus(fresh: Research) -> None:
 
 def test_a_home_folder_that_does_not_exist_is_a_refusal_not_a_failure(research) -> None:
     """`~nosuchuser/x`: Path.expanduser raises for an unknown user (found by fuzz_analysis)."""
-    from deep_research.engine import assist
-    from deep_research.engine.assist import Snapshot
-    from deep_research.engine.parser import parse
-    from deep_research.engine.state import Phase
-    from deep_research.engine.text import Pos
+    from deep_research.engine.core.state import Phase
+    from deep_research.engine.core.text import Pos
+    from deep_research.engine.language.parser import parse
+    from deep_research.engine.views import assist
+    from deep_research.engine.views.assist import Snapshot
 
     text = "///attach_file ~no-such-user-here/notes.md\n"
     analysis = research.analyze(text)

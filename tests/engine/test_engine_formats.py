@@ -7,9 +7,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine import formats
-from deep_research.engine.model import Attachment, Criterion, Problem
-from deep_research.engine.state import State, Status, Phase
+from deep_research.engine.core.state import State, Status, Phase
+from deep_research.engine.tree import formats
+from deep_research.engine.tree.model import Attachment, Criterion, Problem
 
 # -- round trips -------------------------------------------------------------------------------------------------
 
@@ -261,8 +261,8 @@ def test_definitions_the_engine_writes_are_what_the_one_match_reading_expects(ti
 
 
 def test_criteria_and_reports_the_engine_writes_are_what_the_one_match_readings_expect() -> None:
-    from deep_research.engine.staleness import Basis
-    from deep_research.engine.state import now
+    from deep_research.engine.core.state import now
+    from deep_research.engine.tree.staleness import Basis
 
     criteria = [Criterion("Cites three sources", True), Criterion("Ünïcödé ✓ criterion")]
     assert formats._CANONICAL_CRITERIA.match(formats.render_criteria(criteria))

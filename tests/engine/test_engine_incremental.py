@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deep_research.engine import store
-from deep_research.engine.analysis import Analysis
-from deep_research.engine.incremental import DocumentAnalysis, Memo
-from deep_research.engine.parser import parse, reparse
+from deep_research.engine.language.analysis import Analysis
+from deep_research.engine.language.incremental import DocumentAnalysis, Memo
+from deep_research.engine.language.parser import parse, reparse
 from deep_research.engine.research import Research
 
 from tests.roomy import roomy

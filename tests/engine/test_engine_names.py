@@ -13,9 +13,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.names import MAX_NAME_BYTES, name_key, one_line, safe_component, unique_component
-from deep_research.engine.outline import render_outline
+from deep_research.engine.core.names import MAX_NAME_BYTES, name_key, one_line, safe_component, unique_component
 from deep_research.engine.research import Research
+from deep_research.engine.tree_view import render_outline
 
 from tests.roomy import roomy
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from deep_research.engine.core.state import ROOT, Phase
 from deep_research.engine.research import Research
-from deep_research.engine.state import ROOT, Phase
 
 from dr_engine_support import (
     BREAKDOWN, CRITERIA, DEFINITION, GOOD_REPORT, REPORT, ROOT_DEFINITION, block, files, line, ok, read,

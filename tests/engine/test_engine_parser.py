@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.engine.parser import Command, parse
-from deep_research.engine.text import Severity, split_lines
+from deep_research.engine.core.text import Severity, split_lines
+from deep_research.engine.language.parser import Command, parse
 
 from dr_engine_support import apply_edits, fmt, span_is_valid, span_text
 
@@ -85,7 +85,7 @@ CASES = {
         "<<< add_subproblem\n///\nx\n>>>", ["add_subproblem{?=x}"], ["empty-section-name 1:0-1:3"],
     ),
     # A section header outside a block parses as a (unknown) one-line command; the
-    # command table's checks say what is wrong with it (see test_engine_checks.py).
+    # command table's checks say what is wrong with it (see test_engine_binding.py).
     "section outside a block": ("///title\nTiling", ["title"], []),
     "stray >>>": ("text\n>>>\nmore", [], ["stray-close 1:0-1:3"]),
     "stray >>> with spaces": ("  >>>  ", [], ["stray-close 0:0-0:7"]),
@@ -163,7 +163,7 @@ def test_shutdown_is_found_anywhere() -> None:
 
 def test_command_at_finds_the_command_under_the_cursor() -> None:
     parsed = parse("text\n<<< add_subproblem\n///title\nT\n>>>\n///focus_up")
-    from deep_research.engine.text import Pos
+    from deep_research.engine.core.text import Pos
 
     assert parsed.command_at(Pos(3, 0)).name == "add_subproblem"
     assert parsed.command_at(Pos(5, 4)).name == "focus_up"

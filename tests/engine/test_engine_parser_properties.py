@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.parser import parse
-from deep_research.engine.text import Pos, clean_text, split_lines
+from deep_research.engine.core.text import Pos, clean_text, split_lines
+from deep_research.engine.language.parser import parse
 
 from dr_engine_support import new_research, span_is_valid
 

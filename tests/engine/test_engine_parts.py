@@ -1,4 +1,4 @@
-"""Parts (engine/parts.py): a pure division of a text into parts of at most `part_chars`,
+"""Parts (engine/retrieval/parts.py): a pure division of a text into parts of at most `part_chars`,
 covering it end to end; a PDF's by its pages; names `NAME#N` read unambiguously."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.parts import layout, outline, page_line, part_name, split_reference
+from deep_research.engine.retrieval.parts import layout, outline, page_line, part_name, split_reference
 
 LINES = st.sampled_from(["# Title", "## Section", "```", "~~~", "[Page 2]", "", "", "word " * 30, "x" * 700,
                          "Some sentence here.", "    code", "### Deep", "[page 7]"])

@@ -8,9 +8,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from deep_research.engine.parts import layout
-from deep_research.engine.prompt import ATTACHMENT_CHARS, ATTACHMENTS_TOTAL
 from deep_research.engine.research import Research
+from deep_research.engine.retrieval.parts import layout
+from deep_research.engine.views.prompt import ATTACHMENT_CHARS, ATTACHMENTS_TOTAL
 
 from dr_engine_support import (
     GOOD_REPORT, ROOT_TITLE, attachment, block, line, new_research, ok, report, subproblem,
@@ -249,8 +249,8 @@ def test_prompt_returned_by_execute_is_the_one_on_disk(research: Research, root:
 
 
 def test_command_help_lists_every_command_valid_in_focus(research: Research) -> None:
-    from deep_research.engine import commands
-    from deep_research.engine.state import Phase
+    from deep_research.engine.core.state import Phase
+    from deep_research.engine.language import commands
 
     help_text = research.prompt().split("## Block Commands", 1)[1].split("# Attachments Of Current Problem", 1)[0]
     for spec in commands.valid_in(Phase.IN_FOCUS):

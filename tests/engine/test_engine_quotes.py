@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine import citations, quotes
-from deep_research.engine.lint import check_file, check_research
-from deep_research.engine.model import Attachment
-from deep_research.engine.parts import split_reference
-from deep_research.engine.repair import fix_research
+from deep_research.engine.tree import citations, quotes
+from deep_research.engine.views.check import check_file, check_research
+from deep_research.engine.tree.model import Attachment
+from deep_research.engine.retrieval.parts import split_reference
+from deep_research.engine.views.repair import fix_research
 from deep_research.engine.research import Research
 
 from dr_engine_support import REPORT, attachment, ok, report

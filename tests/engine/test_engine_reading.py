@@ -1,4 +1,4 @@
-"""`///read` and `///find` (engine/reading.py, ranking.py, index.py): every source's text within
+"""`///read` and `///find` (engine/execution/reading.py, ranking.py, index.py): every source's text within
 reach, answers in the reply's Sources section in SPEC §13's forms, nothing written to the tree,
 bad input answered with a sentence that changes nothing, and the index kept right whatever
 happens to it."""
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.analysis import Status
-from deep_research.engine.index import INDEX_FILE, Index
-from deep_research.engine.parts import layout
-from deep_research.engine.ranking import PASSAGE_CHARS
-from deep_research.engine.reading import READ_PARTS, sources_limit
+from deep_research.engine.execution.reading import READ_PARTS, sources_limit
+from deep_research.engine.language.analysis import Status
 from deep_research.engine.research import Research
-from deep_research.engine.rules import Rules
+from deep_research.engine.retrieval.index import INDEX_FILE, Index
+from deep_research.engine.retrieval.parts import layout
+from deep_research.engine.retrieval.ranking import PASSAGE_CHARS
+from deep_research.engine.settings.rules import Rules
 
 from dr_engine_support import (
     BOOK, ROOT_TITLE, attachment, block, files, line, new_research, ok, report, stats, statuses, subproblem,
@@ -117,7 +117,7 @@ def test_a_name_that_ends_in_a_number_is_read_whole_or_by_its_parts(research: Re
 
 
 def test_a_pdfs_parts_are_its_pages(research: Research) -> None:
-    from deep_research.engine.evidence import Evidence, Found
+    from deep_research.engine.execution.evidence import Evidence, Found
 
     text = "\n\n".join(f"[Page {n}]\nPage {n} says {'more ' * (50 if n != 2 else 900)}" for n in range(1, 4))
     message = line("attach_file", "paper.pdf")
@@ -402,7 +402,7 @@ def test_two_researchers_find_while_a_third_attaches(research: Research, root: P
 
 
 def test_a_citation_of_a_part_is_valid_when_the_part_exists(book: Research, root: Path) -> None:
-    from deep_research.engine.lint import check_research
+    from deep_research.engine.views.check import check_research
 
     text = ("Summarized problem definition: which tile.\nQ1: Which size?\nA1: 48 KiB [[Memory book#"
             f"{PARTS.count}]], see [[Memory book#{PARTS.count + 5}]].\nConclusion: 48 KiB.")
@@ -455,5 +455,5 @@ def test_the_same_read_or_find_twice_in_a_message_shows_it_once(book: Research) 
 def test_a_find_of_many_passages_fits_a_reply(book: Research, root: Path) -> None:
     (root / "deep-research.toml").write_text("find_results = 50\n", encoding="utf-8")
     result = book.execute(line("find", "background remarks computing"))
-    # every part of the 22 matches, and a part gives up to three passages (engine/ranking.py)
+    # every part of the 22 matches, and a part gives up to three passages (engine/retrieval/ranking.py)
     assert statuses(result) == [("find", "ok")] and len(passages(result.reply)) == 50

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.layouts import FOLDER as LAYOUTS
+from deep_research.engine.core.state import ROOT, Phase
+from deep_research.engine.core.text import NotText
 from deep_research.engine.research import (
     Location, NotAMessageDocument, NotAResearch, Research, in_tree, locate, refuse_as_research,
 )
-from deep_research.engine.state import ROOT, Phase
-from deep_research.engine.text import NotText
+from deep_research.engine.retrieval.layout_store import FOLDER as LAYOUTS
 
 from dr_engine_support import (
     BREAKDOWN, CRITERIA, DEFINITION, REPORT, attachment, block, define, files, line, ok, read, report, stats,
@@ -84,11 +84,11 @@ def test_only_affected_files_are_rewritten(deep: Research, root: Path, text: str
     changed = sorted(os.path.relpath(p, root) for p in result.changed)
     bookkeeping = {STATE, PROMPT, JOURNAL, old_session, session(deep)}
     if any("/Attachments/" in k for k in expected):
-        bookkeeping.add(f"{BOOK}/index.sqlite3")  # what it attaches is indexed for `find` (engine/index.py)
+        bookkeeping.add(f"{BOOK}/index.sqlite3")  # what it attaches is indexed for `find` (engine/retrieval/index.py)
     assert sorted(k for k in changed if not k.startswith(BOOK)) == sorted(expected)
     assert sorted(k for k in rewritten if not k.startswith(BOOK)) == sorted(expected)
     undo_records = {k for k in rewritten if k.startswith(f"{BOOK}/undo/")}  # what undo needs (engine/undo.py)
-    layouts = {k for k in rewritten if k.startswith(f"{BOOK}/{LAYOUTS}/")}  # a source's parts (engine/layouts.py)
+    layouts = {k for k in rewritten if k.startswith(f"{BOOK}/{LAYOUTS}/")}  # a source's parts (engine/retrieval/layout_store.py)
     assert set(k for k in rewritten if k.startswith(BOOK)) - undo_records - layouts <= bookkeeping
 
 
@@ -150,7 +150,7 @@ def test_a_failed_create_leaves_no_folder_it_made(deep: Research, root: Path) ->
 
 def test_given_pages_keep_their_source_and_reach_the_root_in_one_transaction(research: Research, root: Path,
                                                                             tmp_path: Path) -> None:
-    from deep_research.engine.model import Attachment
+    from deep_research.engine.tree.model import Attachment
 
     page = Attachment("A page", "Text of the page.", source="https://example.org/p", sha256="ab" * 32)
     fresh = Research.create(tmp_path / "fresh", "I", attachments=[page, ("notes.txt", "Typed.")])

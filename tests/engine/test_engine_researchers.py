@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.analysis import Status
-from deep_research.engine.prompt import render_prompt
+from deep_research.engine.core.state import MAIN, Phase
+from deep_research.engine.language.analysis import Status
 from deep_research.engine.research import NoSuchResearcher, Research
-from deep_research.engine.state import MAIN, Phase
+from deep_research.engine.views.prompt import render_prompt
 
 from dr_engine_support import BOOK, line, report, subproblem
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
 
 from dr_engine_support import GOOD_REPORT, REPORT, block, files, line, ok, read, report, statuses

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deep_research.engine.outline import render_outline, view
 from deep_research.engine.research import Research
-from deep_research.engine.staleness import changes
+from deep_research.engine.tree.staleness import changes
+from deep_research.engine.tree_view import render_outline, view
 
 from dr_engine_support import GOOD_REPORT, REPORT, block, line, ok, report
 

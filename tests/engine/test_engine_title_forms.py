@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from deep_research.engine.names import find_title, normal_title, suggest_title, title_key
+from deep_research.engine.core.names import find_title, normal_title, suggest_title, title_key
 from deep_research.engine.research import Research
 
 from dr_engine_support import attachment, block, line, ok, statuses, subproblem

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from deep_research.engine import undo as undoing
+from deep_research.engine.core.state import Phase
 from deep_research.engine.research import Research
-from deep_research.engine.state import Phase
 from deep_research.engine.undo import KEEP, NothingToUndo, UndoRefused
 
 from dr_engine_support import BOOK, CRITERIA, DEFINITION, attachment, block, define, line, report, sub, subproblem

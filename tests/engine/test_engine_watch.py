@@ -1,4 +1,4 @@
-"""The inotify watch (engine/watch.py): a `Reads` found unchanged once is vouched for by the
+"""The inotify watch (engine/store/watch.py): a `Reads` found unchanged once is vouched for by the
 kernel's reports instead of a stat per file, and every change a stat would have seen is still
 seen. Linux only (elsewhere the watch does not start and `Reads` are checked by stats, which
 tests/engine/test_engine_store.py covers)."""
@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine import store, watch
-from deep_research.engine.incremental import DocumentAnalysis
-from deep_research.engine.parser import parse
+from deep_research.engine import store
+from deep_research.engine.language.incremental import DocumentAnalysis
+from deep_research.engine.language.parser import parse
 from deep_research.engine.research import Research
 from deep_research.engine.store import FileCache, Guard
+from deep_research.engine.store import watch
 
 from dr_engine_support import DEFINITION, block, line
 

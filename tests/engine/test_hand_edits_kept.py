@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from deep_research.engine.lint import check_research
 from deep_research.engine.research import Research
+from deep_research.engine.views.check import check_research
 
 from dr_engine_support import CRITERIA, DEFINITION, line, ok, read, report, sub
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from deep_research.dossier import export
-from deep_research.engine.accounting import Ledger
-from deep_research.engine.lint import check_research
-from deep_research.engine.outline import page, render_outline, view
 from deep_research.engine.research import Research
+from deep_research.engine.tree.accounting import Ledger
+from deep_research.engine.tree_view import page, render_outline, view
 from deep_research.engine.undo import UndoRefused
+from deep_research.engine.views.check import check_research
 from tests.hostile import IN_LINKS, OUT_LINKS, SENTINEL, SPECIAL, build, leaked, leaks_in_files, make_outside, plant
 
 pytestmark = pytest.mark.timeout(60)  # a reader that blocks on a FIFO fails here rather than hanging

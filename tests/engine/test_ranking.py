@@ -1,4 +1,4 @@
-"""engine/ranking.py on its own (a real SQLite index, sources made in memory): any text as a
+"""engine/retrieval/ranking.py on its own (a real SQLite index, sources made in memory): any text as a
 query, hostile or not, is words and nothing else (no FTS5 syntax, no SQL error, no passage from
 elsewhere), and a ranking is the same every time it is asked."""
 
@@ -14,9 +14,9 @@ from dr_engine_support import new_research
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.index import Index, Source
-from deep_research.engine.parts import layout
-from deep_research.engine.ranking import PASSAGE_CHARS, query_words, rank
+from deep_research.engine.retrieval.index import Index, Source
+from deep_research.engine.retrieval.parts import layout
+from deep_research.engine.retrieval.ranking import PASSAGE_CHARS, query_words, rank
 
 TEXTS = {
     "notes/cache.md": "# Caches\n\n" + "".join(

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from dr_engine_support import attachment, line, new_research, ok
 
-from deep_research.engine.evidence import Evidence, Failed, Need, NeedKind, QueryVector
-from deep_research.engine.reading import readable
+from deep_research.engine.execution.evidence import Evidence, Failed, Need, NeedKind, QueryVector
+from deep_research.engine.execution.reading import readable
 from deep_research.engine.research import Research
-from deep_research.engine.vectors import VectorStore, normalised, slices
+from deep_research.engine.retrieval.vectors import VectorStore, normalised, slices
 
 MODEL = "fake-model"
 TIDES = ("The sea rises and falls twice a day. The moon pulls the water of the near side toward it, and the "

@@ -1,4 +1,4 @@
-"""engine/vectors.py: the windows a part is embedded as, reciprocal rank fusion, and the
+"""engine/retrieval/vectors.py: the windows a part is embedded as, reciprocal rank fusion, and the
 vector store beside the index (keyed by what was embedded; a broken file made again; a link
 in its place removed, never followed)."""
 
@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.vectors import (
-    WINDOW_CHARS, StoreUnusable, VectorStore, embedded_text, fuse, key_of, model_key, normalised, similarity,
-    store_path, window_chars_of, windows)
+from deep_research.engine.retrieval.ranking import fuse
+from deep_research.engine.retrieval.vectors import (
+    WINDOW_CHARS, StoreUnusable, VectorStore, embedded_text, vector_key, model_key, normalised, similarity,
+    store_path, window_chars_of, windows,
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -43,8 +45,8 @@ def test_embedded_text_carries_its_section() -> None:
 
 
 def test_keys_depend_on_the_model_and_the_text() -> None:
-    assert key_of("m", "text") == key_of("m", "text")
-    assert len({key_of("m", "text"), key_of("n", "text"), key_of("m", "text!")}) == 3
+    assert vector_key("m", "text") == vector_key("m", "text")
+    assert len({vector_key("m", "text"), vector_key("n", "text"), vector_key("m", "text!")}) == 3
 
 
 def test_vectors_are_normalised_or_refused() -> None:

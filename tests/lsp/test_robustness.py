@@ -101,6 +101,14 @@ async def test_watchers_registered_where_the_client_allows(client, research: Pat
         assert methods == []  # Neovim: reads check file times instead
 
 
+async def test_the_server_logs_what_it_runs_on(client):
+    """A bug report carries the versions: the server logs its own and each library's (issue 44)."""
+    while not any(m.message.startswith("deep-research ") for m in client.log_messages):
+        await client.wait_for_notification(types.WINDOW_LOG_MESSAGE)
+    report = next(m.message for m in client.log_messages if m.message.startswith("deep-research "))
+    assert "Python 3." in report and "  pygls 2." in report and "  openai " in report and "outside" not in report
+
+
 async def test_position_encoding_negotiated(client):
     expected = "utf-8" if client.preset == "neovim" else "utf-16"
     assert client.encoding == expected

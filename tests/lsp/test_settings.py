@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deep_research.engine.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
+from deep_research.engine.language.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
 from deep_research.lsp.config import DEFAULT_MODE, MODES, Settings
 
 
@@ -21,7 +21,7 @@ def test_settings_from_a_client_are_tolerant():
 
 
 def test_fetch_and_search_settings_override_the_research_file(tmp_path):
-    from deep_research.engine.settings import Config, FetchConfig, SearchConfig
+    from deep_research.engine.settings.table import Config, FetchConfig, SearchConfig
 
     nested = Settings.from_client({"fetch": {"allowPrivateNetworks": True},
                                    "search": {"provider": "SearXNG", "url": " http://127.0.0.1:8888 "}})
@@ -41,7 +41,7 @@ def test_fetch_and_search_settings_override_the_research_file(tmp_path):
     # a provider that is not one is kept, to be refused by the search (not replaced by the default, where
     # the queries would go to a provider the user did not choose); other bad values fall back
     assert odd.values == {"search.provider": "altavista"}
-    from deep_research.engine.settings import search_provider
+    from deep_research.engine.settings.table import search_provider
 
     assert search_provider(Config().merged(**odd.overrides())) is None
 

@@ -93,7 +93,7 @@ async def test_the_editors_quick_fix_is_what_check_fix_makes_and_keeps_a_persons
     import subprocess
     import sys
 
-    from deep_research.engine.text import Edit, Pos, Span, apply_edits
+    from deep_research.engine.core.text import Edit, Pos, Span, apply_edits
 
     await defined(client, research)
     criteria = research / "Criteria of Definition of Done.md"

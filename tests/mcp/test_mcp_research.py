@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deep_research.engine.commands import COMMANDS
+from deep_research.engine.language.commands import COMMANDS
 
 from .mcp_client import call, connect, server_env, text
 

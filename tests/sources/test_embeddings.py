@@ -15,8 +15,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.engine.settings import Config
-from deep_research.engine.vectors import VectorStore, key_of
+from deep_research.engine.retrieval.vectors import VectorStore, vector_key
+from deep_research.engine.settings.table import Config
 from deep_research.sources.embeddings import BATCH, Backfill, EmbeddingError, Endpoint, embed, query_vector
 
 
@@ -134,7 +134,7 @@ def test_backfill_embeds_only_what_has_no_vector_in_small_batches(web: HTTPServe
     store = store_in(tmp_path)
     e = endpoint(web)
     texts = [f"passage {n} " + "a" * n for n in range(BATCH + 3)]
-    wanted = {key_of(e.model_key, t): t for t in texts}
+    wanted = {vector_key(e.model_key, t): t for t in texts}
     old = next(iter(wanted))
     store.put({old: embed(e, [wanted[old]], "passage")[0]})
     web.clear_log()
@@ -156,7 +156,7 @@ def test_backfill_stops_at_the_first_failure_keeping_what_it_stored(web: HTTPSer
     web.expect_request("/v1/embeddings").respond_with_handler(fails_second)
     store = store_in(tmp_path)
     e = endpoint(web)
-    wanted = {key_of(e.model_key, f"t{n}"): f"t{n}" for n in range(3 * BATCH)}
+    wanted = {vector_key(e.model_key, f"t{n}"): f"t{n}" for n in range(3 * BATCH)}
     backfill = Backfill()
     assert backfill.start(str(tmp_path), e, lambda: wanted, store)
     progress = backfill.wait(str(tmp_path), 30)
@@ -175,7 +175,7 @@ def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, re
     web.expect_request("/v1/embeddings").respond_with_handler(held)
     store = store_in(tmp_path)
     e = endpoint(web)
-    wanted = {key_of(e.model_key, "t"): "t"}
+    wanted = {vector_key(e.model_key, "t"): "t"}
     backfill, other_process = Backfill(), Backfill()
     assert backfill.start(str(tmp_path), e, lambda: wanted, store)
     assert entered.wait(10)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.settings import Config
-from deep_research.engine.reading import readable
+from deep_research.engine.execution.reading import readable
 from deep_research.engine.research import Research
-from deep_research.engine.vectors import VectorStore, similarity, slice_text, slices
+from deep_research.engine.retrieval.vectors import VectorStore, similarity, slice_text, slices
+from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
 from deep_research.sources.gather import gather_and_execute_sync
 

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
+from deep_research.engine.retrieval.parts import layout
 from deep_research.sources import SourceError
 from deep_research.sources.extract import (
     HTML, PDF, TEXT, TRAFILATURA_MISSING, decode, extract, fences_on_own_lines, kind_for, refusal, sniff,
 )
-from deep_research.engine.parts import layout
 
 from dr_sources_support import ARTICLE, make_pdf
 

@@ -13,10 +13,10 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from deep_research.engine.execution.evidence import Need, NeedKind
+from deep_research.engine.settings.table import Config
 from deep_research.sources import SourceError
 from deep_research.sources.fetch import USER_AGENT, Limits, fetch
-from deep_research.engine.settings import Config
-from deep_research.engine.evidence import Need, NeedKind
 from deep_research.sources.gather import fetch_page, gather
 from deep_research.sources.guard import AddressPolicy
 from deep_research.sources.reader import Readers

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.evidence import MAX_FILE_BYTES
+from deep_research.engine.execution.evidence import MAX_FILE_BYTES
 from deep_research.sources import SourceError, files
 from deep_research.sources.files import read_file
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.settings import Config
+from deep_research.engine.settings.table import Config
 from deep_research.sources import inputs as inputs_module
 from deep_research.sources.inputs import MAX_FOLDER_ENTRIES, InputError, Inputs, prepare_sync
 

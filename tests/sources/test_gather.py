@@ -14,10 +14,10 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.engine.settings import Config, FetchConfig, SearchConfig
-from deep_research.engine.analysis import Status
-from deep_research.engine.commands import ApprovalMode
+from deep_research.engine.language.analysis import Status
+from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
+from deep_research.engine.settings.table import Config, FetchConfig, SearchConfig
 from deep_research.sources import gather as gather_module
 from deep_research.sources.gather import MAX_NEEDS, gather_and_execute, gather_and_execute_sync
 
@@ -233,7 +233,8 @@ def test_a_document_that_is_not_a_message_is_refused_before_fetching(research: R
 def steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every command the analysis runs, by name (and no read counted as too recent to trust:
     the counts are about reuse, not about coarse file times)."""
-    from deep_research.engine import analysis, store
+    from deep_research.engine import store
+    from deep_research.engine.language import analysis
 
     ran: list[str] = []
     step = analysis.Run.step

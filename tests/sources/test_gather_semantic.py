@@ -16,9 +16,9 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from deep_research.engine.settings import Config
 from deep_research.engine.research import Research
-from deep_research.engine.vectors import VectorStore
+from deep_research.engine.retrieval.vectors import VectorStore
+from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
 from deep_research.sources.gather import gather_and_execute_sync
 

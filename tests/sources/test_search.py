@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pytest_httpserver import HTTPServer
 
-from deep_research.engine.settings import SearchConfig
+from deep_research.engine.settings.table import SearchConfig
 from deep_research.sources import SourceError
 from deep_research.sources.search import (
     ADDRESS_VARIABLE, DEFAULT_URLS, MAX_ATTEMPTS, Answer, SearchNotConfigured, address, ask, parse_arxiv,

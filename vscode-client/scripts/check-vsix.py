@@ -32,6 +32,7 @@ REQUIRED = [
     "vscode-client/bundled/deep_research/__init__.py",
     "vscode-client/bundled/deep_research/__main__.py",
     "vscode-client/bundled/not-bundled.json",  # what the extension offers to install
+    "vscode-client/bundled/on-request.txt",  # ... and their lock, which it installs from
     # the server's runtime libraries (pure Python, resolved for 3.10+)
     "vscode-client/bundled/libs/pygls/__init__.py",
     "vscode-client/bundled/libs/lsprotocol/__init__.py",

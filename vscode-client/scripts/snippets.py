@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generates vscode-client/snippets/deep-research.json from the command table.
 
-The command table (deep_research.engine.commands.COMMANDS) is the only list of
+The command table (deep_research.engine.language.commands.COMMANDS) is the only list of
 commands: this script writes one snippet per block command from each spec's own
 `snippet()` and `summary`, so the snippets cannot drift from the server.
 
@@ -21,7 +21,7 @@ OUT = REPO / "vscode-client" / "snippets" / "deep-research.json"
 
 def generate() -> str:
     sys.path.insert(0, str(REPO / "server"))
-    from deep_research.engine.commands import COMMANDS
+    from deep_research.engine.language.commands import COMMANDS
 
     snippets = {}
     for spec in COMMANDS.values():

@@ -7,9 +7,11 @@
 //
 // The extension offers it once per Python and set of missing packages (the Jupyter and
 // Python extensions' convention), again when the autopilot refuses for want of openai, and
-// any time through "Deep Research: Install Python Packages". pip reads its usual settings
-// (PIP_INDEX_URL, PIP_FIND_LINKS …) from the environment: users get PyPI, the tests a
-// local wheelhouse.
+// any time through "Deep Research: Install Python Packages". They are installed exactly as
+// the project's lock pins them (bundled/on-request.txt: every version and file hash, from
+// requirements/on-request.txt), so that no new release of a library can break the install.
+// pip reads its usual settings (PIP_INDEX_URL, PIP_FIND_LINKS …) from the environment: users
+// get PyPI, the tests a local wheelhouse.
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -22,6 +24,8 @@ export interface NotBundled {
   requirements: string[];
   /** Their distribution names, e.g. `openai`. */
   names: string[];
+  /** The lock of them and all they need (a requirements file beside not-bundled.json), if any. */
+  lock?: string;
 }
 
 /** What the private environment was made from (its marker file). */
@@ -179,17 +183,12 @@ export class PythonPackages {
             pip = [...base.command, '-m', 'pip', '--python', this.python];
           }
         }
-        if (fresh && pip[0] === this.python) {
-          // ensurepip's pip may be old (Python 3.11's 23.2 ignores lxml's `html-clean` extra, which
-          // trafilatura needs): bring the environment's own pip up to date first.
-          progress.report({ message: 'updating pip' });
-          const upgraded = await run(this.python, ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--upgrade', 'pip'], this.output);
-          if (upgraded.code !== 0) {
-            this.output.appendLine('pip could not be updated; going on with the one the environment has');
-          }
-        }
+        // The lock, when the bundle has one: exact versions, each file checked against its hash
+        // (it names every package, lxml's HTML cleaner included, so an old pip needs no update).
+        const lock = wanted.lock ? path.join(this.context.extensionPath, 'vscode-client', 'bundled', wanted.lock) : undefined;
+        const what = lock && fs.existsSync(lock) ? ['--require-hashes', '-r', lock] : wanted.requirements;
         progress.report({ message: `pip install ${wanted.requirements.join(' ')}` });
-        const installed = await run(pip[0], [...pip.slice(1), 'install', '--disable-pip-version-check', '--no-input', ...wanted.requirements], this.output);
+        const installed = await run(pip[0], [...pip.slice(1), 'install', '--disable-pip-version-check', '--no-input', ...what], this.output);
         if (installed.code !== 0) {
           const hint = /No module named pip/.test(installed.text)
             ? ' (this Python has neither venv nor pip: on Debian or Ubuntu install python3-venv)'

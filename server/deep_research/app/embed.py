@@ -34,7 +34,7 @@ def embed(research: Research, environ: Mapping[str, str] | None = None,
     """Embed every passage of the sources its researchers' `find` searches that has no vector
     for the research's model yet; the progress at the end and the number of sources. `NotSetUp`
     if the research's settings name no endpoint."""
-    from ..engine.vectors import VectorStore, wanted
+    from ..engine.retrieval.vectors import VectorStore, wanted
     from ..sources.embeddings import BACKFILL, Endpoint, visible_sources
 
     endpoint = Endpoint.of(research.config(), os.environ if environ is None else environ)

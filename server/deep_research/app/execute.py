@@ -8,7 +8,7 @@ save, a code action), MCP's `execute_message` and the autopilot's rounds all do.
 
 One path (`sources.gather.gather_and_execute`): the message is checked once and analysed
 once (`Research.dry_run`); commands above the approval mode are put to the front end's
-`Approver` (engine/approval.py: the terminal's question, the editor's pause, MCP
+`Approver` (engine/language/approval.py: the terminal's question, the editor's pause, MCP
 elicitation); what it needs from outside is gathered; it runs in one transaction, reusing
 the dry run. A front end converts its own forms (a path, a URI, a tool's arguments) and
 the `Execution` back (a printout, an answer object, a tool result).
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from ..engine.store import MESSAGE_FILE, MESSAGE_SUFFIX, Guard, is_message_document
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.settings import Config
     from ..engine.research import Execution, Research
+    from ..engine.settings.table import Config
 
 
 class Refused(Exception):
@@ -88,7 +88,7 @@ class Summary:
 def summary(result: Execution | None) -> Summary:
     """The counts of a message's commands, its phase after and whether its focus changed (of
     what was analysed; all zero without an analysis)."""
-    from ..engine.analysis import Status
+    from ..engine.language.analysis import Status
 
     analysis = result.analysis if result is not None else None
     if analysis is None:

@@ -20,14 +20,22 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .. import versions
 from ..autopilot.client import ModelClient
 from ..autopilot.fleet import Fleet
 from ..autopilot.loop import Settings
-from ..engine.settings import Config, load, rule_values
+from ..engine.settings.table import Config, load, rule_values
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.commands import ApprovalMode
+    from ..engine.language.commands import ApprovalMode
     from ..engine.research import Research
+
+
+MODEL_LIBRARIES = ("openai", "httpx")  # what a model call goes through
+
+
+class CannotRun(Exception):
+    """The autopilot cannot run here (a library outside its supported range): one sentence."""
 
 
 @dataclass
@@ -47,7 +55,10 @@ def build_run(
     seed: int | None = None, environ: Mapping[str, str] | None = None, **parts: Any,
 ) -> Run:
     """A run of the autopilot over `research` (see the module's docstring); `approval` is the
-    front end's approval mode if it has its own (the editor's setting), else the settings'."""
+    front end's approval mode if it has its own (the editor's setting), else the settings'.
+    Raises CannotRun when the model's libraries are outside the ranges deep-research supports."""
+    for library in versions.unfit(MODEL_LIBRARIES):
+        raise CannotRun(library.sentence())
     env = os.environ if environ is None else environ
     given = dict(overrides or {})
     config, problems = load(research.root, dict(env), research.cache)

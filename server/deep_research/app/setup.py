@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..engine.core.text import control_sentence
 from ..engine.research import Location, NotAResearch, Research, locate, refuse_as_research
-from ..engine.text import control_sentence
 from ..sources.inputs import Folder, InputError, Inputs, prepare
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.settings import Config
+    from ..engine.settings.table import Config
     from ..sources.gather import Progress
 
 NOT_CREATED = "Nothing was created."

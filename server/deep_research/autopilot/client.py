@@ -30,11 +30,12 @@ import email.utils
 import inspect
 import json
 import random
+import sys
 import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol, Union
 
-from ..engine import commands
+from ..engine.language import commands
 
 DUMMY_KEY = "no-key"  # local servers need none, but `openai` refuses to start without one
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -434,15 +435,15 @@ class ModelClient:
             model=model, messages=messages, stream=True, stream_options={"include_usage": True}, **kwargs,
         )
         follow: str | None = None
-        stopped = False  # we closed the stream: what had already arrived is read and dropped
+        stopped = False  # the reply is complete here, or goes on under another grammar
         usage = None
         # llama.cpp streams a continued (prefilled) assistant turn from its start: drop that echo
         echo = messages[-1]["content"] if messages[-1]["role"] == "assistant" else None
         held = ""
         try:
-            async with stream:
+            async with stream:  # its exit closes the response, however the loop ends
                 async for chunk in stream:
-                    if stopped:
+                    if stopped:  # what had arrived before the close, then the closed read's error
                         continue
                     if getattr(chunk, "usage", None) is not None:
                         usage = chunk.usage
@@ -460,11 +461,14 @@ class ModelClient:
                         if delta and not stopped:
                             follow, stopped = await self._take(delta, watch, run, on_text, steps, grammar)
                     if stopped:
-                        # Close the stream (the server stops generating), then read to its end:
-                        # every generator of openai's stream finishes here, not in the garbage
-                        # collector (which finalised them after the event loop had moved on).
+                        # Close the response (the server stops generating), then read on to the
+                        # end of what arrived: openai's stream is a chain of async generators, and
+                        # reading on finishes each of them here, not in the garbage collector
+                        # (which finalised them later, on whatever loop ran then).
                         await stream.close()
-        except openai.APIConnectionError:
+        except Exception:  # noqa: BLE001 - after the close, reading on ends in the closed read's error
+            # That error is the HTTP library's own (httpx's in openai 2, httpx2's in 3), raised
+            # unwrapped; it was taken for a failed request (docs/decisions.md, issue 44).
             if not stopped:
                 raise
         run.end(usage, len(watch.text))
@@ -533,11 +537,11 @@ class ModelClient:
         url = self.base_url
         if isinstance(error, (json.JSONDecodeError, ValueError)) and not isinstance(error, openai.OpenAIError):
             return ModelError(f"{url} sent a malformed reply (not the JSON of an OpenAI-compatible stream): {error}", "malformed")
-        if isinstance(error, openai.APITimeoutError):
+        if isinstance(error, (openai.APITimeoutError, *_http_errors("TimeoutException"))):
             if partial:
                 return ModelError(f"the reply from {url} stopped arriving (timed out); the partial reply was not executed", "cut")
             return ModelError(f"the model endpoint {url} did not answer in time", "unreachable")
-        if isinstance(error, openai.APIConnectionError):
+        if isinstance(error, (openai.APIConnectionError, *_http_errors("TransportError"))):
             if partial:
                 return ModelError(
                     f"the connection to {url} broke while the reply was streaming ({len(partial):,} characters "
@@ -589,6 +593,18 @@ def _lines(text: str) -> list[str]:
     """`text` in pieces that each end after a newline (the last one may not)."""
     pieces = text.splitlines(keepends=True)
     return pieces or [text]
+
+
+def _http_errors(name: str) -> tuple[type[Exception], ...]:
+    """The HTTP library's own error class `name` (`TimeoutException`, `TransportError`): openai
+    wraps what fails while it sends a request, but a stream's reading raises them unwrapped. Its
+    library is httpx up to openai 2 and httpx2 from 3: whichever of them is loaded."""
+    found = []
+    for library in ("httpx", "httpx2"):
+        kind = getattr(sys.modules.get(library), name, None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            found.append(kind)
+    return tuple(found)
 
 
 def _characters(messages: list[dict[str, str]]) -> int:

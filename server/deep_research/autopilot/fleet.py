@@ -41,10 +41,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from ..engine.approval import Approver, StopApprover
+from ..engine.core.state import MAIN, Phase, State
+from ..engine.language.approval import Approver, StopApprover
 from ..engine.research import NoSuchResearcher, Research
-from ..engine.settings import Config
-from ..engine.state import MAIN, Phase, State
+from ..engine.settings.table import Config
 from ..engine.store import bookkeeping
 from .client import ModelClient
 from .loop import (

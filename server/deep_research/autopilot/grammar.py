@@ -18,7 +18,7 @@ parse, and only commands that can run now:
   (defining the problem ends it too: a new session starts after it);
 - `attach_file` only with a file of the research folder (one folder is listed, `ATTACHABLE`
   names at most; without one the command is left out);
-- nothing over the research's budgets (engine/budgets.py: breadth, depth, criteria; once the
+- nothing over the research's budgets (engine/language/budgets.py: breadth, depth, criteria; once the
   rounds of this visit are spent, only the closing commands), and a method that makes even a
   small model finish what it opens. Where the depth allows subproblems, and while the visit
   has rounds left, a problem is broken into `BREAKDOWN_PARTS` of them (or `max_breadth`) before
@@ -60,17 +60,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from functools import lru_cache
 
-from ..engine import budgets, citations, commands, staleness
-from ..engine.commands import ArgType, CommandSpec, Finish, Form, Growth, Named
-from ..engine.incremental import DocumentAnalysis
-from ..engine.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
-from ..engine.parts import is_pdf_type, layout, split_reference
-from ..engine.prompt import EXAMPLE_WORDING, example_texts
+from ..engine.core.state import MAIN, Phase, Status
+from ..engine.execution.evidence import MAX_FILE_BYTES
+from ..engine.language import budgets, commands
+from ..engine.language.commands import ArgType, CommandSpec, Finish, Form, Growth, Named
+from ..engine.language.incremental import DocumentAnalysis
+from ..engine.language.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
 from ..engine.research import DryRun, checked_message
-from ..engine.rules import DEFAULT_REPORT_MAX_WORDS, Rules
-from ..engine.evidence import MAX_FILE_BYTES
-from ..engine.state import MAIN, Phase, Status
+from ..engine.retrieval.parts import is_pdf_type, layout, split_reference
+from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, Guard
+from ..engine.tree import citations, staleness
+from ..engine.views.prompt import EXAMPLE_WORDING, example_texts
 
 # A problem that may be broken down is, before work on its parts and its report: into this many
 # parts (or max_breadth).
@@ -105,7 +106,7 @@ class GrammarInputs:
     reply_chars: int | None = None  # about how many characters the reply may still take
     report_words: int = DEFAULT_REPORT_MAX_WORDS  # the research's report_max_words
     cited: tuple[str, ...] = ()  # the attachments a report may cite: the focus's and its parents'
-    # The research's budgets (engine/budgets.py): commands refused whatever their arguments
+    # The research's budgets (engine/language/budgets.py): commands refused whatever their arguments
     # (over breadth, depth or criteria, or every non-closing one once the rounds are spent),
     # and the subproblems that cannot get another criterion.
     refused: frozenset[str] = frozenset()
@@ -213,7 +214,7 @@ _NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FIL
 
 
 def _search(config) -> bool:
-    from ..engine.settings import search_provider
+    from ..engine.settings.table import search_provider
 
     return search_provider(config) is not None
 
@@ -468,7 +469,7 @@ class _Builder:
 
     def _parts(self) -> str:
         """`NAME` or `NAME#N` for each readable name, N one of its parts (a name that ends in `#`
-        and digits itself takes its part always: engine/parts.py)."""
+        and digits itself takes its part always: engine/retrieval/parts.py)."""
         alternatives = []
         for index, (name, count) in enumerate(self.inputs.readable):
             number = f"part-{index}"

@@ -14,7 +14,7 @@ the same run from its event loop:
 
 - `Document`: where the reply goes (the `.dr` file here; an editor buffer there);
 - `Executor`: runs a message (`Research.execute`; the one call, in `Pilot._execute`);
-- `Approver` (engine/approval.py): decides about a message whose commands are above the
+- `Approver` (engine/language/approval.py): decides about a message whose commands are above the
   approval mode, asked in the executor, one question at a time;
 - `Observer`: sees the run's progress and the reply as it streams.
 
@@ -35,15 +35,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ..engine.analysis import Outcome, Status
-from ..engine.approval import ApprovalRequest, Approver, Decision
-from ..engine.commands import ApprovalMode
-from ..engine.prompt import Entry
+from ..engine.core.state import MAIN, Phase, State, now
+from ..engine.core.text import NotText, message_text, refuse_not_text
+from ..engine.language.analysis import Outcome, Status
+from ..engine.language.approval import ApprovalRequest, Approver, Decision
+from ..engine.language.commands import ApprovalMode
 from ..engine.research import DryRun, Execution, NoSuchResearcher, Research, message_digest
-from ..engine.settings import FIELDS, SETTINGS, Config
-from ..engine.state import MAIN, Phase, State, now
+from ..engine.settings.table import FIELDS, SETTINGS, Config
 from ..engine.store import Guard, atomic_write
-from ..engine.text import NotText, message_text, refuse_not_text
+from ..engine.views.prompt import Entry
 from .client import ModelClient, ModelError, Reply
 from .grammar import MessageGrammar
 from .turns import Turns

@@ -11,7 +11,7 @@ the new turns from disk, and to the newest user turn every section of the view w
 is not what the conversation last showed of it (`engine.prompt.render_update`: a child's
 report come in, a parent's definition appended, a new attachment, the context given by
 `continue`, whatever another researcher's commit changed) and how many of this visit's
-rounds are left (engine/budgets.py). Everything sent before stays byte for byte the same.
+rounds are left (engine/language/budgets.py). Everything sent before stays byte for byte the same.
 So what the conversation shows of the view is what the researcher's `prompt.md` shows,
 before every round (issue 33). It keeps, for that, what each turn it sent showed of the
 view (`shown`): a section is shown again exactly when it differs from its last showing
@@ -34,9 +34,9 @@ again unchanged.
 
 from __future__ import annotations
 
-from ..engine.budgets import rounds_note
-from ..engine.prompt import Conversation, Fit, Turn, render_update, shown_by
-from ..engine.state import MAIN, Phase
+from ..engine.core.state import MAIN, Phase
+from ..engine.language.budgets import rounds_note
+from ..engine.views.prompt import Conversation, Fit, Turn, render_update, shown_by
 
 REFIT = 0.7  # a conversation cut or fitted afresh takes at most this share of max_prompt_tokens: room to grow
 CACHED = 0.65  # after a cut, the opening (a cached prefix) is at least this share of what is sent
@@ -97,7 +97,7 @@ class Turns:
 
     @staticmethod
     def _note(research, state) -> str:
-        """How many of this visit's rounds are left, once some are gone (engine/budgets.py)."""
+        """How many of this visit's rounds are left, once some are gone (engine/language/budgets.py)."""
         if state.phase is not Phase.IN_FOCUS:
             return ""
         rounds = research.rounds(state)

@@ -19,17 +19,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from ..engine import citations, quotes, staleness
-from ..engine.citations import Citation
-from ..engine.model import Attachment, Criterion
-from ..engine.parts import is_pdf_type, layout
-from ..engine.report import word_count
-from ..engine.rules import Rules, rules_of
-from ..engine.settings import read as read_settings
-from ..engine.state import ProblemPath, Status
+from ..engine.tree import citations, quotes, staleness
+from ..engine.tree.citations import Citation
+from ..engine.tree.model import Attachment, Criterion
+from ..engine.retrieval.parts import is_pdf_type, layout
+from ..engine.tree.report import word_count
+from ..engine.settings.rules import Rules, rules_of
+from ..engine.settings.table import read as read_settings
+from ..engine.core.state import ProblemPath, Status
 from ..engine.store import INSTRUCTION, FileCache, bookkeeping
-from ..engine.tree import Tree
-from ..engine.walk import Loaded, Walk
+from ..engine.tree.reader import Tree
+from ..engine.tree.walk import Loaded, Walk
 from .check import Repeat, repeats
 
 

@@ -95,7 +95,7 @@ def figures(compilation) -> list[str]:  # compilation: build.Compilation
                + (f", {check.unresolved:,} name nothing that exists" if check.unresolved else "") + ".")
     out.append(f"Cited sources: {len(compilation.references):,}; held but never cited: {len(compilation.consulted):,}.")
     found = review.verdicts
-    from ..engine.quotes import Verdict
+    from ..engine.tree.quotes import Verdict
 
     if review.quoted:
         out.append(

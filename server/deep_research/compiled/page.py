@@ -205,7 +205,7 @@ def _take(marks: list[Mark], name: str) -> Mark | None:
 
 
 def _title(mark: Mark) -> str:
-    from ..engine.quotes import quote_of
+    from ..engine.tree.quotes import quote_of
 
     quoted = quote_of(mark.citation)
     if quoted is None:
@@ -215,7 +215,7 @@ def _title(mark: Mark) -> str:
 
 
 def _verdicts() -> dict:
-    from ..engine.quotes import Verdict
+    from ..engine.tree.quotes import Verdict
 
     return {Verdict.FOUND: "found in the part cited", Verdict.OTHER_PART: "found in another part of the source",
             Verdict.OTHER_SOURCE: "found in another source", Verdict.NOWHERE: "found nowhere"}

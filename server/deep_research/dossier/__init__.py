@@ -20,8 +20,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.core.state import Phase
 from ..engine.research import Research
-from ..engine.state import Phase
 from ..engine.store import FileCache, fsync, fsync_folder, moment
 from .page import Page
 

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
 
-from ..engine import citations
+from ..engine.tree import citations
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def _renderer() -> MarkdownIt:
 
 
 def _citation_rule(state: StateInline, silent: bool) -> bool:
-    """`[[name]]` or `[[name|text]]` at the current position (engine/citations.py's syntax)."""
+    """`[[name]]` or `[[name|text]]` at the current position (engine/tree/citations.py's syntax)."""
     if not state.src.startswith("[[", state.pos):
         return False
     cited = citations.match_at(state.src, state.pos)

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import TextIO
 
 from .. import __version__
-from ..engine import citations, formats, staleness
-from ..engine.accounting import Ledger, summary
-from ..engine.model import Attachment, Problem
-from ..engine.parts import is_pdf_type, layout, part_name
-from ..engine.rules import rules_of
-from ..engine.settings import read as read_settings
-from ..engine.state import ProblemPath, Status
+from ..engine.core.state import ProblemPath, Status
+from ..engine.retrieval.parts import is_pdf_type, layout, part_name
+from ..engine.settings.rules import rules_of
+from ..engine.settings.table import read as read_settings
 from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping
-from ..engine.tree import Tree, read_attachments
+from ..engine.tree import citations, formats, staleness
+from ..engine.tree.accounting import Ledger, summary
+from ..engine.tree.model import Attachment, Problem
+from ..engine.tree.reader import Tree, read_attachments
 from .journal import Event, Message, timeline, undone_messages
 from .markdown import Cited, Markdown, safe_url
 

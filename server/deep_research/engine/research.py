@@ -22,34 +22,35 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from . import budgets, formats
 from . import undo as undoing
-from .analysis import Analysis, Status, analyze
-from .commands import ApprovalMode
-from .draft import BREAKDOWN_ASPECT, Draft
-from .evidence import Evidence
-from .index import Index, Source, key_of
-from .model import Attachment, Problem
-from .names import free_title, name_key, title_key, unique_component
-from .parts import is_pdf_type, layout
-from .parser import ParsedMessage, parse
-from .prompt import (
-    Bookkeeping, Conversation, Entry, Fit, Section, render_conversation, render_prompt, view_sections,
-)
-from .reply import render_reply
-from .rules import Rules, rules_of
-from .settings import Config
-from .settings import read as read_settings
-from .state import MAIN, ROOT, Phase, ProblemPath, Seat, State, now
-from .state import Status as RootStatus
-from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
+from .core.names import free_title, name_key, title_key, unique_component
+from .core.state import MAIN, ROOT, Phase, ProblemPath, Seat, State, now
+from .core.state import Status as RootStatus
+from .core.text import clean_text, refuse_not_text
+from .execution.draft import BREAKDOWN_ASPECT, Draft
+from .execution.evidence import Evidence
+from .language import budgets
+from .language.analysis import Analysis, Status, analyze
+from .language.commands import ApprovalMode
+from .language.parser import ParsedMessage, parse
+from .retrieval.index import Index, Source, source_key
+from .retrieval.parts import is_pdf_type, layout
+from .settings.rules import Rules, rules_of
+from .settings.table import Config
+from .settings.table import read as read_settings
 from .store import (
     ATTACHMENTS, BOOKKEEPING, CONTEXT, DEFINITION, INSTRUCTION, JOURNAL, PENDING_ATTACHMENTS, PROMPT, STATE,
     SUBPROBLEMS, FileCache, Reads, Transaction, bookkeeping, content_digest, locked, make_folders, pending_path,
     recover, researcher_folder, session_file,
 )
-from .text import clean_text, refuse_not_text
-from .tree import Tree, attachment_files, ordered_attachments, problem_name, read_attachments
+from .store import MESSAGE_FILE, is_message_document  # the message document: callers find them here too
+from .tree import formats
+from .tree.model import Attachment, Problem
+from .tree.reader import Tree, attachment_files, ordered_attachments, problem_name, read_attachments
+from .views.prompt import (
+    Bookkeeping, Conversation, Entry, Fit, Section, render_conversation, render_prompt, view_sections,
+)
+from .views.reply import render_reply
 
 
 log = logging.getLogger("deep_research.engine")
@@ -196,7 +197,7 @@ class Research:
         self.tree = Tree(self.root, self.cache)
         self.guard = self.tree.guard  # what of the folder may be read (store.Guard): every reader uses it
         self.durable = True  # fsync at commit; benchmarks may turn it off to measure the rest
-        # Rules an editor's settings set over the research's deep-research.toml (engine/rules.py).
+        # Rules an editor's settings set over the research's deep-research.toml (engine/settings/rules.py).
         self.rule_overrides: dict[str, object] = {}
         self._rounds: tuple[tuple, int] | None = None  # (journal stat, session, focus) -> rounds there
 
@@ -337,7 +338,7 @@ class Research:
         if not new and (instruction.strip() or context or attachments or reopened):
             undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
         tx.commit(self.cache)
-        if context or draft.new_attachments:  # indexed for `find` as they are added (engine/index.py)
+        if context or draft.new_attachments:  # indexed for `find` as they are added (engine/retrieval/index.py)
             index = Index(self.root, self.guard, durable=self.durable)
             try:
                 self._index_new(index, attachment_files(book / CONTEXT, self.cache) + self._added(draft))
@@ -486,7 +487,7 @@ class Research:
         return replace(rules, **self.rule_overrides) if self.rule_overrides else rules
 
     def rounds(self, state: State | None = None) -> int:
-        """The autopilot's rounds at the focus in its current visit (engine/budgets.py), from the
+        """The autopilot's rounds at the focus in its current visit (engine/language/budgets.py), from the
         journal: a stat per call (noted for kept analyses), its tail read when it changed."""
         state = state or self.state()
         journal = bookkeeping(self.root) / JOURNAL
@@ -499,7 +500,7 @@ class Research:
         return self._rounds[1]
 
     def refusals(self, state: State | None = None) -> budgets.Refusals:
-        """What the research's budgets refuse at the focus now (engine/budgets.py)."""
+        """What the research's budgets refuse at the focus now (engine/language/budgets.py)."""
         state = state or self.state()
         if state.phase is not Phase.IN_FOCUS:
             return budgets.Refusals()
@@ -723,7 +724,7 @@ class Research:
                 for item in draft.new_attachments]
 
     def _index_new(self, index: Index, added: Sequence[tuple[Attachment, Path]]) -> None:
-        """Index what a transaction just added (after it, under the lock: engine/index.py says why).
+        """Index what a transaction just added (after it, under the lock: engine/retrieval/index.py says why).
         A failure loses nothing: the next `find` sees the index behind and brings it up to date."""
         if not added:
             return
@@ -731,7 +732,7 @@ class Research:
         try:
             index.sync([Source(key, item.content, layout(item.content, part_chars, pdf=is_pdf_type(item.content_type)), file,
                                partial(_body, fallback=file.stem))
-                        for item, file, key in ((a, f, key_of(self.root, f)) for a, f in added)], prune=False)
+                        for item, file, key in ((a, f, source_key(self.root, f)) for a, f in added)], prune=False)
         except Exception:  # derived data: never the reason a message fails
             log.exception("indexing the new attachments of %s failed; the next find will", self.root)
 

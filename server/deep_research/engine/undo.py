@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .state import MAIN, State, now
+from .core.state import MAIN, State, now
 from .store import (
     BOOKKEEPING, JOURNAL, STATE, TMP_MARK, Guard, Transaction, bookkeeping, fsync_folder, is_message_document,
     locked, make_folders, read_bytes, read_text, recover,

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import to_fs_path
 
+from ..engine.core.text import message_text
 from ..engine.store import Guard
-from ..engine.text import message_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.research import Research

@@ -1,6 +1,6 @@
 """The server's settings: section `deepResearch`, read with `workspace/configuration`.
 
-Every key is a row of the settings table (`engine/settings.py::SETTINGS`, its `editor_key`):
+Every key is a row of the settings table (`engine/settings/table.py::SETTINGS`, its `editor_key`):
 the editor's own (`approvalMode`, `executeOnSave`, `showPromptAfterExecute`) and those that
 override the research's `deep-research.toml` when set (`model`, `maxRounds`, `reportMaxWords`,
 `maxBreadth`, `fetch.allowPrivateNetworks` …). Light: imported before `initialize`.
@@ -12,10 +12,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..engine.settings import APPROVAL_CHOICES, FIELDS, SETTINGS, Setting, rule_values
+from ..engine.settings.table import APPROVAL_CHOICES, FIELDS, SETTINGS, Setting, rule_values
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.commands import ApprovalMode
+    from ..engine.language.commands import ApprovalMode
 
 SECTION = "deepResearch"
 MODES = APPROVAL_CHOICES  # checked against ApprovalMode by a test
@@ -62,7 +62,7 @@ class Settings:
     @property
     def approval_mode(self) -> "ApprovalMode":
         # Imported here: the command table is not needed to answer `initialize`.
-        from ..engine.commands import ApprovalMode
+        from ..engine.language.commands import ApprovalMode
 
         return ApprovalMode.parse(self.approval)
 

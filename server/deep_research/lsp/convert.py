@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ..engine.text import Diagnostic, Edit, Pos, Span
+from ..engine.core.text import Diagnostic, Edit, Pos, Span
 
 SOURCE = "deep-research"
 

@@ -18,8 +18,8 @@ from .server import DeepResearchServer, Place
 from .show import show_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.approval import ApprovalRequest, Approver, Decision
-    from ..engine.commands import ApprovalMode
+    from ..engine.language.approval import ApprovalRequest, Approver, Decision
+    from ..engine.language.commands import ApprovalMode
     from ..engine.research import DryRun, Execution
 
 log = logging.getLogger("deep_research.lsp")
@@ -82,7 +82,7 @@ def relax_collector() -> None:
 
 
 class EditorPause:
-    """The editor's approver (engine/approval.py): a message above the approval mode is not
+    """The editor's approver (engine/language/approval.py): a message above the approval mode is not
     run; it waits in its document, and the user is told how to run it (“approve and
     execute”). The autopilot's pause is the same decision, told through its notification."""
 
@@ -90,7 +90,7 @@ class EditorPause:
         self.ls = ls
 
     async def decide(self, request: ApprovalRequest) -> Decision:
-        from ..engine.approval import Decision
+        from ..engine.language.approval import Decision
 
         if self.ls is not None:
             names = ", ".join(f"{o.command.name} ({o.kind.label})" for o in request.waiting if o.kind)
@@ -133,7 +133,7 @@ async def _consume(ls: DeepResearchServer, uri: str, executed: str) -> None:
 
 
 def _end_of(text: str):
-    from ..engine.text import Pos, split_lines
+    from ..engine.core.text import Pos, split_lines
 
     lines = split_lines(text)
     return Pos(len(lines) - 1, len(lines[-1]))

@@ -28,22 +28,22 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from .. import __version__
-from ..engine.parser import ParsedMessage, parse, reparse
-from ..engine.state import MAIN, Phase
+from ..engine.core.state import MAIN, Phase
+from ..engine.core.text import split_lines
+from ..engine.language.parser import ParsedMessage, parse, reparse
 from ..engine.store import STATE, FileCache, Reads, bookkeeping, recording, watched_stat
-from ..engine.text import split_lines
-from ..engine.watch import moment
+from ..engine.store.watch import moment
 from .config import SECTION, Settings
 from .convert import Positions
 from .tree_files import is_tree_markdown
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.settings import Config
-    from ..engine.accounting import Ledger
-    from ..engine.analysis import Analysis
-    from ..engine.assist import Snapshot
-    from ..engine.incremental import DocumentAnalysis
+    from ..engine.language.analysis import Analysis
+    from ..engine.language.incremental import DocumentAnalysis
     from ..engine.research import Research
+    from ..engine.settings.table import Config
+    from ..engine.tree.accounting import Ledger
+    from ..engine.views.assist import Snapshot
     from .features.autopilot import EditorRun
     from .features.diagnostics import Report
 
@@ -60,21 +60,21 @@ class _Later:
 
     @functools.cached_property
     def assist(self):  # type: ignore[no-untyped-def]
-        from ..engine import assist
+        from ..engine.views import assist
 
         return assist
 
     @functools.cached_property
     def incremental(self):  # type: ignore[no-untyped-def]
-        from ..engine import incremental
+        from ..engine.language import incremental
 
         return incremental
 
     @functools.cached_property
     def settings(self):  # type: ignore[no-untyped-def]
-        from ..engine import settings
+        from ..engine.settings import table
 
-        return settings
+        return table
 
 
 later = _Later()
@@ -113,7 +113,7 @@ class Document:
 
 # What only reads the research: each such message is answered on one look at the disk (with
 # the watch on, one read of the inotify descriptor and one stat of the research's root, however
-# many results it checks: engine/watch.py's `moment`). Nothing here writes to the research.
+# many results it checks: engine/store/watch.py's `moment`). Nothing here writes to the research.
 _READ_ONLY = frozenset({
     types.TEXT_DOCUMENT_COMPLETION, types.COMPLETION_ITEM_RESOLVE, types.TEXT_DOCUMENT_HOVER,
     types.TEXT_DOCUMENT_DIAGNOSTIC, types.TEXT_DOCUMENT_CODE_ACTION, types.TEXT_DOCUMENT_DOCUMENT_SYMBOL,
@@ -319,7 +319,7 @@ class DeepResearchServer(LanguageServer):
 
     def ledger(self, root: Path) -> "Ledger":
         """The accounting of a research, kept up to date with its journal (read incrementally)."""
-        from ..engine.accounting import Ledger
+        from ..engine.tree.accounting import Ledger
 
         known = self._ledgers.get(root)  # a research's root is already resolved: no walk per request
         if known is not None:
@@ -528,7 +528,7 @@ def _problems(research: "Research", researcher: str = MAIN) -> tuple:
         (attachment, file) for depth in range(len(state.focus), -1, -1)
         for attachment, file in tree.attachment_files(state.focus[:depth]))
     from ..engine.store import CONTEXT
-    from ..engine.tree import attachment_files
+    from ..engine.tree.reader import attachment_files
 
     context = tuple(attachment_files(bookkeeping(research.root) / CONTEXT, research.cache))
     return (focus, children, {c.title: tree.folder(c.path) for c in children}, cited, research.refusals(state), context,
@@ -548,7 +548,7 @@ def warm_up() -> None:
     """Import the rest of the engine while the client gets ready (call it once `initialize`
     is answered), then keep it out of the cyclic collector's way (see cli._serve); what
     the imports left in cycles is collected first, or freezing would keep it for good."""
-    for module in ("analysis", "assist", "incremental", "outline", "research"):
+    for module in ("language.analysis", "views.assist", "language.incremental", "tree_view", "research"):
         importlib.import_module(f"deep_research.engine.{module}")
     gc.collect()
     gc.freeze()

@@ -17,7 +17,7 @@ log = logging.getLogger("deep_research.lsp")
 
 async def show_prompt(ls: DeepResearchServer, path: Path, prompt: str, *, take_focus: bool) -> bool:
     """Ask the client to show the prompt, scrolled to what is new in it."""
-    from ..engine.prompt import reading_point
+    from ..engine.views.prompt import reading_point
 
     if not ls.supports("window.show_document.support"):
         return False

@@ -17,7 +17,7 @@ from urllib.parse import unquote
 
 from pygls.uris import to_fs_path
 
-from ..engine.text import Diagnostic, Severity, split_lines
+from ..engine.core.text import Diagnostic, Severity, split_lines
 from .convert import Positions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,8 +44,8 @@ class TreeFile:
 def tree_file(ls: DeepResearchServer, uri: str) -> TreeFile | None:
     """The open markdown file `uri` with its findings, or None if it is not open or not a
     file of a research tree inside the workspace."""
-    from ..engine.lint import check_file, tree_place
     from ..engine.research import Location, locate
+    from ..engine.views.check import check_file, tree_place
 
     if not is_tree_markdown(uri) or unquote(uri) not in ls.workspace.text_documents:
         return None

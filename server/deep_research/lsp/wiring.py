@@ -23,11 +23,11 @@ def create_server() -> DeepResearchServer:
 
 
 def run_server(tcp: str | None = None, log_file: str | None = None) -> int:
-    from ..engine import watch
+    from ..engine.store import watch
     from .logs import setup_logging
 
     # A request whose files did not change then costs a read of the inotify descriptor
-    # instead of a stat per file its answer rests on (engine/watch.py).
+    # instead of a stat per file its answer rests on (engine/store/watch.py).
     watch.start()
     server = create_server()
     setup_logging(server, log_file)

@@ -2,7 +2,7 @@
 
 The research's mode is `approval_mode` in its deep-research.toml (default: update, as for
 the autopilot). When a message holds commands of a higher kind, the execution asks its
-approver (`Elicitation`, engine/approval.py): the user through MCP elicitation (run / skip)
+approver (`Elicitation`, engine/language/approval.py): the user through MCP elicitation (run / skip)
 if the client declared that it can; otherwise nothing runs and the reply says what needs
 approval and how the user can give it. Neither way writes anything for a message that does
 not run.
@@ -14,11 +14,11 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..engine.analysis import Outcome
-from ..engine.approval import ApprovalRequest, Decision
-from ..engine.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
+from ..engine.language.analysis import Outcome
+from ..engine.language.approval import ApprovalRequest, Decision
+from ..engine.language.commands import DEFAULT_APPROVAL_MODE, ApprovalMode
 from ..engine.research import MAIN, MESSAGE_FILE
-from ..engine.settings import CONFIG_FILE, Config
+from ..engine.settings.table import CONFIG_FILE, Config
 
 log = logging.getLogger("deep_research.mcp")
 
@@ -53,7 +53,7 @@ def can_ask(session: Any) -> bool:
 
 
 class Elicitation:
-    """The approver of a tool call (engine/approval.py): the user is asked through the client,
+    """The approver of a tool call (engine/language/approval.py): the user is asked through the client,
     if it can; otherwise the message waits (`STOP`) and the reply says how to approve it."""
 
     def __init__(self, session: Any, request_id: Any, research: str) -> None:

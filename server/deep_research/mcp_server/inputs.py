@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine.names import expand_home
-from ..engine.settings import Config, read
+from ..engine.core.names import expand_home
+from ..engine.settings.table import Config, read
 from ..sources.inputs import Inputs, is_url
 
 

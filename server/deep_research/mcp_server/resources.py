@@ -1,5 +1,5 @@
 """Resources: a research's prompt, each problem's definition, criteria and report, and one part
-of an attachment or context item (what `///read NAME#N` shows: engine/parts.py).
+of an attachment or context item (what `///read NAME#N` shows: engine/retrieval/parts.py).
 
     deep-research://research/{research}/prompt
     deep-research://research/{research}/problem{/path*}/definition     (criteria, report)
@@ -26,12 +26,12 @@ from urllib.parse import quote, unquote
 
 import mcp_types as types
 
-from ..engine import citations
-from ..engine.outline import is_folder_name
-from ..engine.parts import is_pdf_type, layout
+from ..engine.core.state import Phase, ProblemPath
 from ..engine.research import Research
-from ..engine.state import Phase, ProblemPath
+from ..engine.retrieval.parts import is_pdf_type, layout
 from ..engine.store import CRITERIA, DEFINITION, REPORT
+from ..engine.tree import citations
+from ..engine.tree_view import is_folder_name
 from .workspace import Refusal, Workspace
 
 PREFIX = "deep-research://research/"

@@ -26,10 +26,10 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
-from ..engine.text import NotText
-from ..engine.undo import UndoRefused
 from ..app.embed import keep_embedding
+from ..engine.core.text import NotText
+from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
+from ..engine.undo import UndoRefused
 from ..printouts import (
     compile_printout, execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning,
 )
@@ -190,7 +190,7 @@ class DeepResearchMCP:
         return reply, _summary(result, "executed", researcher)
 
     async def _tool_research_tree(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        from ..engine.outline import is_folder_name, page, page_json, view, view_json
+        from ..engine.tree_view import is_folder_name, page, page_json, view, view_json
 
         research = self.workspace.open(args["research"])
         name = self.workspace.name(research.root)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.commands import COMMANDS, Form
-from ..engine.outline import PAGE
-from ..engine.text import control_sentence
+from ..engine.core.text import control_sentence
+from ..engine.language.commands import COMMANDS, Form
+from ..engine.tree_view import PAGE
 
 MAX_TEXT_BYTES = 1_000_000  # a message (or any other text argument) larger than this is refused
 MAX_LIST_ITEMS = 50  # context texts or attachments per call

@@ -28,7 +28,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from ..engine.vectors import WINDOW_CHARS, model_key
+from ..engine.retrieval.vectors import WINDOW_CHARS, model_key
 
 log = logging.getLogger("deep_research.sources")
 
@@ -82,7 +82,7 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
     """The normalised vectors of `texts`, in order (`kind`: "query" or "passage")."""
     import sys
 
-    from ..engine.vectors import normalised
+    from ..engine.retrieval.vectors import normalised
 
     try:
         import openai
@@ -223,7 +223,7 @@ class Backfill:
 
     def _run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object, progress: Progress,
              report: Callable[[Progress], None] | None = None) -> None:
-        from ..engine.vectors import StoreUnusable
+        from ..engine.retrieval.vectors import StoreUnusable
 
         try:
             with _RunLock(root) as mine:
@@ -310,7 +310,7 @@ def keep_up(research: object, execution: object, config: object, environ: Mappin
     """After a message that attached, searched or found (sources/gather.py): in a long-lived
     front end, embed in the background what its researcher's next `find` will search. True if
     a run started."""
-    from ..engine.vectors import VectorStore, wanted
+    from ..engine.retrieval.vectors import VectorStore, wanted
 
     endpoint = Endpoint.of(config, environ)
     analysis = getattr(execution, "analysis", None)
@@ -324,9 +324,9 @@ def keep_up(research: object, execution: object, config: object, environ: Mappin
 
 
 def visible_sources(research: object, draft: object = None) -> list:
-    """The sources a researcher's `find` searches (engine/reading.py): those visible from the
+    """The sources a researcher's `find` searches (engine/execution/reading.py): those visible from the
     focus of `draft` (by default the main researcher's, as it is on disk) and the context."""
-    from ..engine.reading import readable, sources_of
+    from ..engine.execution.reading import readable, sources_of
 
     if draft is None:
         draft = research.analyze("").draft  # type: ignore[attr-defined]
@@ -335,7 +335,7 @@ def visible_sources(research: object, draft: object = None) -> list:
 
 def gathered_query(query: str, config: object, environ: Mapping[str, str]) -> object:
     """A find's query as gathered before its message (sources/gather.py): its vector, or why not."""
-    from ..engine.evidence import Failed, QueryVector
+    from ..engine.execution.evidence import Failed, QueryVector
 
     endpoint = Endpoint.of(config, environ)
     if endpoint is None:  # pragma: no cover - gather leaves these needs out

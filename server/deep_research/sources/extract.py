@@ -6,7 +6,7 @@
   (the standard library's parser) keeps all the page's text, and the attachment says how
   to install trafilatura.
 - PDF: its text layer, page by page, with pypdf; each page after a `[Page N]` line, which is
-  where the attachment's parts follow its pages (engine/parts.py reads them back).
+  where the attachment's parts follow its pages (engine/retrieval/parts.py reads them back).
 - Plain text, markdown, JSON, CSV: as they are.
 - Anything else is refused with a sentence that lists what is accepted.
 
@@ -26,7 +26,7 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from ..engine.parts import page_line
+from ..engine.retrieval.parts import page_line
 from . import SourceError
 
 log = logging.getLogger("deep_research.sources")
@@ -159,7 +159,7 @@ def extract_html(html: str, url: str = "", fallback_title: str = "") -> Extracte
 
 # trafilatura writes a code block inside a list item after the item's text ("by commenting: ```"),
 # where markdown does not see a fence: its closing line then opens one, and every code block after
-# it is read inside out (comments taken for headings, prose for code) by engine/parts.py and readers.
+# it is read inside out (comments taken for headings, prose for code) by engine/retrieval/parts.py and readers.
 _FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})[^`]*")  # an opening fence may have an info string
 _BARE_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")  # a closing fence has none
 _GLUED = re.compile(r"(.*\S)[ \t]+(`{3,}|~{3,})[ \t]*")

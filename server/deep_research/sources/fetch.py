@@ -28,7 +28,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import httpx
 
 from .. import __version__
-from ..engine.evidence import size_text
+from ..engine.execution.evidence import size_text
 from . import SourceError
 from .guard import AddressPolicy, IPAddress, Resolver, parse_ip_literal, resolve
 

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from ..engine.evidence import MAX_FILE_BYTES, Found, Refused, locate_file, size_text
+from ..engine.execution.evidence import MAX_FILE_BYTES, Found, Refused, locate_file, size_text
 from . import SourceError
 from .extract import HTML, PDF, TEXT, decode, extract
 

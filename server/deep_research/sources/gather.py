@@ -31,14 +31,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..engine.evidence import Evidence, Failed, Found, Gathered, Need, NeedKind
-from ..engine.settings import Config
+from ..engine.execution.evidence import Evidence, Failed, Found, Gathered, Need, NeedKind
+from ..engine.settings.table import Config
 from ..engine.store import CONFIG_FILE
 from . import SourceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.approval import Approver
-    from ..engine.commands import ApprovalMode
+    from ..engine.language.approval import Approver
+    from ..engine.language.commands import ApprovalMode
     from ..engine.research import DryRun, Execution, Research
     from .fetch import Limits
     from .guard import AddressPolicy, Resolver
@@ -208,12 +208,12 @@ async def gather_and_execute(
     """Run a message that may need the outside world: dry run, approval, gather, execute (see
     the module docstring). `config` defaults to the research's deep-research.toml.
     `researcher` is whose message it is (default: the one whose document `consume` is, else
-    main). A message above `mode` is put to `approver` (engine/approval.py; without one it
+    main). A message above `mode` is put to `approver` (engine/language/approval.py; without one it
     waits: reason "needs-approval"; declined: "declined"). `prepared` is the message's dry
     run if the caller made it already (`Research.dry_run`, with this text, document,
     researcher and the config's allowed roots): it is not done again."""
-    from ..engine.approval import NOT_RUN, ApprovalRequest, Decision, StopApprover
-    from ..engine.commands import ApprovalMode
+    from ..engine.language.approval import NOT_RUN, ApprovalRequest, Decision, StopApprover
+    from ..engine.language.commands import ApprovalMode
     from ..engine.research import Execution, checked_document
 
     mode = ApprovalMode.DELETE if mode is None else mode

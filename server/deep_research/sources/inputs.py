@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ..engine.evidence import MAX_TYPED_CHARS, Failed, Found, Need, NeedKind, kept_text, title_of
-from ..engine.model import Attachment
-from ..engine.names import free_title, one_line, title_key
-from ..engine.text import control_sentence
+from ..engine.core.names import free_title, one_line, title_key
+from ..engine.core.text import control_sentence
+from ..engine.execution.evidence import MAX_TYPED_CHARS, Failed, Found, Need, NeedKind, kept_text, title_of
+from ..engine.tree.model import Attachment
 from . import SourceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.settings import Config
+    from ..engine.settings.table import Config
     from .fetch import Limits
     from .gather import Progress
     from .guard import AddressPolicy
@@ -363,8 +363,8 @@ def _read(real: Path, given: Path) -> Found:
 
 
 def _checked_url(text: str) -> str:
-    from ..engine.evidence import check_url
-    from ..engine.operations import Arg, CommandError
+    from ..engine.execution.evidence import check_url
+    from ..engine.execution.protocol import Arg, CommandError
 
     try:
         return check_url(Arg(text.strip(), None))

@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, quote, urljoin, urlsplit
 
 import httpx
 
-from ..engine.settings import DEFAULT_SEARCH_PROVIDER, SEARCH_PROVIDERS, SearchConfig
+from ..engine.settings.table import DEFAULT_SEARCH_PROVIDER, SEARCH_PROVIDERS, SearchConfig
 from . import SourceError
 from .extract import html_to_text
 from .fetch import USER_AGENT

@@ -1,13 +1,15 @@
 """The research folder on disk: where each file lives, reading it, writing it safely.
 
-- `layout.py` — the fixed layout: file and folder names, a researcher's bookkeeping, the
-  journal's records, a text's digest.
+- `paths.py` — where each file lives: the fixed file and folder names, a researcher's
+  bookkeeping, the journal's records, a text's digest.
 - `guard.py` — `Guard`, the one way a research is read: nothing outside it, nothing that
   blocks (`open_folder` for walks); the engine's own files read the same way, unconfined.
 - `cache.py` — `FileCache` (bounded LRU of parsed files, confined to its research) and what a
   computation read through it (`Reads`, `recording`, `watched_stat` for a file outside the tree).
 - `transaction.py` — durable folders and atomic writes, `Transaction` with its pending file,
   `recover()`, the inter-process lock (`locked`).
+- `watch.py` — the process's inotify watch, which vouches for a cache's reads (the language
+  server starts it); it imports nothing of the engine.
 
 Each part imports only those listed before it. The engine and its callers use the names
 below, the store's API; the parts' own helpers stay in their parts.
@@ -15,7 +17,7 @@ below, the store's API; the parts' own helpers stay in their parts.
 
 from .cache import FileCache, Reads, Signature, is_racy, recording, watched_stat
 from .guard import MAX_READ_BYTES, Entry, Guard, OpenFolder, decode, read_bytes, read_text
-from .layout import (
+from .paths import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CONTEXT, CRITERIA, DEFINITION, INSTRUCTION, JOURNAL,
     MESSAGE_FILE, MESSAGE_SUFFIX, PENDING, PENDING_ATTACHMENTS, PROMPT, REPORT, RESEARCHERS, SESSIONS, STATE,
     SUBPROBLEMS, TMP_MARK, bookkeeping, content_digest, is_message_document, journal_records, moment,

@@ -4,7 +4,7 @@ Reading goes through a bounded cache keyed by each file's (inode, size, times), 
 unchanged files are parsed once and a hand edit is seen on the next read, without
 watching. The cache can also note everything a computation read (`Reads`), so that its
 result can be reused for as long as none of it changed (a `stat` each, or with the language
-server's inotify watch, engine/watch.py, nothing while the kernel reports no change).
+server's inotify watch, engine/store/watch.py, nothing while the kernel reports no change).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
-from ..watch import current as current_watch
 from .guard import ANYWHERE, MAX_READ_BYTES, NOWHERE, Entry, Guard, decode, read_regular
+from .watch import current as current_watch
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ class Reads:
     def __init__(self) -> None:
         self.seen: dict[str, Signature | None] = {}
         self.racy = False  # something was read within RACY_NS of its change: never trust these
-        # With the process's inotify watch on (engine/watch.py): the watch's generation and
+        # With the process's inotify watch on (engine/store/watch.py): the watch's generation and
         # layout when the stats last found all of it unchanged, the roots it lies in, and
         # whether every folder on its paths was there to watch.
         self._vouched: tuple[int, int, tuple[str, ...], bool] | None = None

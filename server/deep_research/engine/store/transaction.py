@@ -34,7 +34,7 @@ from typing import Iterator
 
 from .cache import FileCache
 from .guard import Guard, read_bytes, read_text
-from .layout import LOCK, PENDING, TMP_MARK, bookkeeping, content_digest
+from .paths import LOCK, PENDING, TMP_MARK, bookkeeping, content_digest
 
 try:
     import fcntl

@@ -13,13 +13,13 @@ from lsprotocol import types
 
 from typing import TYPE_CHECKING
 
-from ...engine.text import Diagnostic, Span
+from ...engine.core.text import Diagnostic, Span
 from .. import convert
 from ..server import DeepResearchServer, Document
 from ..tree_files import is_tree_markdown, tree_file
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...engine.analysis import Analysis
+    from ...engine.language.analysis import Analysis
 
 log = logging.getLogger("deep_research.lsp")
 

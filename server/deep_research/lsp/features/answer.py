@@ -26,9 +26,9 @@ log = logging.getLogger("deep_research.lsp")
 def register(server: DeepResearchServer) -> None:
     @server.command("deepResearch.showReport")
     async def show_report(ls: DeepResearchServer, uri: str, *more: Any) -> dict[str, Any]:
-        from ...engine.state import Phase
+        from ...engine.core.state import Phase
         from ...engine.store import REPORT
-        from ...engine.tree import UnknownProblem, find_problem, problem_name
+        from ...engine.tree.reader import UnknownProblem, find_problem, problem_name
         from ...printouts import report_printout
 
         research = research_of(ls, uri)

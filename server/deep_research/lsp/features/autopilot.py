@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from ...engine.settings import FIELDS, SETTINGS
-from ...engine.state import MAIN
-from ...engine.text import Pos
+from ...engine.core.state import MAIN
+from ...engine.core.text import Pos
+from ...engine.settings.table import FIELDS, SETTINGS
 from ..arguments import message_document
 from ..executing import EditorPause, execute_message
 from ..progress import Progress
@@ -44,8 +44,8 @@ from ..server import DeepResearchServer, Place
 if TYPE_CHECKING:  # pragma: no cover
     from ...autopilot.fleet import Fleet
     from ...autopilot.loop import RoundReport, RunResult
-    from ...engine.approval import Approver
-    from ...engine.commands import ApprovalMode
+    from ...engine.language.approval import Approver
+    from ...engine.language.commands import ApprovalMode
     from ...engine.research import DryRun, Execution, Research
 
 log = logging.getLogger("deep_research.lsp")
@@ -102,8 +102,8 @@ def run_options(options: tuple[Any, ...]) -> dict[str, Any]:
 
 
 async def start(ls: DeepResearchServer, uri: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    from ...engine.core.state import Phase
     from ...engine.research import message_digest
-    from ...engine.state import Phase
 
     await ls.refresh_settings()  # the model and limits as the editor has them now
     place = ls.place(uri)
@@ -638,7 +638,7 @@ def _common_prefix(a: str, b: str) -> int:
 
 def _pos(text: str, offset: int) -> Pos:
     """The engine position (line, code point) of `offset` in `text`, lines split as LSP does."""
-    from ...engine.text import split_lines
+    from ...engine.core.text import split_lines
 
     lines = split_lines(text[:offset])
     return Pos(len(lines) - 1, len(lines[-1]))

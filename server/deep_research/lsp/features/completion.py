@@ -18,7 +18,7 @@ from .. import convert
 from ..server import DeepResearchServer, later
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...engine import assist
+    from ...engine.views import assist
 
 log = logging.getLogger("deep_research.lsp")
 

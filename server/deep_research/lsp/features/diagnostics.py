@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from ...engine.parser import ParsedMessage, common_suffix, first_difference
-from ...engine.text import Diagnostic, Pos, Severity, Span
+from ...engine.core.text import Diagnostic, Pos, Severity, Span
+from ...engine.language.parser import ParsedMessage, common_suffix, first_difference
 from .. import convert
 from ..server import DeepResearchServer, Document
 from ..tree_files import is_tree_markdown, tree_file

@@ -15,7 +15,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
-from ...engine.text import NotText, refuse_not_text
+from ...engine.core.text import NotText, refuse_not_text
 from ..arguments import disk_text, fs_path, message_document, place_of, viewed
 from ..executing import EditorPause, ended, execute_message, relax_collector
 from ..progress import Progress
@@ -23,8 +23,8 @@ from ..server import DeepResearchServer, Place
 from ..show import show_prompt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...engine.outline import Node
     from ...engine.research import Execution, Research
+    from ...engine.tree_view import Node
 
 log = logging.getLogger("deep_research.lsp")
 
@@ -79,7 +79,7 @@ def register(server: DeepResearchServer) -> None:
 
 
 async def run_execution(ls: DeepResearchServer, uri: str, *, approve_all: bool) -> dict[str, Any]:
-    from ...engine.commands import ApprovalMode
+    from ...engine.language.commands import ApprovalMode
 
     message_document(ls, uri)
     doc = ls.document(uri)
@@ -156,7 +156,7 @@ def _result(
 
 
 def _view(ls: DeepResearchServer, research: Research, researcher: str) -> dict[str, Any]:
-    from ...engine.outline import view, view_json
+    from ...engine.tree_view import view, view_json
 
     shown = view(research, researcher)
     focus = shown.focus
@@ -171,7 +171,7 @@ def _view(ls: DeepResearchServer, research: Research, researcher: str) -> dict[s
 
 
 def _page(research: Research, path: tuple[str, ...], offset: int, researcher: str) -> dict[str, Any]:
-    from ...engine.outline import page, page_json
+    from ...engine.tree_view import page, page_json
 
     found = page(research, path, offset, researcher=researcher)
     if found is None:
@@ -182,7 +182,7 @@ def _page(research: Research, path: tuple[str, ...], offset: int, researcher: st
 def _page_arguments(more: tuple[Any, ...]) -> tuple[tuple[str, ...], int]:
     """A problem's path (its folder names from the root, [] for the root) and an offset;
     both come from a client, so both are checked before they touch the disk."""
-    from ...engine.outline import is_folder_name
+    from ...engine.tree_view import is_folder_name
 
     if len(more) > 2:
         raise JsonRpcInvalidParams("deepResearch.tree takes a document URI, a problem's path and an offset")

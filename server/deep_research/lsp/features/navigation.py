@@ -50,7 +50,7 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def document_symbols(ls: DeepResearchServer, params: types.DocumentSymbolParams) -> list[types.DocumentSymbol]:
-        from ...engine import assist
+        from ...engine.views import assist
 
         doc = ls.document(params.text_document.uri)
         if doc is None:
@@ -71,7 +71,7 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_FOLDING_RANGE)
     def folding(ls: DeepResearchServer, params: types.FoldingRangeParams) -> list[types.FoldingRange]:
-        from ...engine import assist
+        from ...engine.views import assist
 
         doc = ls.document(params.text_document.uri)
         if doc is None:
@@ -83,8 +83,8 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_SEMANTIC_TOKENS_FULL, LEGEND)
     def semantic_tokens(ls: DeepResearchServer, params: types.SemanticTokensParams) -> types.SemanticTokens:
-        from ...engine import assist
-        from ...engine.text import Pos
+        from ...engine.core.text import Pos
+        from ...engine.views import assist
 
         doc = ls.document(params.text_document.uri)
         if doc is None:
@@ -104,7 +104,7 @@ def register(server: DeepResearchServer) -> None:
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
     def definition(ls: DeepResearchServer, params: types.DefinitionParams) -> types.Location | None:
-        from ...engine import assist
+        from ...engine.views import assist
 
         doc = ls.document(params.text_document.uri)
         if doc is None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.uris import from_fs_path
 
-from ...engine.text import control_sentence
+from ...engine.core.text import control_sentence
 from ..arguments import fs_path
 from ..progress import Progress
 from ..server import DeepResearchServer

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 
 from lsprotocol import types
 
+from ... import versions
 from ..config import Settings
 from ..server import DeepResearchServer, warm_up
 
@@ -28,6 +30,7 @@ def register(server: DeepResearchServer) -> None:
         threading.Thread(target=warm_up, name="warm-up", daemon=True).start()
         await _watch_tree(ls)
         await ls.refresh_settings()
+        await _say_versions(ls)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: DeepResearchServer, params: types.DidChangeConfigurationParams) -> None:
@@ -41,6 +44,16 @@ def register(server: DeepResearchServer) -> None:
         # Reads are validated by file stats, so nothing is stale; the diagnostics of open
         # messages may change, though (a ticked criterion, a renamed subproblem).
         ls.refresh_diagnostics()
+
+
+async def _say_versions(ls: DeepResearchServer) -> None:
+    """What the server runs on, in its log (for a bug report); a library outside its supported
+    range also in a message, since a feature that needs it will fail."""
+    log.info("%s", await asyncio.to_thread(versions.report))  # the packages' metadata: off the loop
+    unfit = versions.unfit()
+    if unfit:
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning, message="Deep Research: " + "; ".join(lib.sentence() for lib in unfit) + "."))
 
 
 async def _watch_tree(ls: DeepResearchServer) -> None:
