@@ -3,15 +3,14 @@ VS Code test environment: scripts/setup-vscode-test-env), scripts off and the ne
 click on a citation lands on its entry, the entry leads back; and the PDF's pages as pictures
 (pypdfium2), with the links that lead from citations to entries.
 
-Skipped only when DEEP_RESEARCH_SKIP_VSCODE=1 (the same environment as the VS Code tests);
-a missing environment is a failure that names the script installing it.
+Skipped only when DEEP_RESEARCH_SKIP_VSCODE=1 (the same environment as the VS Code tests;
+the `browser_env` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -22,23 +21,7 @@ from deep_research.compiled import build, render
 from dr_compiled_support import TITLE, sample
 
 pytestmark = pytest.mark.browser
-REPO = Path(__file__).resolve().parents[2]
-SETUP = "scripts/setup-vscode-test-env"
 HOSTILE_TITLE = "<script>window.__pwned = 1</script> Hostile"
-
-
-@pytest.fixture(scope="module")
-def browser_env() -> dict:
-    if os.environ.get("DEEP_RESEARCH_SKIP_VSCODE") == "1":
-        pytest.skip("DEEP_RESEARCH_SKIP_VSCODE=1")
-    proc = subprocess.run(["bash", str(REPO / SETUP), "--print-dir"], capture_output=True, text=True)
-    env_json = Path(proc.stdout.strip()) / "env.json" if proc.returncode == 0 and proc.stdout.strip() else None
-    if env_json is None or not env_json.is_file():
-        pytest.fail(f"The browser test environment (playwright-core, chromium) is not installed. Run: {SETUP}",
-                    pytrace=False)
-    env = json.loads(env_json.read_text(encoding="utf-8"))
-    env["json"] = str(env_json)
-    return env
 
 
 def test_a_click_on_a_citation_lands_on_its_entry_and_back(browser_env: dict, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import json
 import re
 from datetime import datetime
 
-from .build import Compilation, Source
+from .build import Compilation
 
 _TYPES = {"web page": "webpage", "web search results": "webpage", "note written during the research": "document"}
 
@@ -20,16 +20,6 @@ def _date(shown: str) -> list[int] | None:
     except ValueError:
         return None
     return [day.year, day.month, day.day]
-
-
-def _cited(source: Source) -> str:
-    pieces = []
-    for part in source.parts.values():
-        piece = part.label + (f" (under “{part.heading}”)" if part.heading else "")
-        if part.quotes:
-            piece += ": " + "; ".join(f"“{q[:300]}”" for q in part.quotes[:5])
-        pieces.append(piece)
-    return "Cited: " + "; ".join(pieces)
 
 
 def csl_json(compilation: Compilation) -> str:
@@ -47,7 +37,7 @@ def csl_json(compilation: Compilation) -> str:
             item["issued"] = {"date-parts": [date]}
         if source.file:
             item["medium"] = f"file {source.file}"
-        item["note"] = _cited(source) + f". Type: {source.kind}."
+        item["note"] = f"Cited: {source.cited()}. Type: {source.kind}."
         item["source"] = "deep-research compile"  # where the item comes from (and what a compile replaces)
         items.append(item)
     return json.dumps(items, ensure_ascii=False, indent=2) + "\n"
@@ -74,7 +64,7 @@ def bibtex(compilation: Compilation) -> str:
             fields.append(("urldate" if url else "date", "-".join(f"{n:02d}" for n in date)))
         if source.file:
             fields.append(("howpublished", _tex(f"file {source.file}")))
-        fields.append(("note", _tex(_cited(source) + f". Type: {source.kind}.")))
+        fields.append(("note", _tex(f"Cited: {source.cited()}. Type: {source.kind}.")))
         body = ",\n".join(f"  {key} = {{{value}}}" for key, value in fields)
         entries.append(f"@misc{{ref{source.number},\n{body}\n}}\n")
     head = f"% The references of “{' '.join(compilation.title.split())[:200]}”, compiled by deep-research.\n\n"

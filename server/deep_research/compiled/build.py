@@ -52,6 +52,13 @@ class CitedPart:
             return "the whole source"
         return f"part {self.first}" if self.last in (None, self.first) else f"parts {self.first}–{self.last}"
 
+    def describe(self) -> str:
+        """'part 1 (under “Caches”): “its quote”; “another”' (plain text)."""
+        shown = self.label + (f" (under “{self.heading}”)" if self.heading else "")
+        if self.quotes:
+            shown += ": " + "; ".join(f"“{' '.join(q.split())[:300]}”" for q in self.quotes[:5])
+        return shown
+
 
 @dataclass
 class Source:
@@ -69,6 +76,10 @@ class Source:
     number: int = 0  # 0: never cited
     parts: dict[tuple[int | None, int | None], CitedPart] = field(default_factory=dict)
     places: list[tuple[str, str]] = field(default_factory=list)  # (mark id, section number) of each citation
+
+    def cited(self) -> str:
+        """The parts cited, each with its heading and quotes (plain text)."""
+        return "; ".join(part.describe() for part in self.parts.values())
 
 
 @dataclass

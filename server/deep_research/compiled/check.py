@@ -126,3 +126,31 @@ def figures(compilation) -> list[str]:  # compilation: build.Compilation
 
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "—"
+
+
+Link = tuple[str, str]  # (anchor, label)
+
+
+def findings(compilation, *, marks: bool) -> list[tuple[str, list[tuple[list[Link], str]], int]]:
+    """The Citation check's lists after its figures, for a writer to render: (heading, items,
+    how many more were left out); an item is the places it links to and the text after them.
+    `marks`: the citing places have anchors of their own (HTML), else findings link to sections."""
+    check = compilation.check
+    out = []
+    for heading, error in (("Errors", True), ("Warnings", False)):
+        items = [f for f in check.flagged if f.error is error]
+        if items:
+            out.append((heading, [([(f.mark if marks and f.mark and f.kind != "unresolved" else f.section.anchor,
+                                     f"§ {f.section.heading}")], f": {f.message}") for f in items[:LISTED]],
+                        max(0, len(items) - LISTED)))
+    limit = compilation.rules.report_max_words
+    over = [s for s in compilation.sections if s.words > limit]
+    if over:
+        out.append((f"Reports over {limit:,} words", [([(s.anchor, f"§ {s.heading}")], f": {s.words:,} words")
+                                                       for s in over], 0))
+    if check.repeats:
+        out.append(("Repeated paragraphs", [
+            ([(r.first.anchor, f"§ {r.first.heading}"), (r.second.anchor, f"§ {r.second.heading}")],
+             f" ({100 * r.similarity:.0f}% alike): “{r.excerpt}”") for r in check.repeats[:LISTED]],
+            max(0, len(check.repeats) - LISTED)))
+    return out

@@ -13,7 +13,7 @@ import re
 from typing import Iterator
 
 from .build import Compilation, Mark, Section, Source, Text
-from .check import LISTED, figures
+from .check import figures, findings
 
 _PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>|~&])")  # what is markup inside a line
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -226,13 +226,7 @@ def _references(c: Compilation) -> Iterator[str]:
             key, _, value = line.partition(": ")
             shown = _url(value) if key.startswith(("Address", "Final address")) else escape(value)
             yield f"{escape(key)}: {shown}  \n"
-        cited = []
-        for part in source.parts.values():
-            piece = part.label + (f" (under “{escape(part.heading)}”)" if part.heading else "")
-            if part.quotes:
-                piece += ": " + "; ".join(f"“{escape(q[:300])}”" for q in part.quotes[:5])
-            cited.append(piece)
-        yield "Cited: " + "; ".join(cited) + f", from {_places(source)}.\n\n"
+        yield f"Cited: {escape(source.cited())}, from {_places(source)}.\n\n"
 
 
 def _places(source: Source) -> str:
@@ -261,32 +255,12 @@ def _check(c: Compilation) -> Iterator[str]:
     for sentence in figures(c):
         yield f"- {escape(sentence)}\n"
     yield "\n"
-    errors = [f for f in c.check.flagged if f.error]
-    warnings = [f for f in c.check.flagged if not f.error]
-    for heading, items in (("Errors", errors), ("Warnings", warnings)):
-        if not items:
-            continue
+    for heading, items, more in findings(c, marks=False):
         yield f"{'#' * (SUMMARY_LEVEL + 1)} {heading}\n\n"
-        for item in items[:LISTED]:
-            yield f"- [§ {escape(item.section.heading)}](#{item.section.anchor}): {escape(item.message)}\n"
-        if len(items) > LISTED:
-            yield f"- … and {len(items) - LISTED:,} more.\n"
-        yield "\n"
-    limit = c.rules.report_max_words
-    over = [s for s in c.sections if s.words > limit]
-    if over:
-        yield f"{'#' * (SUMMARY_LEVEL + 1)} Reports over {limit:,} words\n\n"
-        for section in over:
-            yield f"- [§ {escape(section.heading)}](#{section.anchor}): {section.words:,} words\n"
-        yield "\n"
-    if c.check.repeats:
-        yield f"{'#' * (SUMMARY_LEVEL + 1)} Repeated paragraphs\n\n"
-        for repeat in c.check.repeats[:LISTED]:
-            yield (f"- [§ {escape(repeat.first.heading)}](#{repeat.first.anchor}) and "
-                   f"[§ {escape(repeat.second.heading)}](#{repeat.second.anchor}) "
-                   f"({100 * repeat.similarity:.0f}% alike): “{escape(repeat.excerpt)}”\n")
-        if len(c.check.repeats) > LISTED:
-            yield f"- … and {len(c.check.repeats) - LISTED:,} more.\n"
+        for links, text in items:
+            yield "- " + " and ".join(f"[{escape(label)}](#{anchor})" for anchor, label in links) + escape(text) + "\n"
+        if more:
+            yield f"- … and {more:,} more.\n"
         yield "\n"
 
 

@@ -19,7 +19,7 @@ from typing import Iterator
 from .. import __version__
 from ..dossier.markdown import Cited, Markdown, safe_url
 from .build import Compilation, Mark, Section, Source, Text
-from .check import LISTED, figures
+from .check import LISTED, figures, findings
 from .md import level, source_lines, state_line, state_notes
 
 SUMMARY_LEVEL = 2
@@ -136,10 +136,7 @@ class Writer:
                   f"<strong>{escape(source.title)}</strong></p>\n<ul>\n"
             for line in source_lines(source):
                 yield f"<li>{_detail(line)}</li>\n"
-            for part in source.parts.values():
-                quoted = "".join(f"<q>{escape(q[:300])}</q> " for q in part.quotes[:5])
-                heading = f" (under “{escape(part.heading)}”)" if part.heading else ""
-                yield f"<li>Cited: {escape(part.label)}{heading}{': ' + quoted if quoted else ''}</li>\n"
+            yield f"<li>Cited: {escape(source.cited())}</li>\n"
             back = " ".join(f'<a href="#{escape(mark)}" class="back">↩ {escape("§ " + number if number else "summary")}</a>'
                             for mark, number in source.places[:LISTED])
             more = f" … and {len(source.places) - LISTED:,} more" if len(source.places) > LISTED else ""
@@ -164,33 +161,13 @@ class Writer:
         for sentence in figures(c):
             yield f"<li>{escape(sentence)}</li>\n"
         yield "</ul>\n"
-        errors = [f for f in c.check.flagged if f.error]
-        warnings = [f for f in c.check.flagged if not f.error]
-        for heading, items in (("Errors", errors), ("Warnings", warnings)):
-            if not items:
-                continue
-            yield f"<h3>{heading}</h3>\n<ul>\n"
-            for item in items[:LISTED]:
-                target = item.mark if item.mark and item.kind != "unresolved" else item.section.anchor
-                yield f'<li><a href="#{escape(target)}">§ {escape(item.section.heading)}</a>: {escape(item.message)}</li>\n'
-            if len(items) > LISTED:
-                yield f"<li>… and {len(items) - LISTED:,} more.</li>\n"
-            yield "</ul>\n"
-        limit = c.rules.report_max_words
-        over = [s for s in c.sections if s.words > limit]
-        if over:
-            yield f"<h3>Reports over {limit:,} words</h3>\n<ul>\n"
-            for section in over:
-                yield f'<li><a href="#{section.anchor}">§ {escape(section.heading)}</a>: {section.words:,} words</li>\n'
-            yield "</ul>\n"
-        if c.check.repeats:
-            yield "<h3>Repeated paragraphs</h3>\n<ul>\n"
-            for r in c.check.repeats[:LISTED]:
-                yield (f'<li><a href="#{r.first.anchor}">§ {escape(r.first.heading)}</a> and '
-                       f'<a href="#{r.second.anchor}">§ {escape(r.second.heading)}</a> ({100 * r.similarity:.0f}% alike): '
-                       f"<q>{escape(r.excerpt)}</q></li>\n")
-            if len(c.check.repeats) > LISTED:
-                yield f"<li>… and {len(c.check.repeats) - LISTED:,} more.</li>\n"
+        for heading, items, more in findings(c, marks=True):
+            yield f"<h3>{escape(heading)}</h3>\n<ul>\n"
+            for links, text in items:
+                shown = " and ".join(f'<a href="#{escape(anchor)}">{escape(label)}</a>' for anchor, label in links)
+                yield f"<li>{shown}{escape(text)}</li>\n"
+            if more:
+                yield f"<li>… and {more:,} more.</li>\n"
             yield "</ul>\n"
         yield "</section>\n"
 
