@@ -209,11 +209,10 @@ def source_lines(source: Source) -> list[str]:
 
 
 def _url(value: str) -> str:
-    from ..dossier.markdown import safe_url
-
-    if safe_url(value) and not any(ch in value for ch in " <>\n"):
-        return f"<{value}>"
-    return escape(value)
+    """An address as an autolink when it is a plain http(s) one (what build.py keeps), else as text."""
+    plain = value.lower().startswith(("http://", "https://")) and value.isprintable() and \
+        not any(ch in value for ch in " <>\\")
+    return f"<{value}>" if plain else escape(value)
 
 
 def _references(c: Compilation) -> Iterator[str]:

@@ -242,8 +242,9 @@ def check_quote(quote: str, cited: Cited, scope: Sequence[Attachment], part_char
     first, last = (cited.first, cited.last) if cited.first is not None else (1, len(parts))
     last = last if last is not None else first
     reach = sum(len(p) for p in wanted) + len(wanted)
-    if 1 <= first <= last <= len(parts) and _in_order(_window(parts, first, last, reach), wanted):
-        return Verdict.FOUND, None, []
+    if 1 <= first <= last <= len(parts) and (_in_order(" ".join(parts[first - 1:last]), wanted)
+                                              or _in_order(_window(parts, first, last, reach), wanted)):
+        return Verdict.FOUND, None, []  # in the parts themselves (no neighbour folded), else over an edge
     others = locate(wanted, parts, (first, last))
     if others:
         return Verdict.OTHER_PART, None, others
