@@ -69,6 +69,7 @@ def test_references_are_numbered_by_first_citation_one_per_source(text: str) -> 
     assert "Attached as: “Field notes”; “Notes copy”" in notes, "the same text attached twice is one source"
     amd = references[references.index('id="ref-3"'):]
     assert "File: amd-notes.md" in amd and "/home/someone" not in text, "a file by its name, not its path"
+    assert "“32 KiB L1 data cache”; “Zen 5 has 48 KiB” (not in this part)" in amd, "a misquote is not shown as the source's"
 
 
 def test_consulted_not_cited_lists_the_rest(text: str) -> None:

@@ -45,6 +45,7 @@ class CitedPart:
     last: int | None
     heading: str = ""
     quotes: list[str] = field(default_factory=list)
+    misquoted: set[str] = field(default_factory=set)  # quotes the check did not find in this part
 
     @property
     def label(self) -> str:
@@ -56,7 +57,8 @@ class CitedPart:
         """'part 1 (under “Caches”): “its quote”; “another”' (plain text)."""
         shown = self.label + (f" (under “{self.heading}”)" if self.heading else "")
         if self.quotes:
-            shown += ": " + "; ".join(f"“{' '.join(q.split())[:300]}”" for q in self.quotes[:5])
+            shown += ": " + "; ".join(f"“{' '.join(q.split())[:300]}”" + (" (not in this part)" if q in self.misquoted else "")
+                                      for q in self.quotes[:5])
         return shown
 
 
@@ -305,6 +307,9 @@ class _Builder:
         by_start = {m.citation.start: m for m in out.marks}
         for mark in out.marks:
             mark.verdict = review.outcomes.get(mark.citation.start)
+            quoted = quotes.quote_of(mark.citation)
+            if mark.source is not None and quoted is not None and mark.verdict is not quotes.Verdict.FOUND:
+                mark.source.parts[(mark.first, mark.last)].misquoted.add(quoted)  # the entry says so
         for flag in review.flags:
             mark = by_start.get(flag.citation.start)
             self.check.flagged.append(Flagged(section, mark.id if mark else "", flag.kind, flag.message, flag.error))
