@@ -117,3 +117,13 @@ def test_two_compiles_at_once_while_messages_run(tmp_path: Path) -> None:
     assert "## Citation check" in markdown and "Criterion added meanwhile" in markdown, "whole, and of a moment"
     assert outputs[1].read_text(encoding="utf-8").rstrip().endswith("</html>")
     assert not list(root.rglob("*.tmp")) and run("check", root, code=None).returncode in (0, 1)
+
+
+def test_a_file_that_only_mentions_deep_research_is_not_taken_for_a_compiled_one(tmp_path: Path) -> None:
+    research = sample(tmp_path / "r").root
+    (research / "report.md").write_text("# My notes on deep-research\n", encoding="utf-8")
+    from deep_research.app.compile import Refused, choose_format, compile_report
+
+    with pytest.raises(Refused, match="report.md exists and was not written by a compile"):
+        compile_report(research, choose_format("md"))
+    assert (research / "report.md").read_text(encoding="utf-8") == "# My notes on deep-research\n"

@@ -29,6 +29,14 @@ ATTEMPTS = 3
 MARK = "deep-research"  # what every compiled file holds where `is_compiled` looks
 
 
+# What each text format a compile writes holds near its start (md.py, page.py, bibliography.py).
+_TEXT_MARKS = {
+    "md": (b"*Compiled from the research ", b", by deep-research.*"),
+    "html": (b'<meta name="generator" content="deep-research ', b' compile">'),
+    "bibtex": (b"% The references of ", b"compiled by deep-research."),
+}
+
+
 class Refused(Exception):
     """The report cannot be compiled or written as asked; nothing was written. The text is the sentence."""
 
@@ -126,7 +134,10 @@ def is_compiled(path: Path, fmt: Format) -> bool:
         return False
     mark = MARK.encode("ascii")
     if not fmt.binary:
-        return mark in data
+        head = data[:4096]
+        if fmt.name == "csl-json":  # a list of items, each saying where it comes from; an empty one loses nothing
+            return b'"source": "deep-research compile"' in data or data.strip() == b"[]"
+        return all(part in head for part in _TEXT_MARKS[fmt.name])
     if fmt.name == "pdf":
         try:
             from pypdf import PdfReader
