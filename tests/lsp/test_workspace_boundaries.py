@@ -24,7 +24,7 @@ from .helpers import DEFINE, configure, execute, open_doc
 
 COMMANDS = ["deepResearch.execute", "deepResearch.executeOnSave", "deepResearch.showPrompt",
             "deepResearch.tree", "deepResearch.newResearch", "deepResearch.continueResearch", "deepResearch.undo",
-            "deepResearch.export"]
+            "deepResearch.export", "deepResearch.compile"]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -484,8 +484,11 @@ class _Builder:
         per = REPORT_LINE_WORDS
         lines = min(lines, self.inputs.report_words // per - 1)
         cites = " | ".join(_literal(name) for name in self.inputs.cited if name.strip() and "]" not in name and "\n" not in name)
-        unit = '[^ \\t\\n\\[] | "[" [^ \\t\\n\\[]' + (f' | "[[" ({cites}) "]]"' if cites else "")
-        first_unit = '[^ \\t\\n\\[/<>] | "[" [^ \\t\\n\\[]' + (f' | "[[" ({cites}) "]]"' if cites else "")
+        # A citation: `[[NAME]]`, `[[NAME#N]]`, or the opening of a quoted one, `[[NAME#N|"`, whose
+        # words follow as the report's words (spaces keep separating words: the limit stays exact).
+        cite = f' | "[[" ({cites}) ("#" [1-9] [0-9]{{0,4}})? ("]]" | "|\\"")' if cites else ""
+        unit = '[^ \\t\\n\\[] | "[" [^ \\t\\n\\[]' + cite
+        first_unit = '[^ \\t\\n\\[/<>] | "[" [^ \\t\\n\\[]' + cite
         self.rules["r-word"] = f"({unit}){{1,{REPORT_WORD_UNITS}}}"
         self.rules["r-first"] = f"({first_unit}) ({unit}){{0,{REPORT_WORD_UNITS - 1}}}"
         self.rules["r-line"] = f'(r-first ([ \\t]+ r-word){{0,{per - 1}}} [ \\t]*)? "\\n"'
