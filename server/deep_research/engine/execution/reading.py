@@ -280,7 +280,8 @@ def _semantic(draft: Draft, need: Need) -> ranking.Semantic | None:
     for: the find is lexical and says nothing of it), else the query's vector or why it has none."""
     found = draft.evidence.results.get(need) if draft.evidence is not None else None
     if isinstance(found, QueryVector):
-        return ranking.Semantic(found.vector, found.model_key, VectorStore(draft.tree.root, draft.tree.guard))
+        return ranking.Semantic(found.vector, found.model_key, VectorStore(draft.tree.root, draft.tree.guard),
+                                stopped=found.stopped)
     if isinstance(found, Failed):
         return ranking.Semantic(None, failure=found.reason)
     return None

@@ -44,6 +44,7 @@ PASSAGES_PER_PART = 3  # a part (4,000 characters) holds about three passages (1
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009), the usual choice
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
+NEAR_CANDIDATES = 20  # nearest windows looked at per passage wanted (a part's windows beyond its PASSAGES_PER_PART are passed over)
 HEADING_WEIGHT = 0.5  # a query word in a part's headings counts this much of its weight more
 MAX_WORDS = 32  # distinct words of a query that count
 MAX_WORD_CHARS = 64
@@ -94,6 +95,7 @@ class Semantic:
     model_key: str = ""
     store: VectorStore | None = None
     failure: str = ""
+    stopped: str = ""  # why the background embedding stopped (said when passages lack vectors)
 
 
 @dataclass(frozen=True)
@@ -148,12 +150,15 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple
     if semantic.vector is None or semantic.store is None:
         return [], f"Semantic search was not used ({semantic.failure.rstrip('.')}); {lexical_only}."
     try:
-        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store)
+        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store,
+                                        top=NEAR_CANDIDATES * depth)
     except (StoreUnusable, sqlite3.Error, OSError) as error:
         return [], f"Semantic search was not used (its vectors cannot be read: {error}); {lexical_only}."
     how = ("the editors, `run`, MCP and the REPL embed them in the background after a message; `deep-research "
            "embed` does it at once")
     note = ""
+    if semantic.stopped:
+        how = f"embedding them in the background stopped: {semantic.stopped.rstrip('.')}; it goes on after the next message"
     if total and embedded == 0:
         note = (f"Semantic search is not ready yet: none of the {total:,} passages of these sources is "
                 f"embedded ({how}); {lexical_only}.")
