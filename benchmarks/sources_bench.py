@@ -8,7 +8,7 @@
   and one stat);
 - extraction of a ~200 KB article: trafilatura against the standard-library fallback the
   VS Code bundle uses;
-- gather_and_execute of 8 pages served on loopback with 100 ms of server latency each,
+- a message (app/execute.py) attaching 8 pages served on loopback with 100 ms of server latency each,
   concurrently (CONCURRENCY at a time) against one at a time;
 - reading a 10 MB body from loopback up to the cap.
 
@@ -74,13 +74,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
+from deep_research.app.execute import execute_sync  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.settings.table import Config, FetchConfig  # noqa: E402
 from deep_research.engine.settings.table import load as load_config  # noqa: E402
 from deep_research.sources import SourceError, extract  # noqa: E402
 from deep_research.sources import gather as gather_module  # noqa: E402
 from deep_research.sources.fetch import Limits  # noqa: E402
-from deep_research.sources.gather import fetch_page, gather_and_execute_sync  # noqa: E402
+from deep_research.sources.gather import fetch_page  # noqa: E402
 from deep_research.sources.guard import AddressPolicy  # noqa: E402
 
 DEFINE = "<<< define_problem\n///title\nBench\n///content\nHow fast are sources?\n>>>\n"
@@ -145,11 +146,11 @@ def bench_gather(server: HTTPServer, reps: int) -> None:
 
     def run() -> None:
         message = "".join(f"///attach_url {server.url_for(f'/page{next(counter)}')}\n" for _ in range(8))
-        result = gather_and_execute_sync(research, message, LOCAL)
+        result = execute_sync(research, message, LOCAL)
         assert result.analysis and [o.status.value for o in result.analysis.outcomes] == ["ok"] * 8
 
     reps = max(3, reps // 4)
-    print("gather_and_execute of 8 pages, 100 ms server latency each (fetch, extract, one durable commit):")
+    print("a message attaching 8 pages, 100 ms server latency each (fetch, extract, one durable commit):")
     concurrency = gather_module.CONCURRENCY
     gather_module.CONCURRENCY = 1
     row("one at a time (baseline)", timed(run, reps))
@@ -629,7 +630,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
 
 class FindMethod(Method):
     """Our `///find`, lexical or (with an endpoint) with embeddings: a research holding the
-    documents as attachments, asked by messages (`gather_and_execute`, the path every front end
+    documents as attachments, asked by messages (`app/execute.py`, the path every front end
     takes), its passages read from the reply's Sources."""
 
     def __init__(self, texts: Mapping[str, str], endpoint=None, store=None, label: str = "") -> None:
@@ -652,7 +653,7 @@ class FindMethod(Method):
         for ident, text in texts.items():
             (root / f"{ident}.txt").write_text(text, encoding="utf-8")
         attach = "".join(f"///attach_file {ident}.txt\n" for ident in texts)
-        result = gather_and_execute_sync(self.research, attach, self.config)
+        result = execute_sync(self.research, attach, self.config)
         assert result.analysis and all(o.status.value == "ok" for o in result.analysis.outcomes), result.reply
         self.names = {}
         self.lexical_only: list[str] = []  # questions whose find said semantic search was not used
@@ -673,7 +674,7 @@ class FindMethod(Method):
     def answer(self, question: Question, k: int) -> list[Retrieved]:
         import re
 
-        result = gather_and_execute_sync(self.research, f"///find {question.text}\n", self.config)
+        result = execute_sync(self.research, f"///find {question.text}\n", self.config)
         reply = result.reply or ""
         if self.embedded and "Semantic search" in reply:  # the query's vector failed or was late (8 s): lexical
             self.lexical_only.append(question.ident)
@@ -864,7 +865,6 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
             research.execute(f"<<< add_attachment\n///name\nBook {number}\n///content\n{book}\n>>>\n")
         sources = visible_sources(research)
         index = Index(research.root)
-        index.sync(sources)
         some = sources[:10]
         store, rng = VectorStore(research.root), random.Random(1)
         windows = 0
@@ -874,9 +874,12 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
             store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in pieces})
         vector = normalised([rng.gauss(0, 1) for _ in range(384)])
 
+        ids = index.sync(sources)  # in step before timing: find syncs, the ranking only reads
+
         def once(chosen, fused: bool) -> float:
+            chosen_ids = {source.key: ids[source.key] for source in chosen}
             started = time.perf_counter()
-            ranking.rank(queries[once.n % len(queries)], chosen, index, 10,
+            ranking.rank(queries[once.n % len(queries)], chosen, index, chosen_ids, 10,
                          ranking.Semantic(vector, key, store) if fused else None)
             once.n += 1
             return (time.perf_counter() - started) * 1000
@@ -987,6 +990,7 @@ def bench_model(args: argparse.Namespace) -> None:
         print("(c) skipped: the local model is not installed (scripts/setup-local-llm)")
         return
     from deep_research.autopilot.client import ModelClient
+    from deep_research.app.execute import MessageExecutor
     from deep_research.autopilot.fleet import Fleet
     from deep_research.autopilot.loop import Settings
     from deep_research.engine.language.commands import ApprovalMode
@@ -1004,7 +1008,7 @@ def bench_model(args: argparse.Namespace) -> None:
             try:
                 settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=args.rounds,
                                     max_reply_tokens=200, seed=1)
-                await Fleet(research, client, settings).run()
+                await Fleet(research, client, settings, executor=MessageExecutor()).run()
             finally:
                 await client.close()
 

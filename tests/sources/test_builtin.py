@@ -19,7 +19,7 @@ from deep_research.engine.research import Research
 from deep_research.engine.settings.table import Config
 from deep_research.engine.retrieval.vectors import VectorStore, similarity, slice_text, slices
 from deep_research.sources import builtin, embeddings
-from deep_research.sources.gather import gather_and_execute_sync
+from deep_research.app.execute import execute_sync
 from dr_sources_support import QUERY, tides_research
 
 BUILTIN = Config().merged(**{"embeddings.model": "builtin"})
@@ -34,7 +34,7 @@ def server(monkeypatch: pytest.MonkeyPatch, command: list[str] | None = None) ->
 
 
 def find(research: Research, cfg: Config = BUILTIN) -> tuple[list[str], list[str]]:
-    execution = gather_and_execute_sync(research, f"///find {QUERY}\n", cfg)
+    execution = execute_sync(research, f"///find {QUERY}\n", cfg)
     [outcome] = execution.analysis.outcomes
     assert execution.executed and outcome.status.value == "ok"
     return re.findall(r'<passage part="([^"]*)"', execution.reply), [str(w) for w in outcome.warnings]
@@ -48,7 +48,7 @@ def test_the_builtin_model_embeds_in_the_background_and_find_finds_by_meaning(
     # At the priority of the tests (the product's nice 10 would wait for every other test running)
     own = server(monkeypatch, [sys.executable, "-m", "deep_research.sources.embedder", "--nice", "0"])
     research = tides_research(tmp_path / "r")
-    assert gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
+    assert execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
     progress = background.wait(str(research.root), 120)
     assert progress.error is None and progress.done == progress.total > 2 and own.starts == 1
 
@@ -69,7 +69,7 @@ def test_a_builtin_model_that_cannot_start_leaves_find_to_the_words_and_says_why
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = server(monkeypatch, [sys.executable, "-c", "import sys; sys.exit('onnxruntime: the model file is damaged')"])
     research = tides_research(tmp_path / "r")
-    assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
+    assert execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, warnings = find(research)
     assert parts and warnings == ["Semantic search was not used (The builtin embedding model could not start "
                                   "(onnxruntime: the model file is damaged)); this ranking is by the words alone."]
@@ -81,7 +81,7 @@ def test_without_the_semantic_extra_find_says_how_to_install_it(
     own = server(monkeypatch)
     monkeypatch.setitem(builtin.REQUIRED, "no_such_module_46", "no-such-package")
     research = tides_research(tmp_path / "r")
-    assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
+    assert execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, [warning] = find(research)
     assert parts and "needs no-such-package" in warning and "pip install 'deep-research[semantic]'" in warning
     assert own.starts == 0
@@ -96,7 +96,7 @@ def test_killed_mid_embedding_find_answers_with_what_it_has_and_says_why(
     research = tides_research(tmp_path / "r")
     long = "\n\n".join(f"Note {n}: lamps, kettles and the price of bread." for n in range(150))
     (research.root / "kitchen.md").write_text(f"# Kitchen\n\n{long}\n", encoding="utf-8")  # more than a batch of windows
-    assert gather_and_execute_sync(research, "///attach_file kitchen.md\n///attach_file tides.md\n", BUILTIN).executed
+    assert execute_sync(research, "///attach_file kitchen.md\n///attach_file tides.md\n", BUILTIN).executed
     progress = background.wait(str(research.root), 60)
     assert progress.error == "The builtin embedding model stopped (killed by signal 9); it starts again when next needed."
     assert 0 < progress.done < progress.total and VectorStore(research.root).count() == embeddings.BATCH
@@ -110,7 +110,7 @@ def test_a_server_killed_while_idle_is_started_again_for_the_next_query(
         tmp_path: Path, background: embeddings.Backfill, monkeypatch: pytest.MonkeyPatch) -> None:
     own = server(monkeypatch, [sys.executable, STAND_IN])
     research = tides_research(tmp_path / "r")
-    assert gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
+    assert execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", BUILTIN).executed
     assert background.wait(str(research.root), 60).error is None
     os.kill(own.pid(), signal.SIGKILL)
     parts, warnings = find(research)
@@ -125,7 +125,7 @@ def test_two_researches_embedding_at_once_share_one_server(
     own = server(monkeypatch, [sys.executable, STAND_IN])
     first, second = tides_research(tmp_path / "a"), tides_research(tmp_path / "b")
     for research in (first, second):
-        assert gather_and_execute_sync(research, "///attach_file kitchen.md\n///attach_file tides.md\n",
+        assert execute_sync(research, "///attach_file kitchen.md\n///attach_file tides.md\n",
                                        BUILTIN).executed
     assert find(first)[0]
     for research in (first, second):

@@ -28,10 +28,19 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..engine.retrieval.vectors import WINDOW_CHARS, model_key
 from ..engine.settings.table import BUILTIN_EMBEDDINGS, BUILTIN_WINDOW_CHARS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.execution.draft import Draft
+    from ..engine.execution.evidence import Gathered
+    from ..engine.research import Execution, Research
+    from ..engine.retrieval.index import Source
+    from ..engine.retrieval.vectors import VectorStore
+    from ..engine.settings.table import Config
 
 log = logging.getLogger("deep_research.sources")
 
@@ -63,7 +72,7 @@ class Endpoint:
     builtin: bool = False  # the builtin model (`base_url` is its server's, known once it runs)
 
     @classmethod
-    def of(cls, config: object, environ: Mapping[str, str]) -> "Endpoint | None":
+    def of(cls, config: Config | None, environ: Mapping[str, str]) -> "Endpoint | None":
         """The endpoint of a research's `[embeddings]` settings (`config.embeddings`), or None
         when semantic search is not set up."""
         settings = getattr(config, "embeddings", None)
@@ -128,7 +137,7 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
         rows = sorted(answer.data, key=lambda row: row.index)
         if len(rows) != len(texts) or [row.index for row in rows] != list(range(len(texts))):
             raise EmbeddingError(f"{where} answered {len(rows)} embeddings for {len(texts)} texts.")
-        vectors = [normalised(row.embedding) for row in rows]
+        found = [normalised(row.embedding) for row in rows]
     except EmbeddingError:
         raise
     except openai.APITimeoutError:
@@ -149,12 +158,13 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
                              f"{_short(error)}).") from None
     finally:
         client.close()
-    if any(vector is None for vector in vectors):
+    vectors = [vector for vector in found if vector is not None]
+    if len(vectors) != len(found):
         raise EmbeddingError(f"{where} answered something that is not a vector of numbers.")
-    sizes = {len(vector) for vector in vectors}  # type: ignore[arg-type]
+    sizes = {len(vector) for vector in vectors}
     if len(sizes) != 1:
         raise EmbeddingError(f"{where} answered vectors of different sizes ({sorted(sizes)}).")
-    return vectors  # type: ignore[return-value]
+    return vectors
 
 
 def query_vector(endpoint: Endpoint, query: str, *, timeout: float | None = None) -> array:
@@ -205,7 +215,7 @@ class Backfill:
         self.enabled = False  # set by a long-lived front end: only there is a background run worth starting
         self._threads: dict[str, threading.Thread] = {}
         self._progress: dict[str, Progress] = {}
-        self._pending: dict[str, tuple[Endpoint, list[Wanted], object]] = {}
+        self._pending: dict[str, tuple[Endpoint, list[Wanted], VectorStore]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -213,7 +223,7 @@ class Backfill:
         with self._lock:
             return self._progress.setdefault(root, Progress())
 
-    def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object) -> bool:
+    def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore) -> bool:
         """Start embedding what `wanted()` lists and `store` lacks; returns at once. If a run for
         `root` is going on here, this work is done when it ends and False is returned: what
         every request meanwhile asked for with the same model (two researchers of one research,
@@ -233,7 +243,7 @@ class Backfill:
         thread.start()
         return True
 
-    def _loop(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object, progress: Progress) -> None:
+    def _loop(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore, progress: Progress) -> None:
         while True:
             self._run(root, endpoint, wanted, store, progress)
             with self._lock:
@@ -244,7 +254,7 @@ class Backfill:
             endpoint, asked, store = pending
             wanted = _all_of(asked)
 
-    def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object,
+    def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore,
             report: Callable[[Progress], None] | None = None) -> Progress:
         """The same, in this thread, to the end (`deep-research embed`)."""
         progress = self.progress(root)
@@ -267,7 +277,7 @@ class Backfill:
         for thread in threads:
             thread.join(PASSAGE_SECONDS + 5)
 
-    def _run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object, progress: Progress,
+    def _run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore, progress: Progress,
              report: Callable[[Progress], None] | None = None) -> None:
         from ..engine.retrieval.vectors import StoreUnusable
 
@@ -277,7 +287,7 @@ class Backfill:
                     progress.error = "another process is embedding this research's sources"
                     return
                 needed = dict(wanted())
-                have = store.present(needed)  # type: ignore[attr-defined]
+                have = store.present(needed)
                 todo = [key for key in needed if key not in have]
                 progress.total, progress.done = len(needed), len(needed) - len(todo)
                 if report:
@@ -287,7 +297,7 @@ class Backfill:
                         return
                     batch = todo[at:at + BATCH]
                     vectors = embed(endpoint, [needed[key] for key in batch], "passage")
-                    store.put(dict(zip(batch, vectors)))  # type: ignore[attr-defined]
+                    store.put(dict(zip(batch, vectors)))
                     progress.done += len(batch)
                     if report:
                         report(progress)
@@ -356,34 +366,34 @@ def keep_embedding() -> None:
     BACKFILL.enabled = True
 
 
-def keep_up(research: object, execution: object, config: object, environ: Mapping[str, str]) -> bool:
-    """After a message that attached, searched or found (sources/gather.py): in a long-lived
+def keep_up(research: Research, execution: Execution, config: Config, environ: Mapping[str, str]) -> bool:
+    """After a message that attached, searched or found (app/execute.py): in a long-lived
     front end, embed in the background what its researcher's next `find` will search. True if
     a run started."""
     from ..engine.retrieval.vectors import VectorStore, wanted
 
     endpoint = Endpoint.of(config, environ)
-    analysis = getattr(execution, "analysis", None)
+    analysis = execution.analysis
     if not BACKFILL.enabled or endpoint is None or analysis is None:
         return False
     sources = visible_sources(research, analysis.draft)
     if not sources:
         return False
-    store = VectorStore(research.root, research.guard)  # type: ignore[attr-defined]
+    store = VectorStore(research.root, research.guard)
     return BACKFILL.start(str(research.root), endpoint, lambda: wanted(sources, endpoint.model_key), store)
 
 
-def visible_sources(research: object, draft: object = None) -> list:
+def visible_sources(research: Research, draft: Draft | None = None) -> list[Source]:
     """The sources a researcher's `find` searches (engine/execution/reading.py): those visible from the
     focus of `draft` (by default the main researcher's, as it is on disk) and the context."""
     from ..engine.execution.reading import readable, sources_of
 
     if draft is None:
-        draft = research.analyze("").draft  # type: ignore[attr-defined]
-    return sources_of(draft, readable(draft))  # type: ignore[arg-type]
+        draft = research.analyze("").draft
+    return sources_of(draft, readable(draft))
 
 
-def gathered_query(query: str, config: object, environ: Mapping[str, str], root: object = None) -> object:
+def gathered_query(query: str, config: Config, environ: Mapping[str, str], root: Path | None = None) -> Gathered:
     """A find's query as gathered before its message (sources/gather.py): its vector (with why
     this process's background embedding of the research at `root` stopped, if it failed), or why not."""
     from ..engine.execution.evidence import Failed, QueryVector

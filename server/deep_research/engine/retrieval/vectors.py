@@ -91,7 +91,7 @@ def embedded_text(window_text: str, section: str = "") -> str:
 def model_key(model: str, passage_prefix: str = "", input_type: bool = False, window_chars: int = WINDOW_CHARS) -> str:
     """What a passage's vector depends on besides its text: the model, how its passages are
     prefixed, and how long a window is (`[embeddings] window_chars`; named only when it is not
-    the default, so vectors made before it was a setting keep their keys)."""
+    the default, so that the keys of vectors made with the default never change)."""
     key = f"{model}\0{passage_prefix}\0{int(input_type)}"
     return key if window_chars == WINDOW_CHARS else f"{key}\0{int(window_chars)}"
 
@@ -332,8 +332,8 @@ class StoreUnusable(Exception):
 
 
 # Decoded vectors kept between finds in a long-lived process (the language server, `run`, MCP,
-# the REPL): reading and decoding every window's vector from SQLite was most of a fused find's
-# time (docs/decisions.md, "Retrieval, session 33"). Keyed by the store's file, its generation (a
+# the REPL): reading and decoding every window's vector from SQLite is most of a fused find's
+# time otherwise (docs/decisions.md, issue 32). Keyed by the store's file, its generation (a
 # random id written when the store is made, so a store deleted, broken or replaced and made again
 # is never answered from the old one's vectors) and the vector's key (the digest of the model and
 # the embedded text, so a kept vector cannot go out of step with its key). Least recently used
@@ -480,8 +480,8 @@ def _keep(place: tuple[str, str], vectors: Mapping[bytes, array]) -> None:
 
 
 def _generation(db: sqlite3.Connection) -> str:
-    """The store's generation: a random id, written once (a store of session 31 or 32 gets one
-    when first opened)."""
+    """The store's generation: a random id, written once (a store made without one gets one when
+    first opened)."""
     row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
     if row is None:
         db.execute("PRAGMA busy_timeout = 0")  # a find never waits for a backfill's write for this
