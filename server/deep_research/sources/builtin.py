@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import importlib.util
 import logging
 import subprocess
@@ -65,6 +66,8 @@ class Builtin:
             if self._process is not None:
                 log.warning("the builtin embedding model's server ended (%s); starting it again",
                             _status(self._process.returncode))
+                with contextlib.suppress(OSError):
+                    self._process.stdin.close()  # type: ignore[union-attr]
                 self._process = None
             if self._failed is not None and time.monotonic() - self._failed[0] < RETRY_SECONDS:
                 raise Unavailable(self._failed[1])
@@ -101,13 +104,14 @@ class Builtin:
     def stop(self) -> None:
         with self._lock:
             process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        if process is None:
+            return
+        try:
+            process.stdin.close()  # type: ignore[union-attr]  # the server's cue to end
+            process.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            process.kill()
+            process.wait(5)
 
     def _start(self, timeout: float) -> None:
         missing = [package for module, package in REQUIRED.items() if importlib.util.find_spec(module) is None]
@@ -124,18 +128,20 @@ class Builtin:
         port: list[int] = []
 
         def read_out() -> None:
-            for line in process.stdout:  # type: ignore[union-attr]
-                words = line.decode("utf-8", "replace").split()
-                if not port and len(words) == 2 and words[0] == "ready" and words[1].isdigit():
-                    port.append(int(words[1]))
-                    ready.set()
+            with process.stdout:  # type: ignore[union-attr]
+                for line in process.stdout:  # type: ignore[union-attr]
+                    words = line.decode("utf-8", "replace").split()
+                    if not port and len(words) == 2 and words[0] == "ready" and words[1].isdigit():
+                        port.append(int(words[1]))
+                        ready.set()
             ready.set()  # closed: the server ended
 
         def read_errors() -> None:
-            for line in process.stderr:  # type: ignore[union-attr]
-                text = line.decode("utf-8", "replace").strip()
-                if text:
-                    errors.append(text)
+            with process.stderr:  # type: ignore[union-attr]
+                for line in process.stderr:  # type: ignore[union-attr]
+                    text = line.decode("utf-8", "replace").strip()
+                    if text:
+                        errors.append(text)
 
         readers = [threading.Thread(target=target, name="builtin model", daemon=True) for target in (read_out, read_errors)]
         for reader in readers:
@@ -146,6 +152,7 @@ class Builtin:
             return
         process.kill()
         process.wait(5)
+        process.stdin.close()  # type: ignore[union-attr]
         readers[1].join(2)  # its last words
         if not ready.is_set():
             raise Unavailable(f"the builtin embedding model did not start within {timeout:g} seconds")
