@@ -6,7 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from deep_research.engine.retrieval.parts import layout, outline, page_line, part_name, split_reference
+from deep_research.engine.retrieval.parts import (
+    CUTS, LEGACY_CUTS, Reading, layout, outline, page_line, part_name, split_reference,
+)
+from deep_research.engine.retrieval.structure import TEXT
 
 LINES = st.sampled_from(["# Title", "## Section", "```", "~~~", "[Page 2]", "", "", "word " * 30, "x" * 700,
                          "Some sentence here.", "    code", "### Deep", "[page 7]"])
@@ -51,29 +54,39 @@ def test_a_code_block_is_not_cut_at_its_blank_lines() -> None:
     assert "".join(text[p.start:p.end] for p in found.parts) == text
 
 
-def test_underlined_titles_outline_a_text_without_headings() -> None:
-    """reStructuredText and setext markdown have no `#` headings: their outline was empty, so a
-    researcher given a long Sphinx page saw its first part and nothing of its shape. Their titles
-    outline it now, levels in the order their styles first appear (as docutils assigns them), a
-    `~` or backtick underline read as one (not as a code fence) and a code block's comments not
-    (a new style is a level deeper, whatever the author meant: docutils reads it so too).
-    The cuts stay where they were: citations already written name those parts."""
+def rst_page() -> str:
     body = "\n\n".join(f"Sentence {n} of the section, about caches\nand their keys, on a second line,\nand a third."
                        for n in range(30))
-    text = (f"==========\n Caching \n==========\n\nIntro.\n\nBackends\n--------\n\n{body}\n\n"
+    return (f"==========\n Caching \n==========\n\nIntro.\n\nBackends\n--------\n\n{body}\n\n"
             f"Memcached\n~~~~~~~~~\n\n{body}\n\n```\n# not a title\n```\n\nFootnotes\n`````````\n\n{body}\n\n"
             f"Keys\n----\n\nRun this:\n~~~\n# not a title either\nx\n~~~~~~~~~\n\n{body}\n")
-    found = layout(text, 1000)
-    assert found.headings == () and outline(found, 40) == ([], 0)  # no `#` heading: no section, no cut moves
-    lines, more = outline(found, 40, text)
+
+
+def test_an_attachment_made_before_cuts_were_recorded_keeps_its_parts_and_gets_its_titles() -> None:
+    """reStructuredText's titles outline it and name its sections (levels in the order their styles
+    first appear, as docutils assigns them; a `~` or backtick underline a title, a code block's
+    comments not), but its cuts stay where version 1 of the cutting put them (inside what CommonMark
+    reads as a `~` block, at a line): citations name those parts."""
+    text = rst_page()
+    found = layout(text, 1000, Reading(LEGACY_CUTS, TEXT))
+    lines, more = outline(found, 40)
     starts = {title: found.part_at(text.index(title)) for title in ("Backends", "Memcached", "Footnotes", "Keys")}
     assert lines == ["- Caching (#1)", f"  - Backends (#{starts['Backends']})",
                      f"    - Memcached (#{starts['Memcached']})", f"      - Footnotes (#{starts['Footnotes']})",
                      f"  - Keys (#{starts['Keys']})"] and more == 0
-    # The cuts as they have always been made (inside what CommonMark reads as the `~` block, at a
-    # line, not a paragraph): citations name these numbers, so a change to parts.py that moves
-    # them must fail here (ARCHITECTURE.md, "A citation keeps naming the same text").
     assert [p.end for p in found.parts] == [940, 1919, 2720, 3710, 4689, 5661, 6633, 7612, 8604, 9578, 10557, 10823]
+    assert found.parts[-1].section == "Caching › Keys"
+
+
+def test_a_new_attachment_is_cut_at_its_titles() -> None:
+    text = rst_page()
+    found = layout(text, 1000)
+    assert found.reading.cuts == CUTS
+    assert [h.title for h in found.headings] == ["Caching", "Backends", "Memcached", "Footnotes", "Keys"]
+    for part in found.parts[:-1]:  # a title in the last quarter of a part's room is where it ends
+        last = [h.start for h in found.headings if part.start + 750 < h.start <= part.start + 1000]
+        assert not last or part.end == last[-1]
+    assert found.starts != layout(text, 1000, Reading(LEGACY_CUTS, TEXT)).starts
 
 
 def test_a_section_shows_a_title_its_first_heading_repeats_once() -> None:

@@ -67,7 +67,7 @@ from ..engine.language.commands import ArgType, CommandSpec, Finish, Form, Growt
 from ..engine.language.incremental import DocumentAnalysis
 from ..engine.language.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
 from ..engine.research import DryRun, checked_message
-from ..engine.retrieval.parts import is_pdf_type, layout, split_reference
+from ..engine.retrieval.parts import layout, split_reference
 from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, Guard
 from ..engine.tree import citations, staleness
@@ -186,7 +186,7 @@ def _readable(view, focus, context, part_chars: int) -> tuple[tuple[str, int], .
         key = citations.key(attachment.name)
         if key not in seen and "\n" not in attachment.name and attachment.name.strip():
             seen.add(key)
-            shape = layout(attachment.content, part_chars, pdf=is_pdf_type(attachment.content_type))
+            shape = layout(attachment.content, part_chars, attachment.reading)
             out.append((attachment.name, shape.count))
     return tuple(out)
 

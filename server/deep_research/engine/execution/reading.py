@@ -27,7 +27,7 @@ from ..core.names import one_line
 from ..core.text import Edit, Fix, attribute
 from ..retrieval import ranking
 from ..retrieval.index import Source, source_key
-from ..retrieval.parts import Layout, is_pdf_type, layout, part_name, split_reference
+from ..retrieval.parts import Layout, layout, part_name, split_reference
 from ..retrieval.vectors import VectorStore
 from ..settings.rules import Rules
 from ..store import BOOKKEEPING, CONTEXT
@@ -63,7 +63,7 @@ class Readable:
         return self.attachment.name
 
     def layout(self, part_chars: int) -> Layout:
-        return layout(self.attachment.content, part_chars, pdf=is_pdf_type(self.attachment.content_type))
+        return layout(self.attachment.content, part_chars, self.attachment.reading)
 
     def source(self, part_chars: int) -> Source:
         fallback = self.file.stem

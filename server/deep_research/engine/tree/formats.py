@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.state import ProblemPath, Status
-from .model import ORIGIN_FIELDS, Attachment, Criterion, Problem
+from .model import ORIGIN_FIELDS, UNRECORDED_CUTS, Attachment, Criterion, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
@@ -284,6 +284,7 @@ def parse_attachment(text: str, fallback_name: str) -> Attachment:
     if meta:
         body = body[1:] if body.startswith("\n") else body
     origin = {key: meta.get(key, "") for key in ORIGIN_FIELDS}
+    origin["cuts"] = origin["cuts"] or UNRECORDED_CUTS  # its parts as it had them before cuts were recorded
     return Attachment(meta.get("name") or fallback_name, body.rstrip("\n"), meta.get("added", ""), **origin)
 
 

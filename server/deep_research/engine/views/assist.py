@@ -23,7 +23,7 @@ from ..language import commands
 from ..language.budgets import Refusals
 from ..language.commands import ArgType, CommandSpec, Form, Growth
 from ..language.parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
-from ..retrieval.parts import Layout, is_pdf_type, layout, part_name, split_reference
+from ..retrieval.parts import Layout, layout, part_name, split_reference
 from ..settings.rules import DEFAULT_PART_CHARS
 from ..store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from ..tree import accounting
@@ -119,7 +119,7 @@ class Snapshot:
         return part[6] if len(part) > 6 else self._part_chars
 
     def layout(self, attachment: Attachment) -> Layout:
-        return layout(attachment.content, self.part_chars, pdf=is_pdf_type(attachment.content_type))
+        return layout(attachment.content, self.part_chars, attachment.reading)
 
     @property
     def refused(self) -> Refusals:

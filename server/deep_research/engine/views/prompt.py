@@ -550,7 +550,7 @@ def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> s
                f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
     if room < len(read_on) + 300:
         return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
-    lines, more = outline(shape, OUTLINE_LINES, text)
+    lines, more = outline(shape, OUTLINE_LINES)
     kept_lines: list[str] = []
     used = 0
     for line in lines:
