@@ -385,7 +385,8 @@ def test_the_front_ends_use_the_engines_api() -> None:
 LIBRARIES = {
     "deep_research.app": {"retrieval.vectors"},  # the embeddings' store for `embed`
     "deep_research.sources": {"execution.evidence", "execution.protocol", "execution.reading", "retrieval.vectors",
-                              "tree.model"},  # the evidence commands' values: what a message needs, what it got
+                              "tree.model",  # the evidence commands' values: what a message needs, what it got
+                              "retrieval.structure"},  # a web page's glued code fences, read as markdown files' are
     "deep_research.dossier": {"tree.formats", "tree.model", "tree.staleness", "settings.rules"},  # the tree, read
 }
 

@@ -3,6 +3,8 @@ a person writes by hand reads back sensibly (tolerant reading)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -60,7 +62,17 @@ ATTACHMENTS = [
 
 @pytest.mark.parametrize("attachment", ATTACHMENTS, ids=lambda a: a.name)
 def test_attachment_round_trip(attachment: Attachment) -> None:
-    assert formats.parse_attachment(formats.render_attachment(attachment), "fallback") == attachment
+    """Written with the cutting its parts are made by (`cuts: 2`), read back the same."""
+    written = formats.render_attachment(attachment)
+    assert "\ncuts: 2\n" in written.split("\n---\n")[0] + "\n"
+    assert formats.parse_attachment(written, "fallback") == replace(attachment, cuts="2")
+
+
+def test_an_attachment_file_that_records_no_cutting_was_cut_by_the_first() -> None:
+    """Attached before issue 46: its parts are version 1's, as citations already written name them."""
+    found = formats.parse_attachment("---\nname: Old\nadded: t\n---\nText of an old attachment.\n", "fallback")
+    assert found.cuts == "1" and found.reading.cuts == 1
+    assert formats.render_attachment(found).startswith("---\nname: Old\nadded: t\ncuts: 1\n---\n")  # a copy keeps it
 
 
 line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=40).map(

@@ -275,6 +275,8 @@ def render_breakdown(children: list[Problem]) -> str:
 
 
 def render_attachment(attachment: Attachment) -> str:
+    """An attachment's file: what it records (its cutting always: `cuts`), then its text."""
+    attachment = attachment.attached()
     meta = front_matter(name=attachment.name, added=attachment.added, **attachment.origin())  # only those set
     return f"{meta}\n{attachment.content.rstrip()}\n"
 
