@@ -120,12 +120,12 @@ PDF_READING = Reading(CUTS, PDF)
 
 
 def reading_of(content_type: str, cuts: str = "", source: str = "") -> Reading:
-    """The reading of an attachment from what it records: `cuts`, the version of the cutting ("":
-    not attached yet, so the newest; one this code does not know: the newest it knows), its
-    content type and its source (a path's or an address's suffix tells a markdown,
-    reStructuredText or code file served as plain text)."""
+    """The reading of an attachment from what it records: `cuts`, the version of the cutting (none:
+    version 1, what every attachment made before cuts were recorded had; one this code does not
+    know: the newest it knows), its content type and its source (a path's or an address's suffix
+    tells a markdown, reStructuredText or code file served as plain text)."""
     recorded = cuts.strip()
-    version = int(recorded) if recorded in ("1", "2") else CUTS
+    version = LEGACY_CUTS if not recorded else int(recorded) if recorded in ("1", "2") else CUTS
     return Reading(version, form_of(content_type, source))
 
 

@@ -13,16 +13,19 @@ of a third of the questions the parts held: docs/decisions.md, issue 32):
 2. In each, the windows of a passage's size that start at a match are scored like BM25: each
    query word's weight (its rarity among the parts searched, from the index), saturating with
    repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words its part's headings hold;
-   a part's best `PASSAGES_PER_PART` windows that do not overlap much are its passages.
+   a part's best window is its passage (`PASSAGES_PER_PART`), unless it is the only part that
+   matches: then its best windows that do not overlap much, as many as asked.
 3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
    the stored vectors, engine/retrieval/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
    of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
    (`FUSION_K`). A near window that overlaps a lexical passage of its part by a third is that
    passage, left where the words put it; when a third of it or more lies beside that passage,
-   it is also a passage of its own, next in its ranking; at most `PASSAGES_PER_PART` a part.
+   it is also a passage of its own, next in its ranking; at most `PASSAGES_PER_PART` a part
+   (or as many as asked, when one part holds every match).
 
 A passage is widened to whole words and starts at a line or sentence where one begins shortly
-before, with its section first and `…` where the part goes on.
+before, with the headings above it in its source first (the nearest of each level before its
+first character: `Layout.section_at`) and `…` where the part goes on.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from .vectors import StoreUnusable, VectorStore, nearest
 
 PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
-PASSAGES_PER_PART = 3  # a part (4,000 characters) holds about three passages (1,200)
+PASSAGES_PER_PART = 1  # a find that filled its places with one part's windows showed the same part thrice (issue 46)
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009), the usual choice
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
@@ -108,9 +111,17 @@ def rank(query: str, sources: Sequence[Source], index: Index, limit: int,
     ids = index.sync(sources)
     by_key = {source.key: source for source in sources}
     lexical = _lexical(words, ids, by_key, index, limit)
+    per_part = limit if len({(w.key, w.number) for w in lexical}) == 1 else PASSAGES_PER_PART
     near = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else []
-    chosen = _fused(lexical, near, limit) if near else lexical[:limit]
-    return [Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen]
+    chosen = _fused(lexical, near, limit, per_part) if near else lexical[:limit]
+    return [Passage(w.key, w.number, _passage(w.plain, w.start, _label(by_key[w.key], w)), w.score) for w in chosen]
+
+
+def _label(source: Source, window: _Window) -> str:
+    """The headings above the window's first character in its source."""
+    layout = source.layout
+    start = layout.part(window.number).start if window.number <= layout.count else 0
+    return layout.section_at(start + window.start)
 
 
 def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source], index: Index,
@@ -119,6 +130,7 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
     hits = index.lexical(words, ids, max(CANDIDATES, 4 * limit))
     if not hits:
         return []
+    per_part = limit if len(hits) == 1 else PASSAGES_PER_PART  # one part holds every match: its best windows
     total, found = index.frequencies(words, ids)
     weights = {word: _idf(total, found.get(word, 0)) for word in words}
     windows: list[_Window] = []
@@ -127,7 +139,7 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
         part = source.layout.part(hit.number) if hit.number <= source.layout.count else None
         section = part.section if part is not None else ""
         headings = source.layout.heading_text(part) if part is not None else ""
-        windows += _windows(hit, section, headings, words, weights)
+        windows += _windows(hit, section, headings, words, weights, per_part)
     windows.sort(key=lambda w: -w.score)
     return windows
 
@@ -171,7 +183,7 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[
     return out
 
 
-def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Window]:
+def _fused(lexical: list[_Window], near: list[_Window], limit: int, per_part: int) -> list[_Window]:
     """The two rankings' best fused by reciprocal rank (`fuse`: a passage high
     in either comes first, one in both before one in either). A window of the semantic ranking
     that overlaps one of the lexical ranking's in the same part by a third or more is the same
@@ -198,7 +210,7 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Win
     chosen: list[_Window] = []
     for kind, n in order:
         window = lexical[n] if kind == "lexical" else near[n]
-        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= PASSAGES_PER_PART:
+        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= per_part:
             continue
         chosen.append(window)
         if len(chosen) == limit:
@@ -245,9 +257,10 @@ def _word_of_folded(token: str, words: tuple[str, ...]) -> str | None:
     return best
 
 
-def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weights: dict[str, float]) -> list[_Window]:
-    """The part's best windows of about PASSAGE_CHARS characters, scored like BM25 (each word's
-    weight, saturating with repeats), plus the words its headings hold."""
+def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weights: dict[str, float],
+             per_part: int) -> list[_Window]:
+    """The part's best `per_part` windows of about PASSAGE_CHARS characters, scored like BM25 (each
+    word's weight, saturating with repeats), plus the words its headings hold."""
     plain, matches = _unmark(hit.marked)
     head = _heading_score(headings, words, weights)
     room = PASSAGE_CHARS - (len(section) + 3 if section and len(section) < PASSAGE_CHARS // 4 else 0) - 2
@@ -272,7 +285,7 @@ def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weight
     for score, start in scored:
         if all(abs(start - other.start) >= room // 2 and min(start, last) != min(other.start, last) for other in out):
             out.append(_Window(hit.key, hit.number, plain, start, min(len(plain), start + room), section, score))
-        if len(out) == PASSAGES_PER_PART:
+        if len(out) == per_part:
             break
     return out
 

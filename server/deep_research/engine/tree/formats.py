@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.state import ProblemPath, Status
-from .model import ORIGIN_FIELDS, UNRECORDED_CUTS, Attachment, Criterion, Problem
+from .model import ORIGIN_FIELDS, Attachment, Criterion, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
@@ -275,8 +275,8 @@ def render_breakdown(children: list[Problem]) -> str:
 
 
 def render_attachment(attachment: Attachment) -> str:
-    """An attachment's file: what it records (its cutting always: `cuts`), then its text."""
-    attachment = attachment.attached()
+    """An attachment's file: what it records (its name, when it was added, where it came from, the
+    cutting its parts are made by), then its text."""
     meta = front_matter(name=attachment.name, added=attachment.added, **attachment.origin())  # only those set
     return f"{meta}\n{attachment.content.rstrip()}\n"
 
@@ -286,7 +286,6 @@ def parse_attachment(text: str, fallback_name: str) -> Attachment:
     if meta:
         body = body[1:] if body.startswith("\n") else body
     origin = {key: meta.get(key, "") for key in ORIGIN_FIELDS}
-    origin["cuts"] = origin["cuts"] or UNRECORDED_CUTS  # its parts as it had them before cuts were recorded
     return Attachment(meta.get("name") or fallback_name, body.rstrip("\n"), meta.get("added", ""), **origin)
 
 

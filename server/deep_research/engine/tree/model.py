@@ -64,9 +64,8 @@ class Attachment:
     fetched: str = ""
     content_type: str = ""
     sha256: str = ""
-    # The version of the cutting its parts were made by (engine/retrieval/parts.py), recorded when
-    # it was attached: "" while it is not attached yet (it will be cut by the newest), "1" for one
-    # whose file records none (attached before issue 46).
+    # The version of the cutting its parts are made by (engine/retrieval/parts.py), recorded when it
+    # is attached (`attached`); "" when its file records none: attached before issue 46, version 1.
     cuts: str = ""
 
     def origin(self) -> dict[str, str]:
@@ -80,9 +79,12 @@ class Attachment:
         return reading_of(self.content_type, self.cuts, self.source)
 
     def attached(self) -> Attachment:
-        """As it is written when attached: with the cutting it is cut by recorded."""
+        """As it is written when it is attached: with the newest cutting recorded, unless it records one."""
         return self if self.cuts else replace(self, cuts=str(CUTS))
+
+    def copied(self) -> dict[str, str]:
+        """What a copy of it records (`Draft.add_attachment`'s `origin`): its parts stay the same."""
+        return {**self.origin(), "cuts": self.cuts or str(LEGACY_CUTS)}
 
 
 ORIGIN_FIELDS = ("source", "final_url", "fetched", "content_type", "sha256", "cuts")
-UNRECORDED_CUTS = str(LEGACY_CUTS)  # what an attachment file that records no cutting was cut by
