@@ -535,15 +535,16 @@ def _repl(args: argparse.Namespace) -> int:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from .versions import unfit
+    from .versions import library, unfit
 
     root = _folder(args.root)
-    for library in unfit(("mcp",)):  # a dependency, but an editor's Python may lack it or hold another
-        raise UserError(library.sentence())
+    for found in unfit(("mcp",)):  # a dependency, but an editor's Python may lack it or hold another
+        raise UserError(found.sentence())
     try:
         from .mcp_server.server import run
     except ImportError as error:  # installed in its range, yet broken
-        raise UserError(f"the MCP server cannot start: the Python package `mcp` does not import ({error})") from None
+        raise UserError(f"the MCP server needs the Python package `mcp`, which does not import here ({error}): "
+                        f"install it again with `{library('mcp').install} --force-reinstall`") from None
 
     return run(root)
 

@@ -41,13 +41,17 @@ class Library:
         except (InvalidSpecifier, InvalidVersion):
             return False
 
+    @property
+    def install(self) -> str:
+        """The command that installs a supported version into the Python that runs deep-research."""
+        return f"{sys.executable} -m pip install '{self.name}{self.supported}'"
+
     def sentence(self) -> str:
         """Why this library cannot be used, and what to do: for a library that does not fit."""
-        wanted = f"{self.name}{self.supported}" if self.supported else self.name
         found = f"{self.name} {self.installed} is installed" if self.installed else f"{self.name} is not installed"
         return (f"deep-research {__version__} needs {self.name} {self.supported or '(any version)'}, but {found}: "
-                f"install a supported version with `{sys.executable} -m pip install '{wanted}'`, or reinstall "
-                "deep-research, whose install brings them")
+                f"install a supported version with `{self.install}`, or reinstall deep-research, whose install "
+                "brings them")
 
 
 # What deep-research needs when no metadata says it (a checkout run with PYTHONPATH, the VS Code
@@ -85,6 +89,11 @@ def _installed(name: str) -> str | None:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
+
+
+def library(name: str) -> Library:
+    """What is known of one library deep-research needs (its range; its installed version)."""
+    return next((found for found in libraries() if found.name == name), Library(name, "", _installed(name)))
 
 
 def unfit(names: tuple[str, ...] = ()) -> list[Library]:

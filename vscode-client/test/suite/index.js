@@ -426,8 +426,9 @@ test('Install Python Packages: a failed pip is a plain message, its output in th
   const channel = fs.readdirSync(logs, { recursive: true }).map(String).find((f) => f.endsWith('Deep Research.log'));
   assert.ok(channel, 'no log of the Deep Research output channel');
   const text = fs.readFileSync(path.join(logs, channel), 'utf8');
-  assert.match(text, /-m pip install --disable-pip-version-check --no-input openai/);
-  assert.match(text, /No matching distribution found for openai/); // pip's own words
+  // exactly the lock's versions and files (bundled/on-request.txt), never whatever is newest
+  assert.match(text, /-m pip install --disable-pip-version-check --no-input --require-hashes -r \S*bundled\/on-request\.txt/);
+  assert.match(text, /No matching distribution found for \S+==/); // pip's own words
   assert.match(text, /The install failed: pip exited with 1/);
   assert.equal(api().serverState(), 'running');
   assert.equal(api().python().found.executable, before);
