@@ -10,11 +10,12 @@ of a third of the questions the parts held: docs/decisions.md, issue 32):
    nothing), any of them matching (stemmed), by BM25 with a part's headings (the section it
    continues, the headings in it) weighted above its text; very common English words are left
    out of a query that has others.
-2. In each, the windows of a passage's size that start at a match are scored like BM25: each
-   query word's weight (its rarity among the parts searched, from the index), saturating with
-   repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words its part's headings hold;
-   a part's best window is its passage (`PASSAGES_PER_PART`), unless it is the only part that
-   matches: then its best windows that do not overlap much, as many as asked.
+2. In each, the windows of a passage's size that start at a match or at a heading are scored
+   like BM25: each query word's weight (its rarity among the parts searched, from the index),
+   saturating with repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words the
+   headings above the window and in it hold (a heading's own line counts there only); a part's
+   best window is its passage (`PASSAGES_PER_PART`), unless it is the only part that matches:
+   then its best windows that do not overlap much, as many as asked.
 3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
    the stored vectors, engine/retrieval/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
    of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
@@ -34,11 +35,13 @@ import math
 import os
 import re
 import sqlite3
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Hashable, Sequence
 
 from .index import MARK_CLOSE, MARK_OPEN, Hit, Index, Source
+from .parts import Part
 from .vectors import StoreUnusable, VectorStore, nearest
 
 PASSAGE_CHARS = 1_200
@@ -138,10 +141,50 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
         source = by_key[hit.key]
         part = source.layout.part(hit.number) if hit.number <= source.layout.count else None
         section = part.section if part is not None else ""
-        headings = source.layout.heading_text(part) if part is not None else ""
+        headings = _Headings(source, part, words, weights) if part is not None else None
         windows += _windows(hit, section, headings, words, weights, per_part)
     windows.sort(key=lambda w: -w.score)
     return windows
+
+
+class _Headings:
+    """A part's headings as its windows meet them: where each starts and where its line of words
+    ends (offsets in the part), and what a window's headings are worth (those above its start and
+    those in it, each distinct word's weight once)."""
+
+    def __init__(self, source: Source, part: Part, words: Sequence[str], weights: dict[str, float]) -> None:
+        self.layout, self.part, self.words, self.weights = source.layout, part, words, weights
+        text = source.text
+        self.lines: list[tuple[int, int]] = []
+        for heading in self.layout.headings_in(part):
+            end = _line_end(text, heading.start)
+            if _ADORNMENT.fullmatch(text[heading.start:end].strip()):  # an overline: the title is the next line
+                end = _line_end(text, end + 1)
+            self.lines.append((heading.start - part.start, end - part.start))
+        self.starts_of_lines = [a for a, _ in self.lines]
+        self.starts = [a for a in self.starts_of_lines if a > 0]
+        self._memo: dict[tuple[int, int], float] = {}
+
+    def on_a_line(self, offset: int) -> bool:
+        index = bisect_right(self.starts_of_lines, offset) - 1
+        return index >= 0 and self.lines[index][0] <= offset < self.lines[index][1]
+
+    def score(self, start: int, end: int) -> float:
+        layout, at = self.layout, self.part.start
+        first = bisect_right(layout.heading_starts, at + start) - 1
+        last = bisect_left(layout.heading_starts, at + end)
+        if (first, last) not in self._memo:
+            titles = [layout.section_at(at + start)] + [layout.headings[k].title for k in range(first + 1, last)]
+            self._memo[(first, last)] = _heading_score(" ".join(titles), self.words, self.weights)
+        return self._memo[(first, last)]
+
+
+_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
 
 
 def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[_Window]:
@@ -257,20 +300,30 @@ def _word_of_folded(token: str, words: tuple[str, ...]) -> str | None:
     return best
 
 
-def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weights: dict[str, float],
+def _windows(hit: Hit, section: str, headings: _Headings | None, words: Sequence[str], weights: dict[str, float],
              per_part: int) -> list[_Window]:
     """The part's best `per_part` windows of about PASSAGE_CHARS characters, scored like BM25 (each
-    word's weight, saturating with repeats), plus the words its headings hold."""
+    word's weight, saturating with repeats), plus the words the headings above and in it hold.
+    A window starts shortly before a match, or at a heading (a section's start reads well); the
+    words of a heading's own line count as the heading's only (session 38: a part's first window,
+    which held its title, won over the window that held the answer: docs/decisions.md)."""
     plain, matches = _unmark(hit.marked)
-    head = _heading_score(headings, words, weights)
     room = PASSAGE_CHARS - (len(section) + 3 if section and len(section) < PASSAGE_CHARS // 4 else 0) - 2
+
+    def head(start: int) -> float:
+        return headings.score(start, start + room) if headings is not None else 0.0
+
     if not matches:
-        return [_Window(hit.key, hit.number, plain, 0, min(len(plain), room), section, head)]
+        return [_Window(hit.key, hit.number, plain, 0, min(len(plain), room), section, head(0))]
     lead = min(room // 6, 200)
-    tagged = [(at, _word_of(token, words)) for at, token in matches[:400]]
+    tagged = [(at, None if headings is not None and headings.on_a_line(at) else _word_of(token, words))
+              for at, token in matches[:400]]
+    offsets = [at for at, _ in tagged]
+    starts = [(max(0, offset - lead), index) for index, offset in enumerate(offsets)]
+    if headings is not None:
+        starts += [(at, bisect_left(offsets, at)) for at in headings.starts if bisect_left(offsets, at) < len(offsets)]
     scored = []
-    for index, (offset, _) in enumerate(tagged):
-        start = max(0, offset - lead)
+    for start, index in starts:
         counts: dict[str, int] = {}
         for at, word in tagged[index:]:
             if at >= start + room - lead // 2:
@@ -278,7 +331,7 @@ def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weight
             if word is not None:
                 counts[word] = counts.get(word, 0) + 1
         score = sum(weights.get(word, 0.0) * n * (K1 + 1) / (n + K1) for word, n in counts.items())
-        scored.append((score + head, start))
+        scored.append((score + head(start), start))
     scored.sort(key=lambda item: (-item[0], item[1]))
     out: list[_Window] = []
     last = max(0, len(plain) - room)  # a passage starts no later (`_passage`): two windows beyond it are one passage
