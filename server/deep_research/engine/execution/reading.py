@@ -25,13 +25,13 @@ import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence, TypeVar
 
 from ..core.names import one_line
 from ..core.text import Edit, Fix, attribute
 from ..retrieval import ranking
 from ..retrieval.index import Source, source_key
-from ..retrieval.parts import OUTLINE_PAGE, Layout, layout, part_name, split_reference, whole_outline
+from ..retrieval.parts import OUTLINE_PAGE, Layout, layout, outline_size, part_name, split_reference, whole_outline
 from ..retrieval.vectors import VectorStore
 from ..settings.rules import Rules
 from ..store import BOOKKEEPING, CONTEXT
@@ -373,18 +373,18 @@ def outline(draft: Draft, args: Args) -> Result:
     scope = readable(draft)
     item, page = _outline_target(draft, arg, scope)
     [found] = draft.layouts([item.attachment], draft.rules.part_chars)
-    lines = [_short(line) for line in whole_outline(found)]
+    entries = outline_size(found)
     name, count = item.name, found.count
     whole = "part" if count == 1 else "parts"
-    if not lines:
+    if not entries:
         entry = (f"Outline of {name}: it has no headings ({count:,} {whole}): `///read {part_name(name, 1)}` reads it "
                  f"from its start, `///find in:{_in_name(name)} WORDS` searches it.")
         _within_sources(draft, arg, len(entry))
         return Result(f"{quote(name)} has no headings to outline; the reply says how to read it.", sources=entry)
-    pages = -(-len(lines) // OUTLINE_PAGE)
+    pages = -(-entries // OUTLINE_PAGE)
     if page < 1 or page > pages:
         last = f"`///outline {name}{'' if pages == 1 else f' {pages}'}`"
-        raise CommandError(f"{quote(name)}'s outline has {len(lines):,} entr{'y' if len(lines) == 1 else 'ies'} in "
+        raise CommandError(f"{quote(name)}'s outline has {entries:,} entr{'y' if entries == 1 else 'ies'} in "
                            f"{pages:,} page{'' if pages == 1 else 's'} of at most {OUTLINE_PAGE}, so there is no page "
                            f"{page:,}: its last is {last}.", arg.span, _fix(arg, f"{name} {pages}" if pages > 1 else name))
     key = f"outline {item.key} {page}"
@@ -393,10 +393,10 @@ def outline(draft: Draft, args: Args) -> Result:
                       [Warning_(f"Page {page} of {quote(name)}'s outline is already shown under Sources in this reply.",
                                 arg.span)])
     first = (page - 1) * OUTLINE_PAGE
-    shown = lines[first:first + OUTLINE_PAGE]
+    shown = [_short(line) for line in whole_outline(found, first, OUTLINE_PAGE)]
     what = "pages" if found.paged else "headings"
     entry = (f"Outline of {name} ({what}, each with the part it starts in): page {page} of {pages}, entries "
-             f"{first + 1:,}–{first + len(shown):,} of {len(lines):,}.\n"
+             f"{first + 1:,}–{first + len(shown):,} of {entries:,}.\n"
              f'<outline name="{attribute(name)}" page="{page}" of="{pages}">\n' + "\n".join(shown) + "\n</outline>"
              + (f"\nThe next page: `///outline {name} {page + 1}`." if page < pages else ""))
     _within_sources(draft, arg, len(entry))
@@ -405,24 +405,34 @@ def outline(draft: Draft, args: Args) -> Result:
                   "Sources.", sources=entry)
 
 
-def _outline_target(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, int]:
-    """The source `NAME [PAGE]` names and the page (1 when none is written): the whole text if a
-    source bears it as its name, else NAME then a page number; NAME may be in double quotes."""
-    text = one_line(arg.value).strip()
-    named = [(item.name, item) for item in scope]
-    unquoted = text[1:-1].strip() if len(text) >= 2 and text[0] == text[-1] == '"' else text
+T = TypeVar("T")
+
+
+def named_page(text: str, named: Sequence[tuple[str, T]]) -> tuple[str, int | None, T | None]:
+    """What `NAME [PAGE]` names among (name, item) pairs: (NAME, PAGE or None, the item or None).
+    The whole text is the name if an item bears it, else NAME then a page number; NAME may be in
+    double quotes."""
+    text = one_line(text).strip()
+    unquoted = _unquoted(text)
     found = citations.resolve(unquoted, named)
     if found is not None:
-        return found, 1
-    name, page = text, None
+        return unquoted, None, found
     match = re.fullmatch(r"(.*?)\s+(-?\d{1,12})", text)
-    if match is not None:
-        name, page = match.group(1).strip(), int(match.group(2))
-        if len(name) >= 2 and name[0] == name[-1] == '"':
-            name = name[1:-1].strip()
-        found = citations.resolve(name, named)
-        if found is not None:
-            return found, page
+    if match is None:
+        return unquoted, None, None
+    name = _unquoted(match.group(1).strip())
+    return name, int(match.group(2)), citations.resolve(name, named)
+
+
+def _unquoted(text: str) -> str:
+    return text[1:-1].strip() if len(text) >= 2 and text[0] == text[-1] == '"' else text
+
+
+def _outline_target(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, int]:
+    """The source `NAME [PAGE]` names and the page (1 when none is written)."""
+    name, page, found = named_page(arg.value, [(item.name, item) for item in scope])
+    if found is not None:
+        return found, 1 if page is None else page
     if not name:
         raise CommandError("Name the source whose outline to show: `///outline NAME` (then a page: `///outline NAME 2`).",
                            arg.span)

@@ -510,16 +510,23 @@ def outline(found: Layout, max_lines: int = 40) -> tuple[list[str], int]:
     return lines, len(headings) - len(lines)
 
 
-def whole_outline(found: Layout) -> list[str]:
-    """Every line of the outline: each heading with the part it starts in, indented by its
-    level; a PDF's pages with their parts; what `///outline` pages through."""
+def whole_outline(found: Layout, first: int = 0, count: int | None = None) -> list[str]:
+    """The lines of the outline (those from `first`, `count` of them, or all): each heading with
+    the part it starts in, indented by its level; a PDF's pages with their parts. What
+    `///outline` pages through, OUTLINE_PAGE lines a page."""
+    end = None if count is None else first + count
     if found.paged:
-        return _page_outline(found)
+        return _page_outline(found)[first:end]
     headings = found.headings
     if not headings:
         return []
     top = min(h.level for h in headings)
-    return [_outline_line(found, h, top) for h in headings]
+    return [_outline_line(found, h, top) for h in headings[first:end]]
+
+
+def outline_size(found: Layout) -> int:
+    """How many entries `whole_outline` has (without making them)."""
+    return len(_page_outline(found)) if found.paged else len(found.headings)
 
 
 def _outline_line(found: Layout, heading: Heading, top: int) -> str:
