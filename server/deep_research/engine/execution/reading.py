@@ -31,7 +31,7 @@ from ..core.names import one_line
 from ..core.text import Edit, Fix, attribute
 from ..retrieval import ranking
 from ..retrieval.index import Source, source_key
-from ..retrieval.parts import OUTLINE_PAGE, Layout, layout, outline_size, part_name, split_reference, whole_outline
+from ..retrieval.parts import IN, OUTLINE_PAGE, Layout, layout, outline_size, part_name, split_reference, whole_outline
 from ..retrieval.vectors import VectorStore
 from ..settings.rules import Rules
 from ..store import BOOKKEEPING, CONTEXT
@@ -248,9 +248,6 @@ def _problems(draft: Draft) -> Iterator[ProblemPath]:
 
 
 # -- find ----------------------------------------------------------------------------------------------
-
-
-IN = "in:"  # `///find in:NAME WORDS`: the words searched in one source
 
 
 def scoped(query: str) -> tuple[str | None, str]:

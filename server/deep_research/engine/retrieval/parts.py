@@ -570,6 +570,9 @@ def _page_outline(found: Layout) -> list[str]:
 # -- names of parts --------------------------------------------------------------------------------------
 
 
+IN = "in:"  # `///find in:NAME WORDS`: find's words searched in the one source NAME
+
+
 def split_reference(text: str) -> tuple[str, int | None, int | None]:
     """`NAME#N-M` as (NAME, N, M), `NAME#N` as (NAME, N, N), anything else as (text, None,
     None): the last `#` followed only by digits (and a range) to the end is the part."""

@@ -23,8 +23,8 @@ from ..language import commands
 from ..language.budgets import Refusals
 from ..language.commands import ArgType, CommandSpec, Form, Growth
 from ..language.parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
-from ..execution.reading import IN, named_page, scoped
-from ..retrieval.parts import OUTLINE_PAGE, Layout, layout, outline_size, part_name, split_reference, whole_outline
+from ..execution.reading import named_page, scoped
+from ..retrieval.parts import IN, OUTLINE_PAGE, Layout, layout, outline_size, part_name, split_reference, whole_outline
 from ..settings.rules import DEFAULT_PART_CHARS
 from ..store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
 from ..tree import accounting
