@@ -343,7 +343,8 @@ def _build() -> dict[str, CommandSpec]:
                       "operators or quotes are needed); `in:NAME` first searches that source only (NAME in double "
                       "quotes when it holds a space)", "cache blocking tile size"),),
             "Search every attachment visible here and the context; the best passages come in the reply.",
-            "Finds what you cannot place: the best passages of the sources you see, each with its part.",
+            "Finds what you cannot place: the best passages of the sources you see, each with its part "
+            "(`in:NAME WORDS`: in one).",
             rd.find, answers=True,
         ),
         CommandSpec(
