@@ -633,7 +633,7 @@ def _adornment(line: str) -> str:
     stripped = line.rstrip(" \t")
     if not stripped or stripped[0] not in _PUNCTUATION or stripped.count(stripped[0]) != len(stripped):
         return ""
-    return stripped[0]
+    return "" if stripped == ".." else stripped[0]  # (`..` alone is an empty comment)
 
 
 def _indent(line: str) -> int:
