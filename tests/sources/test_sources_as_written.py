@@ -12,7 +12,7 @@ import pytest
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.parts import CUTS
 from deep_research.engine.settings.table import Config
-from deep_research.sources.gather import gather_and_execute_sync
+from deep_research.app.execute import execute_sync as gather_and_execute_sync
 
 from dr_sources_support import make_pdf
 
