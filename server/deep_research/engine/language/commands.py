@@ -352,7 +352,7 @@ def _build() -> dict[str, CommandSpec]:
             (Argument("source", ArgType.SOURCE, "an attachment's or context item's name as the prompt shows it, then "
                       "the page of its outline (200 entries a page; the first when left out)", "Attachment name 2"),),
             "Show a source's whole outline in the reply, 200 headings a page: NAME [PAGE].",
-            "Shows every heading of a source you see with its part (`NAME 2`: the next 200).",
+            "Every heading of a source you see, with its part (`NAME 2`: the next 200).",
             rd.outline, answers=True,
         ),
         CommandSpec(
