@@ -398,6 +398,8 @@ LIBRARIES = {
                               "tree.model",  # the evidence commands' values: what a message needs, what it got
                               "retrieval.structure"},  # a web page's glued code fences, read as markdown files' are
     "deep_research.dossier": {"tree.formats", "tree.model", "tree.staleness", "settings.rules"},  # the tree, read
+    "deep_research.compiled": {"tree.model", "tree.quotes", "tree.report", "tree.staleness", "tree.walk",
+                               "settings.rules"},  # the tree read whole, its quotes checked, for the report
 }
 
 
