@@ -491,9 +491,7 @@ def bench_retrieval(args: argparse.Namespace) -> None:
         if args.ranks_to:  # (for a run with --baseline: the parent's)
             Path(args.ranks_to).write_text(json.dumps({method.name: ranks for method, ranks, _ in rows}))
             return
-        baseline = baseline_ranks(args, sets)
-        if baseline is not None:
-            label, ranks = baseline
+        for label, ranks in reversed(baseline_ranks(args, wanted)):
             rows.insert(0, (Named(label), ranks, 0.0))
     finally:
         for method in finds:
@@ -815,23 +813,24 @@ CORPUS_IDS = tuple(document.ident for document in CORPUS)
 SUFFIXES = {document.ident: Path(document.member).suffix for document in CORPUS}  # .rst, or .txt (also reStructuredText)
 
 
-def baseline_ranks(args: argparse.Namespace, sets: Sequence[str]) -> tuple[str, dict[str, int]] | None:
-    """The lexical find's ranks with the code of `--baseline` (a commit), measured by this very
-    benchmark in a child process that imports that commit's server (`git archive`): the same
-    questions, documents and attaching, only the engine differs."""
+def baseline_ranks(args: argparse.Namespace, embedders: Sequence[str]) -> list[tuple[str, dict[str, int]]]:
+    """The finds' ranks with the code of `--baseline` (a commit), measured by this very benchmark
+    in a child process that imports that commit's server (`git archive`): the same questions,
+    documents, attaching and embedders, only the engine differs."""
     import subprocess
 
     if not args.baseline:
-        return None
+        return []
     with tempfile.TemporaryDirectory() as folder:
         server, commit = _baseline_code(args.baseline, Path(folder))
         out = Path(folder) / "ranks.json"
-        command = [sys.executable, __file__, "--retrieval", "--no-embeddings", "--lexical-only", "--ranks-to", str(out),
-                   "--questions", args.questions] + (["--quick"] if args.quick else [])
+        command = [sys.executable, __file__, "--retrieval", "--ranks-to", str(out), "--questions", args.questions]
+        command += ["--embedders", ",".join(embedders)] if embedders else ["--no-embeddings"]
+        command += ["--quick"] if args.quick else []
         subprocess.run(command, env={**os.environ, "SOURCES_BENCH_SERVER": str(server)}, check=True,
                        stdout=subprocess.DEVNULL)
         ranks = json.loads(out.read_text())
-    return f"///find, lexical ({args.baseline}, {commit})", ranks["///find, lexical"]
+    return [(f"{name} ({args.baseline}, {commit})", found) for name, found in ranks.items() if name.startswith("///find")]
 
 # -- (b) the cost of find and of attaching (issue 32) -----------------------------------------------------
 
