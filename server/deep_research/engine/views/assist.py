@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..core.names import expand_home, find_title
 from ..core.state import Phase, ProblemPath, Status
@@ -262,12 +262,7 @@ def _outline_pages(snap: Snapshot, typed: str, replace: Span) -> list[Candidate]
                           text=f"{written} {n}", filter_text=f"{written} {n}", sort_text=f"{n:06d}")
                 for n in range(1, min(pages, MAX_PARTS_LISTED) + 1)]
     items = []
-    seen: set[str] = set()
-    for attachment, _file in snap.readable:
-        key = citations.key(attachment.name)
-        if key in seen:
-            continue
-        seen.add(key)
+    for attachment in _each_name_once(snap.readable):
         shape = snap.layout(attachment)
         entries = outline_size(shape)
         items.append(Candidate(
@@ -279,6 +274,16 @@ def _outline_pages(snap: Snapshot, typed: str, replace: Span) -> list[Candidate]
     return items
 
 
+def _each_name_once(scope: Sequence[tuple[Attachment, Path]]) -> Iterator[Attachment]:
+    """The sources of `scope` in order, a name seen once hiding the later ones (as `read` finds them)."""
+    seen: set[str] = set()
+    for attachment, _file in scope:
+        key = citations.key(attachment.name)
+        if key not in seen:
+            seen.add(key)
+            yield attachment
+
+
 def _scopes(snap: Snapshot, typed: str, replace: Span) -> list[Candidate]:
     """Completion of `///find in:NAME`: the sources visible here (in double quotes when the name
     holds a space), while the name is typed."""
@@ -286,12 +291,7 @@ def _scopes(snap: Snapshot, typed: str, replace: Span) -> list[Candidate]:
     if (" " in rest and not rest.startswith('"')) or (rest.startswith('"') and rest.count('"') >= 2):
         return []  # the name is written: the words follow
     items = []
-    seen: set[str] = set()
-    for attachment, _file in snap.readable:
-        key = citations.key(attachment.name)
-        if key in seen:
-            continue
-        seen.add(key)
+    for attachment in _each_name_once(snap.readable):
         written = IN + (f'"{attachment.name}"' if " " in attachment.name else attachment.name) + " "
         count = snap.layout(attachment).count
         items.append(Candidate(
@@ -498,12 +498,7 @@ def _parts(snap: Snapshot, scope: tuple[tuple[Attachment, Path], ...], typed: st
                 text=label + closing, filter_text=label, sort_text=f"{part.number:06d}"))
         return items
     items = []
-    seen: set[str] = set()
-    for attachment, _file in scope:
-        key = citations.key(attachment.name)
-        if key in seen:
-            continue
-        seen.add(key)
+    for attachment in _each_name_once(scope):
         count = snap.layout(attachment).count
         items.append(Candidate(
             label=attachment.name, kind=ItemKind.ATTACHMENT,
