@@ -26,7 +26,7 @@ from ..core.text import attribute
 from ..execution.operations import FAILED_HEADING, NO_REASON
 from ..language import budgets, commands
 from ..language.commands import ArgType, Finish, Form, Growth
-from ..retrieval.parts import Layout, outline, part_name
+from ..retrieval.parts import OUTLINE_PAGE, Layout, outline, part_name
 from ..settings.rules import Rules
 from ..tree import staleness
 from ..tree.formats import status_label
@@ -555,7 +555,8 @@ def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> s
                f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
     if room < len(read_on) + 300:
         return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
-    lines, more = outline(shape, OUTLINE_LINES, text)
+    lines, more = outline(shape, OUTLINE_LINES)
+    entries = len(lines) + more
     kept_lines: list[str] = []
     used = 0
     for line in lines:
@@ -568,7 +569,7 @@ def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> s
     if kept_lines:
         what = "pages" if shape.paged else "headings"
         parts.append(f"Outline ({what}, each with its part #N):\n" + "\n".join(kept_lines)
-                     + (f"\n- … and {more:,} more" if more else ""))
+                     + (f"\n{_rest_of_outline(name, more, entries, how)}" if more else ""))
     first = shape.text(text, 1)
     space = room - len(read_on) - sum(len(p) + 2 for p in parts) - 20
     if len(first) > space:
@@ -577,6 +578,14 @@ def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> s
     parts.append(f"Part 1 of {count:,}:\n{first}")
     parts.append(read_on)
     return "\n\n".join(parts)
+
+
+def _rest_of_outline(name: str, more: int, entries: int, how: str) -> str:
+    """The line after an outline the prompt shows in part: how many entries it leaves out, and the
+    command that shows them all (`///outline`, OUTLINE_PAGE entries a page)."""
+    pages = -(-entries // OUTLINE_PAGE)
+    return (f"- … and {more:,} more: {how}`///outline {name}` shows all {entries:,}"
+            + (f" ({pages:,} pages: `///outline {name} 2` the next)" if pages > 1 else "") + ".")
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
