@@ -11,6 +11,7 @@ import pytest
 
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.parts import CUTS, LEGACY_CUTS, OUTLINE_PAGE, Reading, layout
+from deep_research.engine.retrieval.ranking import PASSAGE_MAX_CHARS
 
 from dr_engine_support import attachment, line, new_research, ok, statuses
 
@@ -60,6 +61,18 @@ def test_find_shows_one_passage_a_part_unless_one_part_holds_every_match(researc
     ok(research, attachment("Memo", memo))
     found = passages(research.execute(line("find", "strassen")).reply)  # one part holds every match: its best windows
     assert [name for name, _ in found] == ["Memo#1"] * 3 and len({text for _, text in found}) == 3
+
+
+def test_a_part_that_holds_the_words_twice_apart_is_one_passage_of_two_excerpts(research: Research) -> None:
+    """Its next window beside the first is the passage's second excerpt, not a passage of its own."""
+    filler = "Other remarks on memory hierarchies follow here. " * 30
+    memo = f"Strassen multiplies with seven products. {filler}\n\nStrassen needs extra memory, said Winograd. {filler}"
+    ok(research, attachment("Memo", memo) + attachment("Aside", "Winograd wrote on Strassen once."))
+    found = passages(research.execute(line("find", "strassen winograd")).reply)
+    memo_passages = [text for name, text in found if name.startswith("Memo#")]
+    assert len(memo_passages) == 1 and len(found) == 2, found
+    assert "seven products" in memo_passages[0] and "extra memory" in memo_passages[0]
+    assert "\n\n" in memo_passages[0] and len(memo_passages[0]) <= PASSAGE_MAX_CHARS
 
 
 def test_find_in_one_source(research: Research) -> None:

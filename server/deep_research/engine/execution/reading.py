@@ -88,7 +88,7 @@ def sources_limit(rules: Rules) -> int:
 
 def _find_size(passages: int, query: int) -> int:
     """The most a find's entry takes: its passages, their tags, its first line."""
-    return passages * (ranking.PASSAGE_CHARS + _TAG_CHARS) + query + 200
+    return passages * (ranking.PASSAGE_MAX_CHARS + _TAG_CHARS) + query + 200
 
 
 def readable(draft: Draft, path: ProblemPath | None = None) -> list[Readable]:

@@ -15,14 +15,18 @@ of a third of the questions the parts hold: docs/decisions.md, issue 32):
    saturating with repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words the
    headings above the window and in it hold (a heading's own line counts there only); a part's
    best window is its passage (`PASSAGES_PER_PART`), unless it is the only part that matches:
-   then its best windows that do not overlap much, as many as asked.
+   then its best windows that do not overlap much, as many as asked. A part's next window that
+   does not overlap its passage is the passage's second excerpt (`EXCERPTS`): the part holds the
+   words twice apart, and the second place was as often where the evidence was.
 3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
    the stored vectors, engine/retrieval/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
    of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
    (`FUSION_K`). A near window that overlaps a lexical passage of its part by a third is that
    passage, left where the words put it; when a third of it or more lies beside that passage,
    it is also a passage of its own, next in its ranking; at most `PASSAGES_PER_PART` a part
-   (or as many as asked, when one part holds every match).
+   (or as many as asked, when one part holds every match), a part's next window that does not
+   overlap its passage becoming the passage's second excerpt; each part brings up to
+   `NEAR_WINDOWS_PER_PART` near windows to the fusion.
 
 A passage is widened to whole words and starts at a line or sentence where one begins shortly
 before, with the headings above it in its source first (the nearest of each level before its
@@ -38,7 +42,7 @@ import sqlite3
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Hashable, Sequence
+from typing import Hashable, Iterable, Sequence
 
 from .index import MARK_CLOSE, MARK_OPEN, Hit, Index, Source
 from .parts import Part
@@ -47,6 +51,9 @@ from .vectors import StoreUnusable, VectorStore, nearest
 PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
 PASSAGES_PER_PART = 1  # a find that filled its places with one part's windows showed the same part thrice (issue 46)
+EXCERPTS = 2  # a passage's excerpts of its part at most: one a part lost 3-14 points at 10 (docs/decisions.md, issue 46)
+PASSAGE_MAX_CHARS = EXCERPTS * (PASSAGE_CHARS + 2)  # a passage's text at most, its excerpts apart by a blank line
+NEAR_WINDOWS_PER_PART = 3  # near windows a part brings to the fusion (chosen on the dev questions: 1, 2, 3)
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009), the usual choice
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
@@ -79,7 +86,7 @@ def fuse(rankings: Sequence[Sequence[Hashable]], k: int = FUSION_K,
 class Passage:
     key: str  # the source's key (Source.key)
     number: int  # the part
-    text: str  # the neighbourhood of the matching words, at most PASSAGE_CHARS characters
+    text: str  # the neighbourhood of the matching words: at most EXCERPTS excerpts of PASSAGE_CHARS characters
     score: float  # the ranking's score (lower is better for BM25); comparable within one answer only
 
 
@@ -123,11 +130,37 @@ def rank(query: str, sources: Sequence[Source], index: Index, ids: dict[str, int
         return Ranked([])
     by_key = {source.key: source for source in sources}
     lexical = _lexical(words, ids, by_key, index, limit)
-    per_part = limit if len({(w.key, w.number) for w in lexical}) == 1 else PASSAGES_PER_PART
+    one_part = len({(w.key, w.number) for w in lexical}) == 1
+    per_part = limit if one_part else PASSAGES_PER_PART
     near, note = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else ([], "")
-    chosen = _fused(lexical, near, limit, per_part) if near else lexical[:limit]
-    return Ranked([Passage(w.key, w.number, _passage(w.plain, w.start, _label(by_key[w.key], w)), w.score)
-                   for w in chosen], (note,) if note else ())
+    if near:
+        chosen = _fused([w for w in lexical if w.first] if not one_part else lexical, near, limit, per_part)
+    else:
+        chosen = _chosen(((w, True) for w in lexical), limit, per_part)
+    return Ranked([Passage(w.key, w.number, _text(w, by_key[w.key]), w.score) for w in chosen],
+                  (note,) if note else ())
+
+
+def _chosen(order: Iterable[tuple[_Window, bool]], limit: int, per_part: int) -> list[_Window]:
+    """The first `limit` windows of `order`, at most `per_part` a part; a part's later window that
+    does not overlap its passage becomes that passage's second excerpt (when it may: the bool)."""
+    chosen: list[_Window] = []
+    for window, may_join in order:
+        same = [w for w in chosen if (w.key, w.number) == (window.key, window.number)]
+        if len(same) < per_part:
+            if len(chosen) < limit:
+                chosen.append(window)
+        elif may_join and same[0].also is None and _inside(window, same[0]) == 0:
+            same[0].also = window
+    return chosen
+
+
+def _text(window: _Window, source: Source) -> str:
+    """A passage's text: its window with the headings above it, then its second excerpt if any."""
+    text = _passage(window.plain, window.start, _label(source, window))
+    if window.also is not None:
+        text += "\n\n" + _passage(window.also.plain, window.also.start, _label(source, window.also))
+    return text
 
 
 def _label(source: Source, window: _Window) -> str:
@@ -143,7 +176,8 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
     hits = index.lexical(words, ids, max(CANDIDATES, 4 * limit))
     if not hits:
         return []
-    per_part = limit if len(hits) == 1 else PASSAGES_PER_PART  # one part holds every match: its best windows
+    # one part holds every match: its best windows; else each part's best EXCERPTS windows
+    per_part = limit if len(hits) == 1 else EXCERPTS
     total, found = index.frequencies(words, ids)
     weights = {word: _idf(total, found.get(word, 0)) for word in words}
     windows: list[_Window] = []
@@ -152,7 +186,10 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
         part = source.layout.part(hit.number) if hit.number <= source.layout.count else None
         section = part.section if part is not None else ""
         headings = _Headings(source, part, words, weights) if part is not None else None
-        windows += _windows(hit, section, headings, words, weights, per_part)
+        found = _windows(hit, section, headings, words, weights, per_part)
+        for window in found[1:]:
+            window.first = False
+        windows += found
     windows.sort(key=lambda w: -w.score)
     return windows
 
@@ -199,7 +236,7 @@ def _line_end(text: str, at: int) -> int:
 
 def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple[list[_Window], str]:
     """The semantic ranking: the `depth` windows most similar to the query, best first, at most
-    `PASSAGES_PER_PART` a part; and a sentence for the reply when it did not rank every passage
+    `NEAR_WINDOWS_PER_PART` a part; and a sentence for the reply when it did not rank every passage
     ([] and why, when there is none)."""
     lexical_only = "this ranking is by the words alone"
     if semantic.vector is None or semantic.store is None:
@@ -226,7 +263,7 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple
     for item in near:
         piece = item.slice
         taken = per_part.setdefault((piece.source, piece.number), [])
-        if len(taken) >= PASSAGES_PER_PART or any(piece.start < w.end and w.start < piece.end for w in taken):
+        if len(taken) >= NEAR_WINDOWS_PER_PART or any(piece.start < w.end and w.start < piece.end for w in taken):
             continue
         source = by_key[piece.source]
         part = source.layout.part(piece.number)
@@ -262,15 +299,7 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int, per_part: in
         if size - _inside(window, lexical[m]) >= size // 3:  # what it found may be beside the words: shown too
             dense.append(("near", n))
     order = fuse([[("lexical", m) for m in range(len(lexical))], dense])
-    chosen: list[_Window] = []
-    for kind, n in order:
-        window = lexical[n] if kind == "lexical" else near[n]
-        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= per_part:
-            continue
-        chosen.append(window)
-        if len(chosen) == limit:
-            break
-    return chosen
+    return _chosen(((lexical[n] if kind == "lexical" else near[n], True) for kind, n in order), limit, per_part)
 
 
 def _inside(window: _Window, other: _Window) -> int:
@@ -287,6 +316,8 @@ class _Window:
     end: int
     section: str
     score: float  # higher is better
+    first: bool = True  # its part's best window in its ranking
+    also: _Window | None = None  # the passage's second excerpt, a window of the same part (`_chosen`)
 
 
 def _idf(total: int, found: int) -> float:
