@@ -26,12 +26,14 @@ from ..core.text import attribute
 from ..execution.operations import FAILED_HEADING, NO_REASON
 from ..language import budgets, commands
 from ..language.commands import ArgType, Finish, Form, Growth
-from ..retrieval.parts import Layout, outline, part_name
+from ..retrieval.parts import Layout
 from ..settings.rules import Rules
 from ..tree import staleness
 from ..tree.formats import status_label
 from ..tree.model import Attachment, Problem
 from .reply import SOURCES_HEADING
+from .session import SESSION_CHARS, SESSION_MESSAGES, Entry, by_name
+from .source_view import long_rooms, shown_long
 
 RULE = "======================"
 ATTACHMENT_CHARS = 8_000  # one attachment is cut after this many characters
@@ -69,34 +71,16 @@ class TreeView(Protocol):
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One turn of the transcript."""
-
-    role: str  # "assistant" or "system"
-    text: str
-    at: str = ""
-
-    def to_json(self) -> str:
-        return json.dumps({"role": self.role, "text": self.text, "at": self.at}, ensure_ascii=False) + "\n"
-
-    @classmethod
-    def from_json(cls, line: str) -> Entry | None:
-        try:
-            raw = json.loads(line)
-            return cls(str(raw["role"]), str(raw["text"]), str(raw.get("at", "")))
-        except (ValueError, KeyError, TypeError):
-            return None
-
-
-@dataclass(frozen=True)
 class Bookkeeping:
     """What the user gave the research, and the session so far."""
 
     instruction: str
     context: list[Attachment]
     pending_attachments: list[Attachment]
-    transcript: list[Entry]
+    transcript: list[Entry]  # the session's entries (its last ones: `earlier` come before them)
     rules: Rules = Rules()
+    earlier: int = 0  # entries of the session before `transcript`
+    earlier_messages: int = 0  # of them, the assistant's messages
 
 
 @dataclass(frozen=True)
@@ -130,15 +114,24 @@ class _Fitted:
     shown: tuple[list[Entry], int, int]  # the session's entries to show, and how many entries and messages were left out
 
 
-def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None) -> _Fitted:
-    """The head and the session's entries to show, fitted to `budget` characters."""
+def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None, *, whole: bool = False) -> _Fitted:
+    """The head and the session's entries to show, fitted to `budget` characters. The session
+    is bounded (engine/views/session.py) unless `whole` (a conversation's turns, kept as sent)."""
     fit = Fit()
     sections = view_sections(view, state, book, fit)
     head = _head(sections)
-    shown: tuple[list[Entry], int, int] = (book.transcript, 0, 0)
+    entries, dropped, assistants = book.transcript, book.earlier, book.earlier_messages
+    room = None
+    if not whole:
+        entries, left_out, messages = _last_messages(entries, SESSION_MESSAGES)
+        entries, dropped, assistants, room = by_name(entries), dropped + left_out, assistants + messages, SESSION_CHARS
     if budget is not None:
-        if _length(head, _transcript(*shown, state=state)) > budget:
-            shown = _fit_transcript(book.transcript, budget - len(head) - 2)
+        room = budget - len(head) - 2 if room is None else min(room, budget - len(head) - 2)
+    shown: tuple[list[Entry], int, int] = (entries, dropped, assistants)
+    if room is not None and len(_transcript(*shown, state=state)) > room:
+        kept, left_out, messages = _fit_transcript(entries, room)
+        shown = (kept, dropped + left_out, assistants + messages)
+    if budget is not None:
         steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
@@ -149,6 +142,16 @@ def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None)
             sections = view_sections(view, state, book, fit)
             head = _head(sections)
     return _Fitted(sections, fit, shown)
+
+
+def _last_messages(entries: list[Entry], count: int) -> tuple[list[Entry], int, int]:
+    """`entries` from the `count`-th last message of the assistant on (all of them if it has
+    fewer), and how many entries and messages come before (as `session.read_recent` reads them)."""
+    messages = [i for i, e in enumerate(entries) if e.role == "assistant"]
+    if len(messages) < count:
+        return entries, 0, 0
+    first = messages[-count]
+    return entries[first:], first, len(messages) - count
 
 
 # -- the view as sections ------------------------------------------------------------------------
@@ -271,7 +274,7 @@ def render_conversation(view: TreeView, state: State, book: Bookkeeping, max_tok
     same way (the oldest turns first, then the head's parts). `deep-research prompt` and
     `prompt.md` stay the single text of `render_prompt`."""
     budget = None if max_tokens is None else max_tokens * 4 - 200
-    fitted = _fitted(view, state, book, budget)
+    fitted = _fitted(view, state, book, budget, whole=True)
     head, (entries, dropped, assistants) = _head(fitted.sections), fitted.shown
     turns: list[Turn] = []
     for entry in entries:
@@ -514,64 +517,27 @@ def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str
 def _sources(key: str, items: list[tuple[Attachment, str | None]], tag: str, each: int, total: int,
              part_chars: int, view: TreeView, reading: bool) -> tuple[Item, ...]:
     """One item per source, none left out for lack of room (SPEC §13): whole when it fits its
-    share (`each` characters at most, of what is left of `total`), else its outline and first part
-    and how to read on, else (nothing left) its name and size in parts. `reading`: `read` and
-    `find` can run now (not before the problem is defined). Each item's key is `key`, its owner
-    and its name; its lead the opening tag, its body what is shown of the source."""
+    share (`each` characters at most, of what is left of `total`); else, in what is left then,
+    shared among the long ones, its outline and how to read on (engine/views/source_view.py),
+    or (no room left) its name and size in parts. `reading`: `read` and `find` can run now (not
+    before the problem is defined). Each item's key is `key`, its owner and its name; its lead
+    the opening tag, its body what is shown of the source."""
     shapes = view.layouts([a for a, _ in items], part_chars)  # kept on disk between processes
     left = total
+    whole = []
+    for attachment, _ in items:
+        whole.append(len(attachment.content) <= min(each, max(left, 0)))
+        left -= len(attachment.content) if whole[-1] else 0
+    rooms = iter(long_rooms(whole.count(False), left))
     out = []
-    for (attachment, owner), shape in zip(items, shapes):
-        body = _shown(attachment, shape, min(each, max(left, 0)), reading)
-        left -= len(body)
-        whole = body == attachment.content
+    for (attachment, owner), shape, shown_whole in zip(items, shapes, whole):
+        body = attachment.content if shown_whole else shown_long(attachment, shape, next(rooms), reading)
         attrs = f' name="{attribute(attachment.name)}"'
         attrs += f' source="{attribute(attachment.source)}"' if attachment.source else ""
         attrs += f' problem="{attribute(owner)}"' if owner else ""
-        attrs += f' parts="{shape.count}"' if shape.count > 1 or not whole else ""
+        attrs += f' parts="{shape.count}"' if shape.count > 1 or not shown_whole else ""
         out.append(Item(f"{key}\n{owner or ''}\n{attachment.name}", f"<{tag}{attrs}>\n", body, f"\n</{tag}>", "\n"))
     return tuple(out)
-
-
-OUTLINE_LINES = 40  # headings (or runs of pages) an outline shows at most
-
-
-def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> str:
-    """What the prompt shows of a source in `room` characters (see `_sources`)."""
-    text, name, count = attachment.content, attachment.name, shape.count
-    if len(text) <= room:
-        return text
-    how = "" if reading else "once the problem is defined, "
-    if count == 1:  # one part, longer than the room: its start
-        note = f"[… cut to fit the prompt: {how}`///read {part_name(name, 1)}` shows it whole …]"
-        kept = max(0, room - len(note) - 1)
-        return (text[:kept] + "\n" + note).lstrip("\n") if kept >= 200 else note
-    read_on = (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
-               f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
-    if room < len(read_on) + 300:
-        return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
-    lines, more = outline(shape, OUTLINE_LINES, text)
-    kept_lines: list[str] = []
-    used = 0
-    for line in lines:
-        if used + len(line) + 1 > room // 3:
-            more += len(lines) - len(kept_lines)
-            break
-        kept_lines.append(line)
-        used += len(line) + 1
-    parts = []
-    if kept_lines:
-        what = "pages" if shape.paged else "headings"
-        parts.append(f"Outline ({what}, each with its part #N):\n" + "\n".join(kept_lines)
-                     + (f"\n- … and {more:,} more" if more else ""))
-    first = shape.text(text, 1)
-    space = room - len(read_on) - sum(len(p) + 2 for p in parts) - 20
-    if len(first) > space:
-        cut_note = f"\n[… part 1 is cut here: `///read {part_name(name, 1)}` shows it whole …]"
-        first = first[: max(0, space - len(cut_note))].rstrip() + cut_note
-    parts.append(f"Part 1 of {count:,}:\n{first}")
-    parts.append(read_on)
-    return "\n\n".join(parts)
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
