@@ -1,7 +1,8 @@
 """`///read` and `///find`: whole sources within reach (SPEC §13).
 
 Both answer in the reply, in its `## Sources` section (engine/views/reply.py), and write nothing:
-what they show stays in the session's transcript until the focus changes.
+what they show stays in the session's log until the focus changes, and the prompt shows it whole
+while it is in the newest reply, by name after (engine/views/session.py).
 
 - `///read NAME#N` (`NAME`: part 1; `NAME#N-M`: at most `READ_PARTS` parts) shows parts of an
   attachment visible here (the current problem's, then its parents', nearest first: a nearer one

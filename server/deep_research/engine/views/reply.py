@@ -80,8 +80,9 @@ def _sources(analysis: Analysis) -> str:
     return SOURCES_HEADING + "\n\n" + SOURCES_NOTE + "\n\n" + "\n\n".join(entries)
 
 
-SOURCES_NOTE = ("What these show stays in this session only, until the focus changes: keep what matters with "
-                "`<<< add_attachment`, or cite its part as `[[NAME#N]]`.")
+SOURCES_NOTE = ("From your next message on, the prompt may show these by name only (the same command shows them "
+                "again), and a focus change ends them: keep what matters with `<<< add_attachment`, or cite its part as "
+                "`[[NAME#N]]`.")
 
 
 def _orphans(analysis: Analysis, *, errors: bool):

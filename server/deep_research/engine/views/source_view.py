@@ -15,6 +15,9 @@ the outline spans the whole of it rather than its first chapters.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from ..retrieval.parts import Heading, Layout, outline, part_name, underlined_titles
 from ..tree.model import Attachment
 
@@ -23,6 +26,7 @@ LONG_SOURCE_MOST = 8_000  # what one long source shows at most (alone: its outli
 LONG_SOURCE_LEAST = 600  # a long source with less room is named with its size only
 OUTLINE_LINES = 40  # headings (or runs of pages) an outline shows at most
 OUTLINE_TITLE_CHARS = 80  # of a heading's title an outline shows
+_LOCK = threading.Lock()
 
 
 def long_rooms(count: int, left: int) -> list[int]:
@@ -54,9 +58,9 @@ def shown_long(attachment: Attachment, shape: Layout, room: int, reading: bool) 
         return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
     first = shape.text(text, 1)
     with_first = _read_on(name, count, how, first_shown=True)
-    outline_room = room // 3
-    if len(first) + len(with_first) + min(outline_room, _outline_size(shape, text, outline_room)) + 40 <= room:
-        parts = [_outline(name, shape, text, outline_room, how), f"Part 1 of {count:,}:\n{first}", with_first]
+    small = _outline(name, shape, text, room // 3, how)  # with the first part: the outline in a third
+    if len(first) + len(with_first) + len(small) + 40 <= room:
+        parts = [small, f"Part 1 of {count:,}:\n{first}", with_first]
     else:
         without = _read_on(name, count, how, first_shown=False)
         parts = [_outline(name, shape, text, room - len(without) - 4, how), without]
@@ -93,15 +97,30 @@ def _rest_of_outline(name: str, shown: int, total: int, spaced: bool, how: str) 
     return f"- … and {total - shown:,} more"
 
 
-def _outline_size(shape: Layout, text: str, room: int) -> int:
-    lines, _total, _spaced = outline_lines(shape, text, room)
-    return sum(len(line) + 1 for line in lines)
+_OUTLINES: OrderedDict[tuple, tuple[list[str], int, bool]] = OrderedDict()  # by the text and the room
+_OUTLINES_KEPT = 256  # outlines kept in a process: every prompt shows the same sources' again
 
 
 def outline_lines(shape: Layout, text: str, room: int, most: int = OUTLINE_LINES) -> tuple[list[str], int, bool]:
     """The outline's lines within `room` characters and `most` lines, how many entries the whole
     outline has, and whether the lines are evenly spaced top-level headings (not even the top
-    level fits). A PDF's text: its pages with their parts, the first that fit."""
+    level fits). A PDF's text: its pages with their parts, the first that fit. Kept per process
+    by the text's length and hash (a few thousand headings take milliseconds to go through)."""
+    key = (len(text), hash(text), shape.size, shape.count, shape.paged, room, most)
+    with _LOCK:
+        kept = _OUTLINES.get(key)
+        if kept is not None:
+            _OUTLINES.move_to_end(key)
+            return list(kept[0]), kept[1], kept[2]
+    found = _outline_lines(shape, text, room, most)
+    with _LOCK:
+        _OUTLINES[key] = (list(found[0]), found[1], found[2])
+        while len(_OUTLINES) > _OUTLINES_KEPT:
+            _OUTLINES.popitem(last=False)
+    return found
+
+
+def _outline_lines(shape: Layout, text: str, room: int, most: int) -> tuple[list[str], int, bool]:
     if shape.paged:
         lines, more = outline(shape, most)
         kept = _within(lines, room)
@@ -109,17 +128,18 @@ def outline_lines(shape: Layout, text: str, room: int, most: int = OUTLINE_LINES
     headings: list[Heading] = list(shape.headings) or list(underlined_titles(text))
     if not headings:
         return [], 0, False
-    top = min(h.level for h in headings)
+    levels = [h.level for h in headings]
+    top = min(levels)
 
     def line(h: Heading) -> str:
         title = h.title if len(h.title) <= OUTLINE_TITLE_CHARS else h.title[:OUTLINE_TITLE_CHARS - 1].rstrip() + "…"
         return f"{'  ' * (h.level - top)}- {title} (#{shape.part_at(h.start)})"
 
     chosen: list[str] = []
-    for level in sorted({h.level for h in headings}):
-        wanted = [h for h in headings if h.level <= level]
-        if len(wanted) > most:
+    for level in sorted(set(levels)):
+        if sum(1 for n in levels if n <= level) > most:
             break
+        wanted = [h for h in headings if h.level <= level]
         lines = [line(h) for h in wanted]
         if sum(len(x) + 1 for x in lines) > room:
             break
