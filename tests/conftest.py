@@ -106,3 +106,28 @@ def web() -> Iterator[HTTPServer]:
     yield server
     server.clear()
     server.stop()
+
+
+BROWSER_SETUP = "scripts/setup-vscode-test-env"
+
+
+@pytest.fixture(scope="module")
+def browser_env() -> dict:
+    """playwright-core and Chromium from the VS Code test environment (its env.json, as a dict
+    with `json`: the file's path). Skipped only when DEEP_RESEARCH_SKIP_VSCODE=1; a missing
+    environment is a failure that names the script installing it."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    if os.environ.get("DEEP_RESEARCH_SKIP_VSCODE") == "1":
+        pytest.skip("DEEP_RESEARCH_SKIP_VSCODE=1")
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(["bash", str(repo / BROWSER_SETUP), "--print-dir"], capture_output=True, text=True)
+    env_json = Path(proc.stdout.strip()) / "env.json" if proc.returncode == 0 and proc.stdout.strip() else None
+    if env_json is None or not env_json.is_file():
+        pytest.fail(f"The browser test environment (playwright-core, chromium) is not installed. Run: {BROWSER_SETUP}",
+                    pytrace=False)
+    env = json.loads(env_json.read_text(encoding="utf-8"))
+    env["json"] = str(env_json)
+    return env

@@ -16,12 +16,11 @@ from pathlib import Path
 import anyio
 import pytest
 from lsprotocol import types
-from pytest_lsp import client_capabilities
 
 from deep_research.engine.research import Research
 from tests.roomy import roomy
 
-from tests.lsp.conftest import ENV, SERVER, make_client
+from tests.lsp.conftest import ENV, SERVER, make_client, start_session
 from tests.mcp.mcp_client import call, connect
 
 MESSAGES = 4  # per researcher
@@ -79,15 +78,9 @@ async def lsp_researcher(workspace: Path, document: Path, name: str, start: Star
     each message as an editor's save does (the buffer's text, then the workspace edit that
     empties it)."""
     client = make_client()
-    client.documents = {}  # type: ignore[attr-defined]
-    client.set_configuration({"approvalMode": "update"}, section="deepResearch")
     await client.start_io(*SERVER, env=ENV)
     try:
-        result = await client.initialize_session(types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"), root_uri=workspace.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="research")],
-        ))
-        client.encoding = getattr(result.capabilities.position_encoding, "value", "utf-16")  # type: ignore[attr-defined]
+        await start_session(client, "visual-studio-code", workspace)
         uri = document.as_uri()
         client.documents[uri] = (1, "")  # type: ignore[attr-defined]
         client.text_document_did_open(types.DidOpenTextDocumentParams(

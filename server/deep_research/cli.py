@@ -1,5 +1,5 @@
 """The `deep-research` command line: serve, mcp, new, continue, execute, run, undo, prompt, tree, report, check,
-export, repl, commands, demo."""
+export, compile, repl, commands, demo."""
 
 from __future__ import annotations
 
@@ -158,8 +158,20 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=Path, metavar="FILE.html",
                         help="where to write it (default: DIR/dossier.html)")
 
+    compile_ = command("compile", _compile, "Compile the whole research into one report: title, instruction, the root's "
+                       "report as the summary, contents, every problem depth first, References numbered by first "
+                       "citation, the sources consulted but not cited, and the Citation check (quotes and numbers "
+                       "checked against the parts they cite). Markdown to standard output by default.")
+    compile_.add_argument("dir", type=Path)
+    compile_.add_argument("-o", "--output", type=Path, metavar="PATH",
+                          help="where to write it (its extension names the format when --format is not given); "
+                               "without it, markdown goes to standard output and any other format to "
+                               "DIR/report.<ext>")
+    compile_.add_argument("--format", metavar="F", help="md (default), html, docx, odt, pdf, csl-json or bibtex "
+                          "(docx, odt and pdf need `pip install 'deep-research[export]'`)")
+
     repl = command("repl", _repl, "Play the assistant: read the prompt, type a message, see the system's reply. "
-                   "A message that is exactly :help, :status, :tree, :prompt, :history, :undo or :quit does that "
+                   "A message that is exactly :help, :status, :tree, :prompt, :history, :undo, :compile [FORMAT] or :quit does that "
                    "instead. Without a terminal, messages are read from standard input, separated by lines `---`.")
     repl.add_argument("dir", type=Path)
     repl.add_argument("--show-prompt", action="store_true",
@@ -434,7 +446,7 @@ def _report(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .engine.core.text import printable
     from .engine.research import Location, Research, locate
-    from .engine.store import bookkeeping
+    from .engine.store import pending_path
     from .engine.views.check import check_research
 
     folder = _folder(args.dir)
@@ -447,9 +459,9 @@ def _check(args: argparse.Namespace) -> int:
     fixed = _fix(args, root) if args.fix else 0
     count = 0
     files: set[Path] = set()
-    if (bookkeeping(root) / "pending.json").exists():
+    if pending_path(root).exists():
         count += 1
-        print(f"{_shown(args.dir, root, bookkeeping(root) / 'pending.json')}:1: a message was interrupted while it "
+        print(f"{_shown(args.dir, root, pending_path(root))}:1: a message was interrupted while it "
               "was written: it is finished the next time the research is opened (any command but check)")
     for finding in check_research(research):
         count += 1
@@ -524,6 +536,27 @@ def _export(args: argparse.Namespace) -> int:
     warning = unsettled_export_warning(result)
     if warning:
         _err(f"deep-research: {warning}")
+    return EXIT_OK
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from .app.compile import Refused, choose_format, compile_report
+    from .printouts import compile_printout
+
+    folder = _folder(args.dir)
+    try:
+        fmt = choose_format(args.format, args.output)
+        to_stdout = args.output is None and fmt.name == "md"
+        done = compile_report(folder, fmt, args.output, write=not to_stdout, replace_any=args.output is not None)
+    except Refused as refusal:
+        raise UserError(str(refusal)) from None
+    if to_stdout:
+        _out(done.data.decode("utf-8"))
+    else:
+        _say(compile_printout(done))
+    if not done.settled:
+        _err("deep-research: messages kept running while the report was compiled; it may mix two moments of the "
+             "research. Compile again when they stop.")
     return EXIT_OK
 
 
@@ -604,16 +637,6 @@ def _out(text: str) -> None:
     from .engine.core.text import printable
 
     sys.stdout.write(printable(text) if sys.stdout.isatty() else text)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def _folder(path: Path) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -113,6 +114,10 @@ def _print_answer(research: Research, out: TextIO, err: TextIO) -> None:
     if text is None:
         return
     root = research.tree.problem(())
+    # The whole research as one document: the command that compiles it (SPEC §14); the answer
+    # stays the output's end, as `deep-research report` prints it.
+    print(printable(f"\nThe whole research as one report: deep-research compile {shlex.quote(str(research.root))} "
+                    "-o report.pdf (or .md, .html, .docx, .odt)."), file=out)
     heading = printable(f"The answer: the report of “{root.title if root else 'the root problem'}”")
     if out.isatty():
         print("\n" + (f"\x1b[1m{heading}\x1b[0m" if _color(out) else heading) + "\n", file=out)

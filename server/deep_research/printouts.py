@@ -1,4 +1,4 @@
-"""What the command line prints for a research, as text: `execute`, `prompt`, `undo`, `export`.
+"""What the command line prints for a research, as text: `execute`, `prompt`, `undo`, `export`, `compile`.
 
 The MCP server (`mcp_server/`) answers its tools with the same text, so an agent reads
 exactly what a person at the terminal reads; both call these functions.
@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .app.compile import Compiled
     from .dossier import Exported
     from .engine.research import Execution, Research, Researcher
     from .engine.undo import Undone
@@ -105,6 +106,17 @@ def export_printout(target: Path, result: Exported, seconds: float) -> str:
     """Where the dossier went, how big it is and how long it took."""
     size = f"{result.bytes / 1e6:.1f} MB" if result.bytes >= 1e6 else f"{max(1, round(result.bytes / 1e3))} kB"
     return f"Wrote {target} ({result.problems:,} problems, {size}, {seconds:.1f} s).\n"
+
+
+def compile_printout(done: Compiled) -> str:
+    """Where the compiled report went and what it holds."""
+    size = len(done.data)
+    shown = f"{size / 1e6:.1f} MB" if size >= 1e6 else f"{max(1, round(size / 1e3))} kB"
+    errors = (f" The Citation check found {done.errors:,} error{'s' if done.errors != 1 else ''}: see its section."
+              if done.errors else "")
+    return (f"Wrote {done.path} ({done.format.name}, {done.problems:,} problem{'s' if done.problems != 1 else ''}, "
+            f"{done.references:,} reference{'s' if done.references != 1 else ''}, {shown}, {done.seconds:.1f} s)."
+            + errors)
 
 
 def unsettled_export_warning(result: Exported) -> str | None:

@@ -36,9 +36,11 @@ COMMANDS = {
     ":prompt": "the prompt the assistant sees now",
     ":history": "the messages of the current session and their replies",
     ":undo": "take back the last executed message (again: the one before); on a terminal it comes back to edit",
+    ":compile": "write the whole research as one report, report.md in its folder (`:compile pdf`: html, docx, odt, "
+                "pdf, csl-json or bibtex)",
     ":quit": "leave (Ctrl-D on an empty message, or the end of the input, too)",
 }
-_COMMAND = re.compile(r":[A-Za-z]+")
+_COMMAND = re.compile(r":[A-Za-z]+(?:[ \t]+[A-Za-z-]{1,20})?")  # `:compile pdf` takes a word
 
 
 def run_repl(research: Research, stdin: TextIO | None = None, stdout: TextIO | None = None, *,
@@ -153,11 +155,30 @@ class _Repl:
             ":help": self._help, ":status": self._status, ":tree": self._tree, ":prompt": self._prompt,
             ":history": self._history, ":undo": self._undo,
         }
-        action = run.get(word)
+        name, _, argument = word.partition(" ")
+        argument = argument.strip()
+        if name == ":compile":
+            self._compile(argument or None)
+            return ""
+        action = run.get(name)
         if action is None:
-            self.write(f"Unknown REPL command `{word}`: nothing was sent. {_listing()}\n\n")
+            self.write(f"Unknown REPL command `{name}`: nothing was sent. {_listing()}\n\n")
+            return ""
+        if argument:
+            self.write(f"`{name}` takes no argument: nothing was done. {_listing()}\n\n")
             return ""
         return action() or ""
+
+    def _compile(self, fmt: str | None) -> None:
+        from .app.compile import Refused, choose_format, compile_report
+        from .printouts import compile_printout
+
+        try:
+            done = compile_report(self.research.root, choose_format(fmt))
+        except Refused as refusal:
+            self.write(f"{refusal}\n\n")
+            return
+        self.write(compile_printout(done) + "\n\n")
 
     def _help(self) -> None:
         self.write("The REPL's own commands (a message that is exactly one of them is not sent):\n"

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from deep_research.autopilot.loop import EngineExecutor
+from deep_research.app.execute import MessageExecutor
 from deep_research.engine.research import Research
 from tests.scripted_model import ScriptedModel
 
@@ -44,7 +44,7 @@ def gbnf(local_llm):
     return GrammarCheck(local_llm)
 
 
-class GatedExecutor(EngineExecutor):
+class GatedExecutor(MessageExecutor):
     """Runs each message once `gate` is set: `before` the commit (it has not begun), or after it."""
 
     def __init__(self, before: bool) -> None:

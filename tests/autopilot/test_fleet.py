@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from deep_research.app.execute import MessageExecutor
 from deep_research.autopilot.client import ModelClient
 from deep_research.autopilot.fleet import Fleet
 from tests.roomy import roomy
@@ -89,7 +90,8 @@ async def run(research: Research, model: ScriptedModel, **settings) -> RunResult
     CLIENTS.append(client)
     settings.setdefault("parallel", 2)
     try:
-        return await Fleet(research, client, Settings(**settings), approver=approver, observer=observer).run()
+        return await Fleet(research, client, Settings(**settings), executor=MessageExecutor(observer=observer),
+                           approver=approver, observer=observer).run()
     finally:
         await client.close()
 
@@ -300,7 +302,7 @@ async def test_a_researcher_whose_problem_is_deleted_during_its_round_runs_nothi
     delegated(research, model, Hold(after=solve("the L1 size")), Say(solve("the loop order")))
     settings = {"documents": lambda name, path: Buffer(path)} if buffers else {}
     client = CountingClient(model.base_url, MODEL, None, max_retries=0)
-    task = asyncio.ensure_future(Fleet(research, client, Settings(parallel=2), **settings).run())
+    task = asyncio.ensure_future(Fleet(research, client, Settings(parallel=2), executor=MessageExecutor(), **settings).run())
     await asyncio.to_thread(model.wait_for, lambda m: m.holding == 1)
     shutil.rmtree(research.root / "Subproblems" / CACHE)
     model.release()

@@ -215,6 +215,9 @@ def test_reports_keep_the_word_limit_and_cite_only_attachments_in_scope(gbnf) ->
     report = "<<< write_report\n///content\nSummarized problem definition: tiles.\n{}\nConclusion: 16x16.\n>>>\n"
     assert gbnf.accepts(grammar, report.format("Q1: Which? A1: 16x16, see [[Survey]] and [[Parent notes]] [1]."))
     assert not gbnf.accepts(grammar, report.format("A1: see [[Elsewhere]].")), "not an attachment in scope"
+    assert gbnf.accepts(grammar, report.format('A1: 16x16 [[Survey#2]] and [[Survey#3|"tiles of 16 by 16 ... fit"]].')), (
+        "a part, and a quoted citation (SPEC §14)")
+    assert not gbnf.accepts(grammar, report.format('A1: [[Elsewhere#2|"words"]].'))
     line = " ".join(["word"] * 30)
     assert gbnf.accepts(grammar, report.format("\n".join([line] * 7)))  # 8 lines of at most 30 words: <= 300
     assert not gbnf.accepts(grammar, report.format("\n".join([line] * 12))), "over 300 words"

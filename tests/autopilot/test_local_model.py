@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from deep_research.compiled import FORMATS, build, render
 from deep_research.engine.research import Research
 from tests.autopilot.conftest import ROUND_KEYS, rounds
 from tests.local_llm import llama_server
@@ -64,6 +65,13 @@ def test_a_local_model_finishes_a_two_level_research(local_llm, tmp_path: Path) 
     ran = sum(r["status"] == "ok" for r in executed)
     print(f"\nlocal model, {len(records)} rounds: {ran}/{len(executed)} commands ran")
     assert ran >= 0.95 * len(executed), "its commands run"
+    # What the model wrote compiles in every format (SPEC §14): one build, each format rendered.
+    compilation = build(folder)
+    assert compilation.summary is not None and len(compilation.sections) >= 3
+    for fmt in FORMATS:
+        assert render(compilation, fmt), fmt
+    text = render(compilation, "md").decode("utf-8")
+    assert "## Summary" in text and "## References" in text and "## Citation check" in text
 
 
 def test_a_local_model_drives_delegated_researchers_at_once_each_in_its_slot(local_llm, tmp_path: Path) -> None:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from deep_research.app.execute import MessageExecutor
 from deep_research.autopilot.client import ModelClient
 from deep_research.autopilot.fleet import Fleet
 from deep_research.autopilot.loop import (
-    ApprovalRequest, Decision, EngineExecutor, Observer, RunResult, RunStatus, Settings,
+    ApprovalRequest, Decision, Observer, RunResult, RunStatus, Settings,
 )
 from deep_research.engine.core.state import Phase, Status
 from deep_research.engine.language.commands import ApprovalMode
@@ -51,7 +52,8 @@ async def run(research: Research, model: ScriptedModel, *, key: str | None = Non
     observer = settings.pop("observer", None)
     client = ModelClient(model.base_url, MODEL, key, max_retries=settings.pop("retries", 2))
     try:
-        return await Fleet(research, client, Settings(**settings), approver=approver, observer=observer).run()
+        return await Fleet(research, client, Settings(**settings), executor=MessageExecutor(observer=observer),
+                           approver=approver, observer=observer).run()
     finally:
         await client.close()
 
@@ -227,7 +229,7 @@ async def test_a_reply_someone_ran_meanwhile_is_not_run_again(research: Research
     """Another process (or the editor) executed the document the reply was written to, between
     the write and the round's own execution: it ran once, and this researcher stops saying so."""
 
-    class Elsewhere(EngineExecutor):
+    class Elsewhere(MessageExecutor):
         async def execute(self, research, text, **kwargs):
             assert Research.open(research.root).execute(text, consume=kwargs["consume"]).executed
             return await super().execute(research, text, **kwargs)
@@ -410,7 +412,7 @@ async def test_a_finished_research_makes_no_model_call(research: Research, model
 def test_the_loop_calls_execute_in_one_place() -> None:
     folder = Path(__file__).parents[2] / "server/deep_research/autopilot"
     source = (folder / "loop.py").read_text(encoding="utf-8")
-    assert source.count("executor.execute(") == 1 and source.count("gather_and_execute(") == 1
+    assert source.count("executor.execute(") == 1
     assert "research.execute(" not in source
     assert "execute(" not in (folder / "fleet.py").read_text(encoding="utf-8"), "the run executes nothing itself"
 
@@ -446,7 +448,8 @@ async def test_once_a_problems_rounds_are_spent_the_prompt_and_the_grammar_allow
     with ScriptedModel(script, llama_cpp=True) as llama:
         client = ModelClient(llama.base_url, MODEL, None)
         try:
-            result = await Fleet(research, client, Settings(grammar="auto", max_rounds=4)).run()
+            result = await Fleet(research, client, Settings(grammar="auto", max_rounds=4),
+                                 executor=MessageExecutor()).run()
         finally:
             await client.close()
         requests = llama.requests
@@ -463,10 +466,10 @@ async def test_once_a_problems_rounds_are_spent_the_prompt_and_the_grammar_allow
 def test_the_grammar_follows_a_reply_analysing_each_command_once_and_its_execution_takes_that(
         research: Research, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the grammar's steps analysed as the reply grew is the dry run its execution takes."""
+    from deep_research.app.execute import execute_sync
     from deep_research.autopilot.grammar import MessageGrammar
     from deep_research.engine import store
     from deep_research.engine.language import analysis
-    from deep_research.sources.gather import gather_and_execute_sync
 
     roomy(research.root)
     assert research.execute(DEFINE).executed
@@ -482,6 +485,6 @@ def test_the_grammar_follows_a_reply_analysing_each_command_once_and_its_executi
         grammar.next(written)
     document = research.root / "message.dr"
     document.write_text(reply, encoding="utf-8")
-    execution = gather_and_execute_sync(research, reply, consume=document, prepared=grammar.dry_run(reply, document))
+    execution = execute_sync(research, reply, consume=document, prepared=grammar.dry_run(reply, document))
     assert execution.executed and len(execution.analysis.ran) == 5
     assert ran == ["add_criteria"] * 5

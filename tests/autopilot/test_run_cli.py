@@ -309,6 +309,7 @@ def test_on_a_terminal_the_answer_is_printed_when_the_research_finishes(folder: 
     child = pexpect.spawn(sys.executable, ["-m", "deep_research", "run", str(folder), "--base-url", model.base_url],
                           env=env(TERM="xterm"), encoding="utf-8", timeout=60, dimensions=(50, 200))
     child.expect("The research is finished.")
+    child.expect(f"The whole research as one report: deep-research compile {folder} -o report.pdf")
     child.expect("The answer: the report of “Tiled matrix multiplication for teaching”")
     child.expect("Summarized problem definition: the clearest tiling for teaching.")
     child.expect("Conclusion: teach the 16x16 tiled loop nest.")

@@ -259,11 +259,11 @@ def test_repl_skips_empty_messages(run, research: Path) -> None:
 
 def test_repl_piped_runs_its_own_commands_and_shows_each_reply_alone(run, research: Path) -> None:
     script = ":help\n---\n///add_criteria Third\n---\n:status\n---\n  :tree  \n---\n:history\n---\n:undo\n---\n" \
-             ":prompt\n---\n:nope\n---\n:quit\n---\n///add_criteria After quitting\n"
+             ":prompt\n---\n:nope\n---\n:compile html\n---\n:compile rtf\n---\n:quit\n---\n///add_criteria After quitting\n"
     out = run("repl", research, input=script).stdout
     assert out.count("PROMPT\n") == 2  # at the start and on request, not after the reply
     assert "Messages are separated by lines `---`. :help lists the REPL's own commands." in out
-    for name in (":help", ":status", ":tree", ":prompt", ":history", ":undo", ":quit"):
+    for name in (":help", ":status", ":tree", ":prompt", ":history", ":undo", ":compile", ":quit"):
         assert f"  {name} " in out
     assert out.count("SYSTEM REPLY TO MESSAGE") == 3  # one reply; in :history, the two of this session
     assert "Focus: the root problem, “Tiled matrix multiplication”" in out
@@ -273,6 +273,7 @@ def test_repl_piped_runs_its_own_commands_and_shows_each_reply_alone(run, resear
     assert "Undid message 3 (with `add_criteria`, which begins “///add_criteria Third”)" in out
     assert "This was the message; send it again, changed, if it still applies:\n\n///add_criteria Third" in out
     assert "Unknown REPL command `:nope`: nothing was sent." in out
+    assert f"Wrote {research / 'report.html'} (html, 1 problem, 0 references" in out and "Unknown format “rtf”" in out
     criteria = (research / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
     assert "Third" not in criteria and "After quitting" not in criteria
     prompt = out.rsplit("PROMPT\n", 1)[1]

@@ -3,9 +3,7 @@ execution, the research is then either entirely before the undo or entirely afte
 
 from __future__ import annotations
 
-import json
 import shutil
-import signal
 import subprocess
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from deep_research.engine.research import Research
 
 from dr_cli_support import BOOK, DEFINE, cli_command, cli_env
 from tests.roomy import roomy
-from test_cli_kill import ATTACHMENTS, SUBPROBLEMS, TMP_MARK, Folder, count, large_message, names, size, snapshot
+from test_cli_kill import ATTACHMENTS, SUBPROBLEMS, count, killed_at_each_point, large_message, size, snapshot
 
 
 def test_undo_from_the_command_line(run, research: Path) -> None:
@@ -109,36 +107,4 @@ KILL_POINTS = {
 
 def test_sigkill_during_undo_leaves_the_research_before_or_after(undo_references, tmp_path: Path) -> None:
     base, before, after = undo_references
-    results = {}
-    for number, (name, condition) in enumerate(KILL_POINTS.items()):
-        folder = Folder(tmp_path / f"run{number}")
-        shutil.copytree(base, folder)
-        folder.journal_size = size(folder / BOOK / "journal.jsonl")
-        process = subprocess.Popen(cli_command("undo", folder), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                   env=cli_env())
-        while process.poll() is None:
-            if condition(folder):
-                process.send_signal(signal.SIGKILL)
-                break
-        process.wait(timeout=120)
-        killed = process.returncode == -signal.SIGKILL
-        pending = (folder / BOOK / "pending.json").exists()
-
-        Research.open(folder)  # recovers an interrupted commit
-        state = snapshot(folder)
-        outcome = "before" if state == before else "after" if state == after else "HALF"
-        if outcome == "HALF":
-            differ = sorted(k for k in set(state) | set(before) | set(after)
-                            if state.get(k) != before.get(k) and state.get(k) != after.get(k))[:6]
-            pytest.fail(f"kill point {name!r} (killed={killed}, pending={pending}) left a half undo: {differ}")
-        if pending:
-            assert outcome == "after", f"{name}: a complete pending file must be finished by recovery"
-        assert not [p for p in folder.rglob(f"{TMP_MARK}*") if BOOK not in p.relative_to(folder).parts], name
-        for record in (folder / BOOK / "journal.jsonl").read_text(encoding="utf-8").splitlines():
-            json.loads(record)
-        assert not [n for n in names(folder / BOOK) if n == "pending.json"]
-        results[name] = (killed, pending, outcome)
-    print(results)
-    assert {outcome for _, _, outcome in results.values()} == {"before", "after"}, results
-    assert any(killed and pending for killed, pending, _ in results.values()), (
-        f"no kill landed inside the commit, so recovery was not exercised: {results}")
+    print(killed_at_each_point(base, before, after, tmp_path, KILL_POINTS, "undo"))

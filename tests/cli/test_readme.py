@@ -65,6 +65,10 @@ def test_every_shell_block_of_the_quick_start_runs_as_it_stands(tmp_path: Path, 
     assert "Summarized problem definition: the clearest tiled matrix multiplication in C for teaching." in printed
     assert (research / "Attachments").is_dir() and any((research / "Attachments").iterdir())
     assert (research / "dossier.html").is_file()
+    compiled = (work / "report.md").read_text(encoding="utf-8")
+    assert "## References" in compiled and "in cache [\\[1, part 1\\]](#ref-1)" in compiled
+    assert "Quotes: 1 of 1 resolved citations carry one (100%); of those, 1 are found" in compiled
+    assert (work / "report.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
     assert "Focus: the root problem" in printed  # the piped REPL's :status
     assert '<passage part="paper.md#1" rank="1">' in printed and '<part name="paper.md#1" of="1">' in printed
     assert "Also cover GPUs" in (research / ".deep-research" / "instruction.md").read_text(encoding="utf-8")

@@ -97,10 +97,10 @@ def _execute(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 
 
 def _run(root: Path, message: str) -> None:
-    from deep_research.sources.gather import gather_and_execute_sync
+    from deep_research.app.execute import execute_sync
 
     research = Research.open(root)
-    result = gather_and_execute_sync(research, message, consume=root / "message.dr")
+    result = execute_sync(research, message, consume=root / "message.dr")
     assert result.executed, result.reason
 
 
@@ -130,6 +130,7 @@ def _undo(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
 
 @contextlib.contextmanager
 def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
+    from deep_research.app.execute import MessageExecutor
     from deep_research.autopilot.client import ModelClient
     from deep_research.autopilot.fleet import Fleet
     from deep_research.autopilot.loop import Observer, Settings
@@ -146,7 +147,8 @@ def _autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
             client = ModelClient(model.base_url, MODEL, None, max_retries=0)
             try:
                 settings = Settings(max_rounds=len(steps), grammar="off")
-                await Fleet(Research.open(research.root), client, settings, observer=Rounds()).run()
+                await Fleet(Research.open(research.root), client, settings, executor=MessageExecutor(),
+                            observer=Rounds()).run()
             finally:
                 await client.close()
 
@@ -346,6 +348,7 @@ def _researcher_drafts(now: dict, references: dict) -> str | None:
 def _parallel_autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     """The autopilot's rounds for delegated researchers: each reply is a draft in that
     researcher's document (in its problem's folder) before its transaction runs it."""
+    from deep_research.app.execute import MessageExecutor
     from deep_research.autopilot.client import ModelClient
     from deep_research.autopilot.fleet import Fleet
     from deep_research.autopilot.loop import Observer, Settings
@@ -368,7 +371,8 @@ def _parallel_autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None
             client = ModelClient(model.base_url, MODEL, None, max_retries=0)
             try:
                 settings = Settings(max_rounds=3 if full else 2, grammar="off", parallel=1)
-                await Fleet(Research.open(research.root), client, settings, observer=Rounds()).run()
+                await Fleet(Research.open(research.root), client, settings, executor=MessageExecutor(),
+                            observer=Rounds()).run()
             finally:
                 await client.close()
 

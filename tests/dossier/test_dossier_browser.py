@@ -1,14 +1,13 @@
 """The dossier in a real headless Chromium (Debian's, driven by playwright-core from the
 VS Code test environment: scripts/setup-vscode-test-env), with the network blocked.
 
-Skipped only when DEEP_RESEARCH_SKIP_VSCODE=1 (the same environment as the VS Code tests);
-a missing environment is a failure that names the script installing it.
+Skipped only when DEEP_RESEARCH_SKIP_VSCODE=1 (the same environment as the VS Code tests;
+the `browser_env` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -19,22 +18,6 @@ from deep_research.dossier import export
 from dr_dossier_support import CHILDREN, HOSTILE, NESTED, all_titles, sample_research
 
 pytestmark = pytest.mark.browser
-REPO = Path(__file__).resolve().parents[2]
-SETUP = "scripts/setup-vscode-test-env"
-
-
-@pytest.fixture(scope="module")
-def browser_env() -> dict:
-    if os.environ.get("DEEP_RESEARCH_SKIP_VSCODE") == "1":
-        pytest.skip("DEEP_RESEARCH_SKIP_VSCODE=1")
-    proc = subprocess.run(["bash", str(REPO / SETUP), "--print-dir"], capture_output=True, text=True)
-    env_json = Path(proc.stdout.strip()) / "env.json" if proc.returncode == 0 and proc.stdout.strip() else None
-    if env_json is None or not env_json.is_file():
-        pytest.fail(f"The browser test environment (playwright-core, chromium) is not installed. Run: {SETUP}",
-                    pytrace=False)
-    env = json.loads(env_json.read_text(encoding="utf-8"))
-    env["json"] = str(env_json)
-    return env
 
 
 def test_the_dossier_in_chromium(browser_env: dict, tmp_path: Path) -> None:

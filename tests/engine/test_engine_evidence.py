@@ -269,3 +269,21 @@ def test_a_home_folder_that_does_not_exist_is_a_refusal_not_a_failure(research) 
     assert "There is no file" in analysis.outcomes[0].summary
     snap = Snapshot(Phase.IN_FOCUS, root=research.root)
     assert assist.complete(parse(text), Pos(0, len("///attach_file ~no-such-user-here/")), snap) == []
+
+
+def test_completion_and_the_grammar_offer_attach_file_the_same_files(research) -> None:
+    """The research's own files (its tree, settings, message documents) are never offered, by
+    the editor's completion or the autopilot's grammar: one list (`store.is_own_entry`)."""
+    from deep_research.autopilot.grammar import attachable
+    from deep_research.engine.core.state import Phase
+    from deep_research.engine.core.text import Pos
+    from deep_research.engine.language.parser import parse
+    from deep_research.engine.views import assist
+    from deep_research.engine.views.assist import Snapshot
+
+    for name in ("notes.md", "deep-research.toml", "message.dr", "Other.DR"):
+        (research.root / name).write_text("text\n", encoding="utf-8")
+    text = "///attach_file \n"
+    offered = assist.complete(parse(text), Pos(0, len(text) - 1), Snapshot(Phase.IN_FOCUS, root=research.root))
+    files = [c.label for c in offered if not c.label.endswith("/")]
+    assert files == ["notes.md"] and list(attachable(research.root)) == files

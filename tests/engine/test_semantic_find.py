@@ -12,7 +12,7 @@ from pathlib import Path
 from dr_engine_support import attachment, line, new_research, ok
 
 from deep_research.engine.execution.evidence import Evidence, Failed, Need, NeedKind, QueryVector
-from deep_research.engine.execution.reading import readable
+from deep_research.engine.execution.reading import readable, sources_of
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.vectors import VectorStore, normalised, slices
 
@@ -33,7 +33,8 @@ def setup(tmp_path: Path) -> Research:
 def put_vectors(research: Research, *, only: int | None = None) -> int:
     """Vectors for the sources' windows: the tides' near the query, the others far; `only`: that
     many windows of the kitchen notes get one (the store partly filled)."""
-    sources = [item.source(4000) for item in readable(research.analyze("").draft)]
+    draft = research.analyze("").draft
+    sources = sources_of(draft, readable(draft))
     store = VectorStore(research.root)
     given = 0
     for source in sources:
@@ -128,7 +129,8 @@ def test_a_fused_passage_stays_on_the_words_that_matched(tmp_path: Path) -> None
     text = " ".join(notes[:35] + ["The harbour master writes the tide tables at dawn."] + notes[35:])
     research = new_research(tmp_path / "r")
     ok(research, attachment("Harbour", text))
-    [source] = [item.source(4000) for item in readable(research.analyze("").draft)]
+    draft = research.analyze("").draft
+    [source] = sources_of(draft, readable(draft))
     assert source.layout.count == 1
     at = source.text.index("harbour master")
     pieces = slices(source, MODEL)
@@ -152,7 +154,8 @@ def test_a_near_window_half_beside_the_lexical_passage_is_shown_too(tmp_path: Pa
                     + notes[58:])
     research = new_research(tmp_path / "r")
     ok(research, attachment("Harbour", text))
-    [source] = [item.source(4000) for item in readable(research.analyze("").draft)]
+    draft = research.analyze("").draft
+    [source] = sources_of(draft, readable(draft))
     part = source.layout.part(1)
     body = source.text[part.start:part.end]
     at, where = body.index("harbour master"), body.index(answer)

@@ -169,3 +169,57 @@ def test_a_window_size_other_than_the_default_is_part_of_the_model_key() -> None
     assert window_chars_of(model_key("m")) == WINDOW_CHARS
     # a hostile name or prefix (NULs and digits) never makes a window of no size, or a huge one
     assert window_chars_of(model_key("x\0y", "\0")) == 200 and window_chars_of("a\0b\0c\0" + "9" * 40) == 4_000
+
+
+def _random_sources(count: int) -> list:
+    import random
+
+    from deep_research.engine.retrieval.index import Source
+    from deep_research.engine.retrieval.parts import layout
+
+    rng = random.Random(7)
+    words = "tide moon sea bread flour salt lamp kettle river stone".split()
+    out = []
+    for n in range(count):
+        text = "\n\n".join(" ".join(rng.choices(words, k=60)) + "." for _ in range(20))
+        out.append(Source(f"s{n}.md", text, layout(text, 1200), None))
+    return out
+
+
+def test_the_nearest_windows_are_the_same_with_numpy_and_without(tmp_path: Path, monkeypatch) -> None:
+    """With numpy (the `semantic` extra) each source's vectors are one matrix kept between finds;
+    without it (the VS Code bundle) window by window: the same windows, in the same order. A
+    window embedded after a find is found by the next; a store made again is not read from
+    the old one's matrices."""
+    import random
+
+    from deep_research.engine.retrieval import vectors
+
+    rng = random.Random(3)
+    root = research(tmp_path)
+    sources = _random_sources(3)
+    every = [piece for source in sources for piece in vectors.slices(source, "m")]
+    store = VectorStore(root)
+    store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(8)]) for piece in every[::2]})
+    query = normalised([rng.gauss(0, 1) for _ in range(8)])
+
+    def both(top=None):
+        fast = vectors.nearest(query, sources, "m", store, top)
+        with monkeypatch.context() as patch:
+            patch.setattr(vectors, "_numpy", lambda: None)
+            slow = vectors.nearest(query, sources, "m", store, top)
+        assert [n.slice for n in fast[0]] == [n.slice for n in slow[0]] and fast[1:] == slow[1:]
+        assert [n.similarity for n in fast[0]] == pytest.approx([n.similarity for n in slow[0]], abs=1e-6)
+        return fast
+
+    near, embedded, total = both()
+    assert (embedded, total) == (len(every[::2]), len(every)) and len(near) == embedded
+    assert [n.slice for n in both(5)[0]] == [n.slice for n in near[:5]]
+    store.put({piece.key: normalised([rng.gauss(0, 1) for _ in range(8)]) for piece in every[1::2]})
+    assert both()[1:] == (len(every), len(every))  # the windows embedded since are found
+    store.close()
+    store_path(root).unlink()
+    again = VectorStore(root)
+    again.put({every[0].key: normalised([1.0] * 8)})
+    near, embedded, _ = vectors.nearest(query, sources, "m", again)
+    assert embedded == sum(1 for piece in every if piece.key == every[0].key) and near[0].slice.key == every[0].key

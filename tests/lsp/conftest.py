@@ -149,20 +149,29 @@ def _offset(lines: list[str], position: types.Position, client: LanguageClient) 
     config=ClientServerConfig(server_command=SERVER, client_factory=make_client, server_env=ENV),
 )
 async def client(request, lsp_client: LanguageClient, tmp_path: Path):
-    lsp_client.documents = {}  # type: ignore[attr-defined]
-    lsp_client.preset = request.param  # type: ignore[attr-defined]
-    lsp_client.set_configuration({"approvalMode": "update"}, section="deepResearch")
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(request.param),
-        root_uri=tmp_path.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="research")],
-        initialization_options={"reloadsChangedFiles": True},  # as VS Code and editors/nvim declare
-    ))
-    lsp_client.init_result = result  # type: ignore[attr-defined]
-    encoding = result.capabilities.position_encoding
-    lsp_client.encoding = getattr(encoding, "value", encoding) or "utf-16"  # type: ignore[attr-defined]
+    await start_session(lsp_client, request.param, tmp_path)
     yield
     await lsp_client.shutdown_session()
+
+
+async def start_session(client: LanguageClient, preset: str, folder: Path | None,
+                        name: str = "research") -> types.InitializeResult:
+    """What every test's editor does first: the preset's capabilities, `folder` its one workspace
+    folder (None: no workspace, as Neovim in single-file mode), the initialization options VS Code
+    and editors/nvim send, and the approval mode answered from its settings."""
+    client.documents = {}  # type: ignore[attr-defined]
+    client.preset = preset  # type: ignore[attr-defined]
+    client.set_configuration({"approvalMode": "update"}, section="deepResearch")
+    result = await client.initialize_session(types.InitializeParams(
+        capabilities=capabilities(preset),
+        root_uri=folder.as_uri() if folder is not None else None,
+        workspace_folders=[types.WorkspaceFolder(uri=folder.as_uri(), name=name)] if folder is not None else None,
+        initialization_options={"reloadsChangedFiles": True},  # as VS Code and editors/nvim declare
+    ))
+    client.init_result = result  # type: ignore[attr-defined]
+    encoding = result.capabilities.position_encoding
+    client.encoding = getattr(encoding, "value", encoding) or "utf-16"  # type: ignore[attr-defined]
+    return result
 
 
 @pytest.fixture

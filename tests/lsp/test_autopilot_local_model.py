@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from deep_research.engine.research import Research
 from tests.local_llm import llama_server
 
-from .conftest import ENV, SERVER, make_client
+from .conftest import ENV, SERVER, make_client, start_session
 from .helpers import configure, open_doc
 from .test_autopilot import rounds, run, until_state, writes
 
@@ -27,14 +26,7 @@ ROUNDS = 3
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER, client_factory=make_client, server_env=ENV))
 async def vscode_client(lsp_client: LanguageClient, tmp_path: Path):
-    lsp_client.documents = {}  # type: ignore[attr-defined]
-    lsp_client.preset = "visual-studio-code"  # type: ignore[attr-defined]
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="research")],
-        initialization_options={"reloadsChangedFiles": True}))
-    encoding = result.capabilities.position_encoding
-    lsp_client.encoding = getattr(encoding, "value", encoding) or "utf-16"  # type: ignore[attr-defined]
+    await start_session(lsp_client, "visual-studio-code", tmp_path)
     yield
     await lsp_client.shutdown_session()
 

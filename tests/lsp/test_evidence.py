@@ -56,9 +56,8 @@ async def test_completion_of_file_paths(client, research: Path):
         return [(item.label, item.kind) for item in result.items]
 
     top = await labels("///attach_file ")
-    # Folders first; the research's own tree (definition, criteria, Subproblems …) and .deep-research are not offered.
-    assert top == [("notes/", types.CompletionItemKind.Folder), ("data.csv", types.CompletionItemKind.File),
-                   ("message.dr", types.CompletionItemKind.File)]
+    # Folders first; the research's own files (its tree, .deep-research, the message document) are not offered.
+    assert top == [("notes/", types.CompletionItemKind.Folder), ("data.csv", types.CompletionItemKind.File)]
     assert await labels("///attach_file notes/") == [("kernel.c", types.CompletionItemKind.File),
                                                        ("paper.pdf", types.CompletionItemKind.File)]
     assert await labels("///attach_file notes/pa") == [("paper.pdf", types.CompletionItemKind.File)]

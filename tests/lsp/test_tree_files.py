@@ -118,3 +118,26 @@ async def test_the_editors_quick_fix_is_what_check_fix_makes_and_keeps_a_persons
                           timeout=60)
     assert "fixed: Renumber the criteria" in done.stdout, done.stdout + done.stderr
     assert criteria.read_text(encoding="utf-8") == in_editor
+
+
+async def test_a_quote_in_a_report_file_is_checked_as_it_is_typed(client, research: Path):
+    """Quoted citations (issue 45): found nowhere is an error on the buffer, in another part a
+    warning whose quick fix moves the citation."""
+    await defined(client, research)
+    uri = open_doc(client, research / "message.dr", "")
+    source = "# One\n\nThe L1 data cache is 48 KiB.\n\n" + "Filler words. " * 330 + "\n\n# Two\n\nDDR5 runs fast.\n"
+    change_doc(client, uri, "<<< add_attachment\n///name\nManual\n///content\n" + source + ">>>\n<<< write_report\n"
+               "///content\nSummarized problem definition: L1.\nQ1: Size?\nA1: 48 KiB [[Manual#1|\"L1 data cache is "
+               "48 KiB\"]].\nConclusion: 48 KiB.\n>>>\n")
+    assert (await execute(client, uri))["executed"]
+    report = open_markdown(client, research / "Report 3 Pager.md")
+    assert await diagnostics(client, report) == []
+    text = client.documents[report][1]
+    change_doc(client, report, text.replace('"L1 data cache is 48 KiB"', '"L1 data cache is 64 KiB"'))
+    [nowhere] = await diagnostics(client, report)
+    assert nowhere.severity == types.DiagnosticSeverity.Error and "found nowhere" in nowhere.message
+    change_doc(client, report, text.replace('A1: 48 KiB [[Manual#1|"L1 data cache is 48 KiB"]]',
+                                            'A1: Fast [[Manual#1|"DDR5 runs fast"]]'))
+    [moved] = await diagnostics(client, report)
+    assert moved.severity == types.DiagnosticSeverity.Warning, moved
+    assert "“DDR5 runs fast” is not in [[Manual#1]] but in part #" in moved.message, moved.message

@@ -9,6 +9,8 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
+from deep_research.engine.research import Research
+
 from .helpers import DEFINE, change_doc, execute, open_doc, text_of
 
 BOOK = ".deep-research"
@@ -111,3 +113,30 @@ async def test_hover_of_a_subproblem_title_shows_its_effort(client, research: Pa
     text = hover.contents.value
     assert "**Cache sizes**" in text and "**Effort** (this subproblem and its subproblems)" in text
     assert "- Messages: 2" in text and "- Commands run: 3, failed: 1" in text and "- Time in focus:" in text
+
+
+QUOTED = ("<<< add_attachment\n///name\nIntel manual\n///content\nThe L1 data cache is 48 KiB per core.\n>>>\n"
+          "<<< write_report\n///content\nSummarized problem definition: L1.\nQ1: Size?\n"
+          'A1: 48 KiB [[Intel manual#1|"L1 data cache is 48 KiB"]] <script>x</script>.\nConclusion: 48 KiB.\n>>>\n')
+
+
+async def test_compile_writes_the_report_inside_the_workspace(client, research: Path, tmp_path: Path):
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    change_doc(client, uri, QUOTED)
+    await execute(client, uri)
+    result = await call(client, "deepResearch.compile", {"uri": (research / "Problem Definition.md").as_uri(),
+                                                         "format": "html"})
+    report = research / "report.html"
+    assert result["uri"] == report.as_uri() and result["format"] == "html" and result["references"] == 1, result
+    html = report.read_text(encoding="utf-8")
+    assert '<a class="cite" id="c1" href="#ref-1"' in html and "&lt;script&gt;x&lt;/script&gt;" in html
+    assert (await call(client, "deepResearch.compile", {"uri": uri}))["uri"] == (research / "report.md").as_uri()
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    Research.create(elsewhere, "Outside")
+    (elsewhere / "Problem Definition.md").write_text("---\ntitle: Out\n---\nx\n", encoding="utf-8")
+    for arguments in ({"uri": elsewhere.as_uri(), "format": "md"}, {"uri": uri, "format": "rtf"},
+                      {"uri": uri, "target": "x"}, {"uri": 3}):
+        with pytest.raises(JsonRpcException):
+            await call(client, "deepResearch.compile", arguments)
+    assert not (elsewhere / "report.md").exists()

@@ -19,12 +19,12 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from deep_research.engine.research import Research
 
-from .conftest import ENV, PRESETS, SERVER, capabilities, make_client
+from .conftest import ENV, PRESETS, SERVER, make_client, start_session
 from .helpers import DEFINE, configure, execute, open_doc
 
 COMMANDS = ["deepResearch.execute", "deepResearch.executeOnSave", "deepResearch.showPrompt",
             "deepResearch.tree", "deepResearch.newResearch", "deepResearch.continueResearch", "deepResearch.undo",
-            "deepResearch.export"]
+            "deepResearch.export", "deepResearch.compile"]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -64,15 +64,7 @@ def sandbox(tmp_path: Path) -> tuple[Path, Path, Path]:
 async def ws_client(request, lsp_client: LanguageClient, tmp_path: Path):
     """A client whose one workspace folder is tmp_path/ws."""
     ws, _, _ = sandbox(tmp_path)
-    lsp_client.documents = {}  # type: ignore[attr-defined]
-    lsp_client.preset = request.param  # type: ignore[attr-defined]
-    lsp_client.set_configuration({"approvalMode": "update"}, section="deepResearch")
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(request.param),
-        root_uri=ws.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=ws.as_uri(), name="ws")],
-    ))
-    lsp_client.encoding = negotiated(result)  # type: ignore[attr-defined]
+    await start_session(lsp_client, request.param, ws, "ws")
     yield
     await lsp_client.shutdown_session()
 
@@ -84,18 +76,9 @@ async def ws_client(request, lsp_client: LanguageClient, tmp_path: Path):
 async def no_workspace_client(request, lsp_client: LanguageClient, tmp_path: Path):
     """A client that opened files without any workspace (Neovim in single-file mode)."""
     sandbox(tmp_path)
-    lsp_client.documents = {}  # type: ignore[attr-defined]
-    lsp_client.preset = request.param  # type: ignore[attr-defined]
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(request.param), root_uri=None, workspace_folders=None))
-    lsp_client.encoding = negotiated(result)  # type: ignore[attr-defined]
+    await start_session(lsp_client, request.param, None)
     yield
     await lsp_client.shutdown_session()
-
-
-def negotiated(result: types.InitializeResult) -> str:
-    encoding = result.capabilities.position_encoding
-    return getattr(encoding, "value", encoding) or "utf-16"
 
 
 async def call(client: LanguageClient, command: str, *arguments: object):

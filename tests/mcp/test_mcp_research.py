@@ -90,10 +90,15 @@ async def test_a_scripted_agent_finishes_a_research_and_each_reply_is_the_comman
 
         where = await call(session, "export_dossier", research="study")
         assert str(root / "study" / "dossier.html") in where
+        compiled = await call(session, "compile_report", research="study", format="html")
+        assert f"Wrote {root / 'study' / 'report.html'} (html, 2 problems, 1 reference" in compiled
+        result = await session.call_tool("compile_report", {"research": "study", "format": "rtf"})
+        assert result.is_error and "Unknown format “rtf”" in result.content[0].text
     study = root / "study"
     report = (study / "Subproblems" / "Cache sizes" / "Report 3 Pager.md").read_text(encoding="utf-8")
     assert "[[Vendor sheet]]" in report
     assert (study / "Report 3 Pager.md").is_file() and (study / "dossier.html").is_file()
+    assert "[\\[1\\]](#ref-1)" in cli("compile", study).stdout, "the citation of the vendor sheet, numbered"
     assert "Cache sizes" in cli("tree", study).stdout
 
 
@@ -102,7 +107,7 @@ async def test_the_tool_list_teaches_an_agent_the_message_language(tmp_path: Pat
         init_tools = (await session.list_tools()).tools
     tools = {tool.name: tool for tool in init_tools}
     assert list(tools) == ["new_research", "get_prompt", "execute_message", "list_researchers", "research_tree",
-                           "undo_message", "export_dossier"]
+                           "undo_message", "export_dossier", "compile_report"]
     for tool in tools.values():
         schema = tool.input_schema
         assert schema["type"] == "object" and schema["additionalProperties"] is False

@@ -37,6 +37,7 @@ async def test_outside_root_is_a_tool_error_and_nothing_there_is_touched(places:
         for research in ways_out:
             for tool, extra in (("get_prompt", {}), ("execute_message", {"message": DEFINE}),
                                 ("research_tree", {}), ("undo_message", {}), ("export_dossier", {}),
+                                ("compile_report", {}),
                                 ("new_research", {"instruction": "Escape"})):
                 sentence = await refused(session, tool, {"research": research, **extra})
                 assert "outside" in sentence or "~" in sentence or "root of the file system" in sentence, sentence

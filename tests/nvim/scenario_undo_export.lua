@@ -1,5 +1,6 @@
 -- :DeepResearchUndo takes the last message back into the (empty) buffer, unsaved;
--- :DeepResearchExport writes the dossier (not opened: vim.g.deep_research_open_dossier).
+-- :DeepResearchExport writes the dossier (not opened: vim.g.deep_research_open_dossier);
+-- :DeepResearchCompile html writes the report (not opened), :DeepResearchCompile opens report.md.
 local H = dofile(vim.env.DR_HARNESS)
 H.run(function()
   vim.g.deep_research_open_dossier = false
@@ -23,5 +24,18 @@ H.run(function()
   H.wait(function() return exported ~= nil end, 'the dossier')
   H.record('export', exported)
   H.record('export_error', failure)
+  local compiled, compile_failure
+  vim.g.deep_research_open_report = false
+  vim.cmd('DeepResearchCompile html')
+  local html = vim.fn.fnamemodify(vim.api.nvim_buf_get_name(buf), ':h') .. '/report.html'
+  H.wait(function() return vim.fn.filereadable(html) == 1 end, 'report.html')
+  require('deep_research').compile(buf, 'rtf', function(r, err) compile_failure = err end)
+  H.wait(function() return compile_failure ~= nil end, 'the refusal of an unknown format')
+  H.record('compile_error', compile_failure)
+  vim.g.deep_research_open_report = nil
+  require('deep_research').compile(buf, '', function(r, err) compiled = r or false end)
+  H.wait(function() return compiled ~= nil end, 'the report')
+  H.record('compile', compiled)
+  H.record('opened', vim.fn.fnamemodify(vim.api.nvim_buf_get_name(0), ':t'))
   H.record('commands', vim.tbl_keys(vim.api.nvim_buf_get_commands(buf, {})))
 end)

@@ -336,7 +336,11 @@ def test_undo_and_export_commands(nvim: str, tmp_path: Path, defined: Path) -> N
     dossier = defined / "dossier.html"
     assert seen["export"]["uri"] == dossier.as_uri()
     assert TITLE in dossier.read_text(encoding="utf-8")
-    assert {"DeepResearchUndo", "DeepResearchExport"} <= set(seen["commands"])
+    assert {"DeepResearchUndo", "DeepResearchExport", "DeepResearchCompile"} <= set(seen["commands"])
+    assert "Unknown format “rtf”" in seen["compile_error"]
+    assert seen["compile"]["uri"] == (defined / "report.md").as_uri() and seen["opened"] == "report.md"
+    assert (defined / "report.html").read_text(encoding="utf-8").rstrip().endswith("</html>")
+    assert (defined / "report.md").read_text(encoding="utf-8").startswith(f"# {TITLE}")
 
 
 def test_the_autopilot_runs_a_whole_research(nvim: str, tmp_path: Path, research: Path, monkeypatch) -> None:

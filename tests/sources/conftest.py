@@ -1,5 +1,6 @@
 """A real HTTP server on loopback (pytest-httpserver, threaded: a test may hold one
-response open while others are served); helpers are in dr_sources_support.py."""
+response open while others are served), and a long-lived front end's background embedding;
+helpers are in dr_sources_support.py."""
 
 from __future__ import annotations
 
@@ -32,3 +33,15 @@ def release() -> Iterator[threading.Event]:
     event = threading.Event()
     yield event
     event.set()
+
+
+@pytest.fixture
+def background(monkeypatch: pytest.MonkeyPatch):
+    """A long-lived front end's backfill (the process's own is left alone)."""
+    from deep_research.sources import embeddings
+
+    backfill = embeddings.Backfill()
+    backfill.enabled = True
+    monkeypatch.setattr(embeddings, "BACKFILL", backfill)
+    yield backfill
+    backfill.stop()

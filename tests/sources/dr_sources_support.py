@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 from deep_research.sources.guard import AddressPolicy
 
@@ -77,3 +78,24 @@ def read_title(body: bytes, kind: str, **kwargs):
     from deep_research.sources.extract import Extracted
 
     return Extracted(f"read by {os.getpid()}", body.decode())
+
+
+# Semantic search's research: a source about tides beside a kitchen's notes, and a question in
+# other words than the tides' (QUERY shares no word with TIDES: only meaning finds it).
+DEFINE = "<<< define_problem\n///title\nTides\n///content\nWhy are there two tides a day?\n>>>\n"
+TIDES = ("# Tides\n\nThe sea rises and falls twice a day. The moon pulls the water of the near side toward it, and "
+         "the far side is left behind, so two bulges travel around the planet as it turns.\n")
+KITCHEN = "# Kitchen\n\n" + "\n\n".join(f"Note {n}: lamps, kettles and the price of bread; the ocean café opens daily."
+                                          for n in range(30)) + "\n"
+QUERY = "why do oceans swell on a regular schedule"
+
+
+def tides_research(path: Path):
+    """A research at `path` with a problem in focus, `tides.md` and `kitchen.md` in its folder."""
+    from deep_research.engine.research import Research
+
+    research = Research.create(path)
+    assert research.execute(DEFINE).executed
+    (research.root / "tides.md").write_text(TIDES, encoding="utf-8")
+    (research.root / "kitchen.md").write_text(KITCHEN, encoding="utf-8")
+    return research

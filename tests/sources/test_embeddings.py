@@ -164,7 +164,9 @@ def test_backfill_stops_at_the_first_failure_keeping_what_it_stored(web: HTTPSer
     assert (progress.done, len(calls), store.count()) == (BATCH, 2, BATCH)
 
 
-def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, release: threading.Event) -> None:
+def held_open(web: HTTPServer, release: threading.Event) -> threading.Event:
+    """The endpoint answers each request once `release` is set; the event returned is set when
+    the first request has come."""
     entered = threading.Event()
 
     def held(request: Request) -> Response:
@@ -173,6 +175,11 @@ def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, re
         return answer(request)
 
     web.expect_request("/v1/embeddings").respond_with_handler(held)
+    return entered
+
+
+def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, release: threading.Event) -> None:
+    entered = held_open(web, release)
     store = store_in(tmp_path)
     e = endpoint(web)
     wanted = {vector_key(e.model_key, "t"): "t"}
@@ -184,6 +191,25 @@ def test_one_backfill_per_research_at_a_time(web: HTTPServer, tmp_path: Path, re
     assert progress.error == "another process is embedding this research's sources"
     release.set()
     assert backfill.wait(str(tmp_path), 30).done == 1
+
+
+def test_what_two_researchers_ask_for_while_a_run_goes_on_is_all_embedded_after_it(
+        web: HTTPServer, tmp_path: Path, release: threading.Event) -> None:
+    """Two researchers of one research, each seeing its own sources, ask while a run is going
+    on: when it ends, what both asked for is embedded (not only the newest request's)."""
+    entered = held_open(web, release)
+    store = store_in(tmp_path)
+    e = endpoint(web)
+    asked = [{vector_key(e.model_key, text): text} for text in ("first", "one researcher's", "the other's")]
+    backfill = Backfill()
+    assert backfill.start(str(tmp_path), e, lambda: asked[0], store)
+    assert entered.wait(10)
+    assert not backfill.start(str(tmp_path), e, lambda: asked[1], store)
+    assert not backfill.start(str(tmp_path), e, lambda: asked[2], store)
+    release.set()
+    assert backfill.wait(str(tmp_path), 30).error is None
+    assert set(VectorStore(tmp_path).get([key for wanted in asked for key in wanted])) == \
+        {key for wanted in asked for key in wanted}
 
 
 def test_without_the_openai_package_it_says_how_to_install_it(web: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from deep_research.engine.execution.reading import readable
+from deep_research.app.execute import execute_sync
+from deep_research.engine.execution.reading import readable, sources_of
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.vectors import VectorStore, similarity, slice_text, slices
 from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
-from deep_research.sources.gather import gather_and_execute_sync
 
 from tests.local_llm import llama_server
 
@@ -41,12 +41,13 @@ def test_a_real_model_embeds_passages_in_the_background_and_find_fuses(
     assert research.execute(DEFINE).executed
     (research.root / "notes.md").write_text(NOTES, encoding="utf-8")
     config = Config().merged(**{"embeddings.base_url": endpoint, "embeddings.model": "smollm2"})
-    assert gather_and_execute_sync(research, "///attach_file notes.md\n", config).executed
+    assert execute_sync(research, "///attach_file notes.md\n", config).executed
     progress = backfill.wait(str(research.root), 120)
     assert progress.error is None and progress.done == progress.total >= 1
 
     store = VectorStore(research.root)
-    [source] = [item.source(4000) for item in readable(research.analyze("").draft)]
+    draft = research.analyze("").draft
+    [source] = sources_of(draft, readable(draft))
     model_key = embeddings.Endpoint.of(config, {}).model_key
     [piece] = slices(source, model_key)[:1]
     stored = store.get([piece.key])[piece.key]
@@ -54,7 +55,7 @@ def test_a_real_model_embeds_passages_in_the_background_and_find_fuses(
     query = embeddings.query_vector(embeddings.Endpoint.of(config, {}), slice_text(source, piece), timeout=60)
     assert similarity(query, stored) == pytest.approx(1.0, abs=1e-3)  # no prefix set: the same text, the same vector
 
-    execution = gather_and_execute_sync(research, "///find why is the sea high twice daily\n", config)
+    execution = execute_sync(research, "///find why is the sea high twice daily\n", config)
     [outcome] = execution.analysis.outcomes
     assert outcome.status.value == "ok" and outcome.warnings == []  # fused: every passage had its vector
     assert '<passage part="notes.md#1" rank="1">' in execution.reply

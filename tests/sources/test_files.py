@@ -1,16 +1,23 @@
 """Reading workspace files for attach_file: the root guard against hostile paths, special
-files that must never be opened for reading, the size cap, and the accepted types."""
+files that must never be opened for reading, the size cap, the accepted types, and their text
+extracted within a page's limit."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
-from deep_research.engine.execution.evidence import MAX_FILE_BYTES
+from deep_research.engine.execution.evidence import MAX_FILE_BYTES, Failed, Found, Need, NeedKind
+from deep_research.engine.settings.table import Config
 from deep_research.sources import SourceError, files
-from deep_research.sources.files import read_file
+from deep_research.sources.fetch import Limits
+from deep_research.sources.files import read_file, text_of
+from deep_research.sources.gather import gather
+from deep_research.sources.reader import Readers
 
 from dr_sources_support import ARTICLE, make_pdf
 
@@ -29,15 +36,19 @@ def secret(tmp_path: Path) -> Path:
     return path
 
 
+def attached(target: str, root: Path, roots: tuple[Path, ...] = (), max_bytes: int = MAX_FILE_BYTES) -> Found:
+    return asyncio.run(text_of(read_file(target, root, roots, max_bytes), timeout=20.0))
+
+
 def refused(target: str | Path, root: Path, roots: tuple[Path, ...] = ()) -> str:
     with pytest.raises(SourceError) as caught:
-        read_file(str(target), root, roots)
+        attached(str(target), root, roots)
     return caught.value.message
 
 
 def test_text_and_code_are_read_as_they_are(root: Path) -> None:
     (root / "notes" / "kernel.c").write_text("int main(void) { return 0; }\n", encoding="utf-8")
-    found = read_file("notes/kernel.c", root)
+    found = attached("notes/kernel.c", root)
     assert (found.title, found.text, found.source) == ("kernel.c", "int main(void) { return 0; }\n", "notes/kernel.c")
     assert found.content_type == "text/x-csrc" and len(found.sha256) == 64
 
@@ -47,12 +58,12 @@ def test_pdf_html_and_legacy_encodings(root: Path) -> None:
     (root / "page.html").write_text(ARTICLE, encoding="utf-8")
     (root / "latin.txt").write_bytes("Café déjà vu".encode("cp1252"))
     (root / "wide.txt").write_bytes("Ünïcödé".encode("utf-16"))
-    assert read_file("paper.pdf", root).text == "[Page 1]\nTiles fit the cache."
-    assert read_file("paper.pdf", root).title == "paper.pdf"  # files are named after themselves
-    html = read_file("page.html", root).text
+    assert attached("paper.pdf", root).text == "[Page 1]\nTiles fit the cache."
+    assert attached("paper.pdf", root).title == "paper.pdf"  # files are named after themselves
+    html = attached("page.html", root).text
     assert html.startswith("# Tiling for caches") and "Log in" not in html
-    assert read_file("latin.txt", root).text == "Café déjà vu"
-    assert read_file("wide.txt", root).text == "Ünïcödé"
+    assert attached("latin.txt", root).text == "Café déjà vu"
+    assert attached("wide.txt", root).text == "Ünïcödé"
 
 
 def test_binary_files_are_refused(root: Path) -> None:
@@ -72,12 +83,12 @@ def test_paths_that_leave_the_research_are_refused(root: Path, secret: Path, pat
 def test_symlinks_inside_the_research_are_followed(root: Path) -> None:
     (root / "notes" / "real.md").write_text("# Real\n", encoding="utf-8")
     (root / "alias.md").symlink_to(root / "notes" / "real.md")
-    found = read_file("alias.md", root)
+    found = attached("alias.md", root)
     assert (found.text, found.source) == ("# Real\n", "notes/real.md")
 
 
 def test_allowed_roots_open_other_folders(root: Path, secret: Path) -> None:
-    found = read_file(str(secret), root, (secret.parent,))
+    found = attached(str(secret), root, (secret.parent,))
     assert (found.text, found.source) == ("the neighbour's secret", str(secret))
 
 
@@ -122,5 +133,26 @@ def test_reading_stops_at_the_cap_when_the_size_lies() -> None:
 
 def refused_with_cap(path: Path, root: Path, cap: int) -> str:
     with pytest.raises(SourceError) as caught:
-        read_file(str(path), root, (), max_bytes=cap)
+        attached(str(path), root, (), max_bytes=cap)
     return caught.value.message
+
+
+def test_a_file_too_slow_to_read_is_reported_and_its_reading_stopped(root: Path) -> None:
+    """A hostile HTML or PDF file cannot hold a message longer than a hostile page: its text is
+    read in a worker process, killed at the pages' limit (trafilatura took 15-45 s on such 10 MB
+    pages; the reading here never ends)."""
+    (root / "page.html").write_text(ARTICLE, encoding="utf-8")
+    (root / "notes.md").write_text("# Notes\n", encoding="utf-8")  # text is decoded here, not in a worker
+    readers = Readers(target="dr_sources_support:read_forever")
+    needs = [Need(NeedKind.FILE, "page.html"), Need(NeedKind.FILE, "notes.md")]
+    try:
+        evidence = asyncio.run(gather(needs, root=root, config=Config(), limits=Limits(extract_timeout=0.5),
+                                      readers=readers))
+        slow, text = evidence.results[needs[0]], evidence.results[needs[1]]
+        assert isinstance(slow, Failed) and slow.reason == (
+            f"Reading the text of page.html ({len(ARTICLE.encode()):,} bytes of html) took longer than 0.5 seconds; "
+            "nothing was attached.")
+        assert isinstance(text, Found) and text.text == "# Notes\n"
+        assert readers.processes() == [] and [p.returncode for p in readers.started] == [-signal.SIGKILL]
+    finally:
+        readers.close()

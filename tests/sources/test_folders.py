@@ -4,6 +4,7 @@ skipped with why; links out not followed; a folder too large refused after bound
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -57,6 +58,9 @@ def test_a_folder_brings_its_documents_named_by_their_paths_and_says_what_it_ski
     assert by_name["notes/summary.md"].startswith("# Summary") and "Tiles of 32" in by_name["notes/summary.md"]
     assert "Blocked GEMM." in by_name["tiling.pdf"] and "Results." in by_name["tiling.pdf"]
     assert "Choosing the tile size" in by_name["blog.html"] and "<article>" not in by_name["blog.html"]
+    kinds = {a.name: (a.content_type, a.sha256, a.source) for a in prepared.attachments}  # as ///attach_file keeps them
+    digest = hashlib.sha256((papers / "tiling.pdf").read_bytes()).hexdigest()
+    assert kinds["tiling.pdf"] == ("application/pdf", digest, "") and kinds["kernel.c"][0].startswith("text/")
     [folder] = prepared.folders
     assert folder.attached == names
     skipped = dict(folder.skipped)

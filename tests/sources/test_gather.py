@@ -14,12 +14,13 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from deep_research.app.execute import execute, execute_sync
 from deep_research.engine.language.analysis import Status
 from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
 from deep_research.engine.settings.table import Config, FetchConfig, SearchConfig
 from deep_research.sources import gather as gather_module
-from deep_research.sources.gather import MAX_NEEDS, gather_and_execute, gather_and_execute_sync
+from deep_research.sources.gather import MAX_NEEDS
 
 from dr_sources_support import ARTICLE, make_pdf
 
@@ -49,7 +50,7 @@ def test_one_message_attaches_a_page_a_pdf_a_file_and_search_results(research: R
     message = (f"Reading sources.\n///attach_url {web.url_for('/article')}\n///attach_url {web.url_for('/paper.pdf')}\n"
                "///attach_file notes.md\n///search tiled matmul\n///add_criteria Cites the sources\n")
     seen = []
-    execution = gather_and_execute_sync(research, message, config, progress=lambda *a: seen.append(a))
+    execution = execute_sync(research, message, config, progress=lambda *a: seen.append(a))
     assert execution.executed
     assert outcomes(execution) == [("attach_url", "ok"), ("attach_url", "ok"), ("attach_file", "ok"),
                                    ("search", "ok"), ("add_criteria", "ok")]
@@ -78,12 +79,12 @@ def test_an_arxiv_search_then_its_pdf_attached_reads_the_whole_paper(research: R
         make_pdf(["Tile sizes follow the caches.", "Page two: results on four CPUs."], title="Tiling for Deep Caches"),
         content_type="application/pdf")
     config = replace(LOCAL, search=SearchConfig("arxiv", web.url_for("/api/query")))
-    found = gather_and_execute_sync(research, "///search tiling matrix multiplication caches\n", config)
+    found = execute_sync(research, "///search tiling matrix multiplication caches\n", config)
     assert outcomes(found) == [("search", "ok")] and "search results (arxiv)" in found.reply
     results = (research.root / "Attachments" / "Search_ tiling matrix multiplication caches.md").read_text("utf-8")
     pdf = web.url_for("/pdf/2401.01234v2")
     assert f"   Ada Example, Brook Sample · 2024-01-04\n   PDF: {pdf}\n   We study how the tile sizes" in results
-    paper = gather_and_execute_sync(research, f"///attach_url {pdf}\n", config)
+    paper = execute_sync(research, f"///attach_url {pdf}\n", config)
     assert outcomes(paper) == [("attach_url", "ok")]
     text = (research.root / "Attachments" / "Tiling for Deep Caches.md").read_text("utf-8")
     assert "Tile sizes follow the caches." in text and "Page two: results on four CPUs." in text
@@ -93,7 +94,7 @@ def test_a_failed_fetch_fails_only_its_command(research: Research, web: HTTPServ
     web.expect_request("/gone").respond_with_data("gone", status=404)
     web.expect_request("/ok").respond_with_data("Fine text.", content_type="text/plain")
     message = f"///attach_url {web.url_for('/gone')}\n///attach_url {web.url_for('/ok')}\n///search anything\n"
-    execution = gather_and_execute_sync(research, message, LOCAL)
+    execution = execute_sync(research, message, LOCAL)
     assert outcomes(execution) == [("attach_url", "failed"), ("attach_url", "ok"), ("search", "failed")]
     assert f"The server answered 404 NOT FOUND for {web.url_for('/gone')}; nothing was attached." in execution.reply
     # no provider set: DuckDuckGo, whose address the suite moved to a loopback port where nothing listens
@@ -103,7 +104,7 @@ def test_a_failed_fetch_fails_only_its_command(research: Research, web: HTTPServ
 
 def test_private_networks_are_refused_by_default(research: Research, web: HTTPServer) -> None:
     web.expect_request("/local").respond_with_data("Local.", content_type="text/plain")
-    execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/local')}\n", Config())
+    execution = execute_sync(research, f"///attach_url {web.url_for('/local')}\n", Config())
     assert outcomes(execution) == [("attach_url", "failed")]
     assert "it is a loopback address (this machine)" in execution.reply
     assert web.log == []
@@ -112,7 +113,7 @@ def test_private_networks_are_refused_by_default(research: Research, web: HTTPSe
 def test_the_config_file_is_read_when_none_is_given(research: Research, web: HTTPServer) -> None:
     web.expect_request("/local").respond_with_data("Local.", content_type="text/plain")
     (research.root / "deep-research.toml").write_text("[fetch]\nallow_private_networks = true\n", encoding="utf-8")
-    execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/local')}\n")
+    execution = execute_sync(research, f"///attach_url {web.url_for('/local')}\n")
     assert outcomes(execution) == [("attach_url", "ok")]
 
 
@@ -136,7 +137,7 @@ def test_an_offline_research_fetches_and_searches_nothing_but_reads_files(
     (research.root / "notes.md").write_text("Local notes.\n", encoding="utf-8")
     message = (f"///attach_url {web.url_for('/page')}\n///attach_url https://www.example.com/\n"
                "///search anything\n///attach_file notes.md\n")
-    execution = gather_and_execute_sync(research, message)
+    execution = execute_sync(research, message)
     assert outcomes(execution) == [("attach_url", "failed"), ("attach_url", "failed"), ("search", "failed"),
                                    ("attach_file", "ok")]
     assert execution.reply.count("this research is offline (`offline = true` under [fetch] in deep-research.toml)") == 3
@@ -146,11 +147,11 @@ def test_an_offline_research_fetches_and_searches_nothing_but_reads_files(
 
 def test_nothing_is_fetched_for_a_message_that_needs_approval(research: Research, web: HTTPServer) -> None:
     web.expect_request("/page").respond_with_data("Page.", content_type="text/plain")
-    execution = gather_and_execute_sync(research, f"///attach_url {web.url_for('/page')}\n", LOCAL,
+    execution = execute_sync(research, f"///attach_url {web.url_for('/page')}\n", LOCAL,
                                         mode=ApprovalMode.READ)
     assert (execution.executed, execution.reason) == (False, "needs-approval")
     assert web.log == []
-    assert gather_and_execute_sync(research, "  \n", LOCAL).reason == "empty"
+    assert execute_sync(research, "  \n", LOCAL).reason == "empty"
 
 
 def test_fetches_run_concurrently_with_a_bound(research: Research, web: HTTPServer) -> None:
@@ -170,7 +171,7 @@ def test_fetches_run_concurrently_with_a_bound(research: Research, web: HTTPServ
 
     web.expect_request(__import__("re").compile(r"/p\d")).respond_with_handler(handler)
     message = "".join(f"///attach_url {web.url_for(f'/p{n}')}\n" for n in range(6))
-    execution = gather_and_execute_sync(research, message, LOCAL)
+    execution = execute_sync(research, message, LOCAL)
     assert [s for _, s in outcomes(execution)] == ["ok"] * 6
     assert state["most"] == gather_module.CONCURRENCY
 
@@ -179,7 +180,7 @@ def test_at_most_twenty_sources_per_message(research: Research, web: HTTPServer)
     web.expect_request(__import__("re").compile(r"/n\d+")).respond_with_handler(
         lambda request: Response(f"Page {request.path}.", content_type="text/plain"))
     message = "".join(f"///attach_url {web.url_for(f'/n{n}')}\n" for n in range(MAX_NEEDS + 2))
-    execution = gather_and_execute_sync(research, message, LOCAL)
+    execution = execute_sync(research, message, LOCAL)
     assert [s for _, s in outcomes(execution)] == ["ok"] * MAX_NEEDS + ["failed"] * 2
     assert f"a message may bring in at most {MAX_NEEDS} sources" in execution.reply
     assert len(web.log) == MAX_NEEDS
@@ -196,7 +197,7 @@ def test_cancelling_while_gathering_runs_nothing(research: Research, web: HTTPSe
     web.expect_request("/stuck").respond_with_handler(stuck)
     before = research.state().messages
     message = f"///add_criteria Not saved\n///attach_url {web.url_for('/stuck')}\n"
-    execution = asyncio.run(gather_and_execute(research, message, LOCAL, cancelled=arrived.is_set))
+    execution = asyncio.run(execute(research, message, LOCAL, cancelled=arrived.is_set))
     assert (execution.executed, execution.reason) == (False, "cancelled")
     assert research.state().messages == before
     assert "Not saved" not in (research.root / "Criteria of Definition of Done.md").read_text(encoding="utf-8")
@@ -213,7 +214,7 @@ def test_extra_options_reach_execute(research: Research, monkeypatch: pytest.Mon
         return original(self, text, **options)
 
     monkeypatch.setattr(Research, "execute", execute)
-    execution = gather_and_execute_sync(research, "///add_criteria Plain\n", LOCAL, marker=42)
+    execution = execute_sync(research, "///add_criteria Plain\n", LOCAL, marker=42)
     assert execution.executed and seen["marker"] == 42 and seen["evidence"].results == {}
     assert [o.status for o in execution.analysis.outcomes] == [Status.OK]
 
@@ -225,7 +226,7 @@ def test_a_document_that_is_not_a_message_is_refused_before_fetching(research: R
     notes = research.root / "notes.md"
     notes.write_text(f"///attach_url {web.url_for('/page')}\n", encoding="utf-8")
     with pytest.raises(NotAMessageDocument):
-        gather_and_execute_sync(research, notes.read_text(encoding="utf-8"), LOCAL, consume=notes)
+        execute_sync(research, notes.read_text(encoding="utf-8"), LOCAL, consume=notes)
     assert web.log == [] and notes.read_text(encoding="utf-8").startswith("///attach_url")
 
 
@@ -253,17 +254,17 @@ def test_a_message_is_checked_and_analysed_once_per_execution(research: Research
     (research.root / "deep-research.toml").write_text("max_criteria = 10\n", encoding="utf-8")
     document = research.root / "message.dr"
     document.write_text(message, encoding="utf-8")
-    execution = gather_and_execute_sync(research, message, LOCAL, consume=document)
+    execution = execute_sync(research, message, LOCAL, consume=document)
     assert execution.executed and execution.consumed and execution.analysis.count(Status.OK) == 3
     assert steps == ["add_criteria"] * 3, "the dry run is the execution's analysis"
     # One that needs the outside world is analysed again with what was gathered (its outcomes differ).
     steps.clear()
     (research.root / "notes.md").write_text("Notes.\n", encoding="utf-8")
-    assert gather_and_execute_sync(research, "///attach_file notes.md\n", LOCAL).executed
+    assert execute_sync(research, "///attach_file notes.md\n", LOCAL).executed
     assert steps == ["attach_file", "attach_file"]
     # So is one with a find, which a dry run leaves to execution (it has no index).
     steps.clear()
-    found = gather_and_execute_sync(research, "///find notes\n", LOCAL)
+    found = execute_sync(research, "///find notes\n", LOCAL)
     assert steps == ["find", "find"] and '<passage part="notes.md#1" rank="1">' in found.reply
 
 
@@ -274,9 +275,9 @@ def test_a_pdfs_pages_become_its_parts_and_every_page_is_read(research: Research
     pages[4] = "Long page. " + "Blocked loops reuse data. " * 200  # page 5: longer than a part
     web.expect_request("/paper.pdf").respond_with_data(make_pdf(pages, title="Tiling paper"),
                                                        content_type="application/pdf")
-    attached = gather_and_execute_sync(research, f"///attach_url {web.url_for('/paper.pdf')}\n", LOCAL)
+    attached = execute_sync(research, f"///attach_url {web.url_for('/paper.pdf')}\n", LOCAL)
     assert outcomes(attached) == [("attach_url", "ok")]
-    reply = gather_and_execute_sync(research, "///read Tiling paper#5-7\n///find tile 64 measured\n", LOCAL).reply
+    reply = execute_sync(research, "///read Tiling paper#5-7\n///find tile 64 measured\n", LOCAL).reply
     assert '<part name="Tiling paper#7" of="9">\n[Page 6]\nPage 6 says tile 48 is measured.' in reply
     assert "(parts 5–7 of 9, pages 5–6," in reply
     assert '<passage part="Tiling paper#9" rank="1">\n[Page 8]\nPage 8 says tile 64 is measured.' in reply

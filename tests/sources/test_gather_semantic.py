@@ -16,18 +16,13 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from deep_research.app.execute import execute_sync
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.vectors import VectorStore
 from deep_research.engine.settings.table import Config
 from deep_research.sources import embeddings
-from deep_research.sources.gather import gather_and_execute_sync
+from dr_sources_support import QUERY, tides_research
 
-DEFINE = "<<< define_problem\n///title\nTides\n///content\nWhy are there two tides a day?\n>>>\n"
-TIDES = ("# Tides\n\nThe sea rises and falls twice a day. The moon pulls the water of the near side toward it, and "
-         "the far side is left behind, so two bulges travel around the planet as it turns.\n")
-KITCHEN = "# Kitchen\n\n" + "\n\n".join(f"Note {n}: lamps, kettles and the price of bread; the ocean café opens daily."
-                                          for n in range(30)) + "\n"
-QUERY = "why do oceans swell on a regular schedule"  # no word of it is in TIDES
 TOPIC = {"sea", "moon", "water", "tides", "tide", "bulges", "oceans", "swell", "schedule"}
 
 
@@ -46,21 +41,7 @@ def stand_in(request: Request) -> Response:
 
 @pytest.fixture
 def research(tmp_path: Path) -> Research:
-    research = Research.create(tmp_path / "r")
-    assert research.execute(DEFINE).executed
-    (research.root / "tides.md").write_text(TIDES, encoding="utf-8")
-    (research.root / "kitchen.md").write_text(KITCHEN, encoding="utf-8")
-    return research
-
-
-@pytest.fixture
-def background(monkeypatch: pytest.MonkeyPatch) -> embeddings.Backfill:
-    """A long-lived front end's backfill (the process's own is left alone)."""
-    backfill = embeddings.Backfill()
-    backfill.enabled = True
-    monkeypatch.setattr(embeddings, "BACKFILL", backfill)
-    yield backfill
-    backfill.stop()
+    return tides_research(tmp_path / "r")
 
 
 def config(web: HTTPServer) -> Config:
@@ -68,7 +49,7 @@ def config(web: HTTPServer) -> Config:
 
 
 def find(research: Research, cfg: Config) -> tuple[list[str], list[str]]:
-    execution = gather_and_execute_sync(research, f"///find {QUERY}\n", cfg)
+    execution = execute_sync(research, f"///find {QUERY}\n", cfg)
     assert execution.executed
     [outcome] = execution.analysis.outcomes
     assert outcome.status.value == "ok"
@@ -79,7 +60,7 @@ def test_attached_passages_are_embedded_in_the_background_then_find_fuses(
         research: Research, web: HTTPServer, background: embeddings.Backfill) -> None:
     web.expect_request("/v1/embeddings").respond_with_handler(stand_in)
     cfg = config(web)
-    attached = gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", cfg)
+    attached = execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n", cfg)
     assert attached.executed
     progress = background.wait(str(research.root), 60)
     assert progress.error is None and progress.done == progress.total > 2
@@ -95,7 +76,7 @@ def test_attached_passages_are_embedded_in_the_background_then_find_fuses(
 def test_a_find_before_the_passages_are_embedded_says_so_and_starts_them(
         research: Research, web: HTTPServer, background: embeddings.Backfill) -> None:
     web.expect_request("/v1/embeddings").respond_with_handler(stand_in)
-    assert gather_and_execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n",
+    assert execute_sync(research, "///attach_file tides.md\n///attach_file kitchen.md\n",
                                    Config()).executed  # attached while semantic search was not set up
     parts, warnings = find(research, config(web))
     assert "tides.md#1" not in parts and "Semantic search is not ready yet" in warnings[0]
@@ -111,7 +92,7 @@ def test_a_find_before_the_passages_are_embedded_says_so_and_starts_them(
 ])
 def test_a_failing_endpoint_fails_nothing(research: Research, web: HTTPServer, respond, said: str) -> None:
     web.expect_request("/v1/embeddings").respond_with_handler(respond)
-    assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
+    assert execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, warnings = find(research, config(web))
     assert parts and parts[0].startswith("kitchen.md#")  # answered by the words alone
     assert warnings[0].startswith("Semantic search was not used (The embeddings endpoint") and said in warnings[0]
@@ -121,14 +102,14 @@ def test_a_slow_endpoint_holds_the_message_no_longer_than_the_querys_time(
         research: Research, web: HTTPServer, release: threading.Event, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(embeddings, "QUERY_SECONDS", 0.5)
     web.expect_request("/v1/embeddings").respond_with_handler(lambda r: (release.wait(30), stand_in(r))[1])
-    assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
+    assert execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, warnings = find(research, config(web))
     assert parts and "did not answer within 0.5 seconds" in warnings[0]
 
 
 def test_nothing_set_up_nothing_asked(research: Research, web: HTTPServer, background: embeddings.Backfill) -> None:
     web.expect_request("/v1/embeddings").respond_with_handler(stand_in)
-    assert gather_and_execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
+    assert execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
     parts, warnings = find(research, Config())
     assert parts and warnings == [] and web.log == []
     assert background.progress(str(research.root)).total == 0  # no backfill either

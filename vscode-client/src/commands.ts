@@ -4,6 +4,8 @@ import * as vscode from 'vscode';
 import { ResearchModel } from './model';
 import {
   ClientCommand,
+  COMPILE_FORMATS,
+  CompileResult,
   ExecutionResult,
   ExportResult,
   LANGUAGE_ID,
@@ -222,6 +224,67 @@ export function registerCommands(
       if (!opened) {
         void vscode.window
           .showInformationMessage(`Deep Research: the dossier (${result.problems} problems) is in ${file.fsPath}.`, 'Reveal in Explorer')
+          .then((choice) => choice && vscode.commands.executeCommand('revealInExplorer', file));
+      }
+      return { ...result, opened };
+    }),
+
+    vscode.commands.registerCommand(ClientCommand.compileReport, async (arg?: unknown, given?: unknown): Promise<(CompileResult & { opened: boolean }) | undefined> => {
+      const uri = messageDocument(arg);
+      if (!uri) {
+        void vscode.window.showWarningMessage('Deep Research: open a message (.dr) of the research to compile its report.');
+        return undefined;
+      }
+      let format = typeof given === 'string' ? given : undefined;
+      if (!format) {
+        const picked = await vscode.window.showQuickPick(
+          COMPILE_FORMATS.map((f) => ({ label: f.label, description: f.format, detail: f.detail, format: f.format })),
+          { title: 'Deep Research: Compile Report', placeHolder: 'The format of the whole research as one report' },
+        );
+        if (!picked) {
+          return undefined;
+        }
+        format = picked.format;
+      }
+      const client = await needClient();
+      if (!client) {
+        return undefined;
+      }
+      let result: CompileResult;
+      try {
+        result = await vscode.window.withProgress(
+          { location: vscode.ProgressLocation.Notification, title: `Deep Research: compiling the report (${format})` },
+          () => runServerCommand<CompileResult>(client, ServerCommand.compile, { uri: uri.toString(), format }),
+        );
+      } catch (error) {
+        // The server's sentence: an unknown format, a missing tool and what to install, no problem yet.
+        void vscode.window.showErrorMessage(`Deep Research: ${error instanceof Error ? error.message : String(error)}`);
+        return undefined;
+      }
+      const file = vscode.Uri.parse(result.uri);
+      output.appendLine(`compile ${uri.toString()}: ${JSON.stringify(result)}`);
+      if (result.settled === false) {
+        void vscode.window.showWarningMessage(
+          'Deep Research: messages kept running while the report was compiled; it may mix two moments. Compile again when they stop.',
+        );
+      }
+      if (result.errors) {
+        void vscode.window.showWarningMessage(
+          `Deep Research: the Citation check found ${result.errors} error(s); see the report's last section.`,
+        );
+      }
+      // Markdown opens in the editor; the rest with the system's application (a browser, a word
+      // processor, a PDF viewer) on a desktop. A remote or web workbench cannot reach the server's disk.
+      let opened = false;
+      if (result.format === 'md') {
+        await vscode.window.showTextDocument(file, { preview: false });
+        opened = true;
+      } else if (vscode.env.uiKind === vscode.UIKind.Desktop && !vscode.env.remoteName) {
+        opened = await vscode.env.openExternal(file);
+      }
+      if (!opened) {
+        void vscode.window
+          .showInformationMessage(`Deep Research: the report (${result.problems} problems, ${result.references} references) is in ${file.fsPath}.`, 'Reveal in Explorer')
           .then((choice) => choice && vscode.commands.executeCommand('revealInExplorer', file));
       }
       return { ...result, opened };

@@ -14,6 +14,7 @@ export const ServerCommand = {
   continueResearch: 'deepResearch.continueResearch',
   undo: 'deepResearch.undo',
   export: 'deepResearch.export',
+  compile: 'deepResearch.compile',
   run: 'deepResearch.run',
   stop: 'deepResearch.stop',
   researchers: 'deepResearch.researchers',
@@ -38,6 +39,7 @@ export const ClientCommand = {
   refreshTree: 'deep-research.refreshTree',
   undoMessage: 'deep-research.undoMessage',
   exportDossier: 'deep-research.exportDossier',
+  compileReport: 'deep-research.compileReport',
   runAutopilot: 'deep-research.runAutopilot',
   stopAutopilot: 'deep-research.stopAutopilot',
   setApiKey: 'deep-research.setApiKey',
@@ -84,6 +86,30 @@ export interface ExportResult {
   /** false: messages kept running while it was written; it may mix two moments */
   settled?: boolean;
 }
+
+/** `deepResearch.compile({uri, format})`: the research as one report, `<research>/report.<ext>` (SPEC §14). */
+export interface CompileResult {
+  uri: string;
+  format: string;
+  problems: number;
+  references: number;
+  /** the Citation check's errors (quotes found nowhere, citations of nothing) */
+  errors: number;
+  bytes: number;
+  seconds: number;
+  settled?: boolean;
+}
+
+/** The formats `deepResearch.compile` writes, as the Compile Report command offers them. */
+export const COMPILE_FORMATS: ReadonlyArray<{ format: string; label: string; detail: string }> = [
+  { format: 'md', label: 'Markdown', detail: 'report.md: the canonical text, opened in the editor' },
+  { format: 'html', label: 'HTML', detail: 'report.html: one offline file with links between citations and references' },
+  { format: 'pdf', label: 'PDF', detail: 'report.pdf (WeasyPrint)' },
+  { format: 'docx', label: 'Word', detail: 'report.docx (pandoc)' },
+  { format: 'odt', label: 'OpenDocument', detail: 'report.odt (pandoc)' },
+  { format: 'csl-json', label: 'CSL-JSON', detail: 'report.json: the references alone, for Zotero or pandoc' },
+  { format: 'bibtex', label: 'BibTeX', detail: 'report.bib: the references alone' },
+];
 
 export interface ShowPromptResult {
   uri: string;

@@ -1,5 +1,6 @@
 -- Deep Research message buffers (filetype `deep-research`): execute on write,
--- :DeepResearchPrompt, :DeepResearchExecute, :DeepResearchUndo, :DeepResearchReport and :DeepResearchExport.
+-- :DeepResearchPrompt, :DeepResearchExecute, :DeepResearchUndo, :DeepResearchReport, :DeepResearchExport and
+-- :DeepResearchCompile.
 -- See lua/deep_research/init.lua.
 if vim.b.did_ftplugin_deep_research then
   return

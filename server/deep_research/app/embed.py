@@ -39,8 +39,9 @@ def embed(research: Research, environ: Mapping[str, str] | None = None,
 
     endpoint = Endpoint.of(research.config(), os.environ if environ is None else environ)
     if endpoint is None:
-        raise NotSetUp(f"semantic search is not set up in {research.root}: set `base_url` and `model` under "
-                       "[embeddings] in its deep-research.toml (docs/evidence.md).")
+        raise NotSetUp(f"semantic search is not set up in {research.root}: set `model = \"builtin\"` (with `pip "
+                       "install 'deep-research[semantic]'`), or `base_url` and `model`, under [embeddings] in its "
+                       "deep-research.toml (docs/evidence.md).")
     sources = {}
     for researcher in research.researchers():
         draft = research.analyze("", research.state(researcher.name)).draft

@@ -11,7 +11,8 @@ derived from them, the rules among them are the research's for the run
 (`Research.rule_overrides`). The model client gets the API key from the environment
 (`OPENAI_API_KEY`), here and nowhere else: it is never logged, shown or written. What
 differs per front end is plugged into the fleet (`parts`: the documents, the executor, the
-approver, the observer: `autopilot/fleet.py`).
+approver, the observer: `autopilot/fleet.py`); without an executor of its own, each round's
+message runs through `app/execute.py` (`MessageExecutor`).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import TYPE_CHECKING, Any, Mapping
 from .. import versions
 from ..autopilot.client import ModelClient
 from ..autopilot.fleet import Fleet
-from ..autopilot.loop import Settings
+from ..autopilot.loop import Observer, Settings
 from ..engine.settings.table import Config, load, rule_values
+from .execute import MessageExecutor
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..engine.language.commands import ApprovalMode
@@ -66,4 +68,6 @@ def build_run(
     research.rule_overrides = rule_values(given)  # the budgets given for this run
     settings = Settings.from_config(config, approval=approval, seed=seed)
     client = ModelClient(config.base_url, config.model, env.get("OPENAI_API_KEY") or None)
+    observer = parts.setdefault("observer", Observer())
+    parts.setdefault("executor", MessageExecutor(config, observer))
     return Run(Fleet(research, client, settings, config=config, **parts), client, settings, config, tuple(problems))

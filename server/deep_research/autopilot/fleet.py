@@ -15,9 +15,10 @@ writes into a document of its own, the document is made per researcher (`Documen
 
 The API for front ends:
 
-- `Fleet(research, client, settings, *, documents=None, document=None, executor=None,
-  approver=None, observer=None, config=None)`; `settings.parallel` is N (rounds at once, and
-  so model requests in flight). `documents(name, path)` makes the `Document` of the researcher
+- `Fleet(research, client, settings, *, executor, documents=None, document=None,
+  approver=None, observer=None, config=None)`; `executor` runs each round's message (the use
+  case's, `app/execute.py::MessageExecutor`, or the editor's); `settings.parallel` is N
+  (rounds at once, and so model requests in flight). `documents(name, path)` makes the `Document` of the researcher
   `name` whose message document is `path` (default: `loop.FileDocument`); `document` is the
   main researcher's (the editor's open buffer), the others' come from `documents`.
 - `await fleet.run() -> RunResult`: until the main researcher finishes, a limit stops it, or
@@ -48,7 +49,7 @@ from ..engine.settings.table import Config
 from ..engine.store import bookkeeping
 from .client import ModelClient
 from .loop import (
-    DEFAULT_REPLY_TOKENS, Budget, Crew, Document, EngineExecutor, Executor, FileDocument, Observer, Pilot, RunResult,
+    DEFAULT_REPLY_TOKENS, Budget, Crew, Document, Executor, FileDocument, Observer, Pilot, RunResult,
     RunStatus, SeatStatus, Settings, Stop,
 )
 
@@ -95,7 +96,7 @@ class Fleet:
         *,
         documents: DocumentFactory | None = None,
         document: Document | None = None,
-        executor: Executor | None = None,
+        executor: Executor,
         approver: Approver | None = None,
         observer: Observer | None = None,
         config: Config | None = None,
@@ -111,7 +112,7 @@ class Fleet:
         self.budget = Budget(settings.max_rounds, settings.max_tokens, settings.max_reply_tokens or DEFAULT_REPLY_TOKENS)
         self.crew = Crew(
             research, client, settings, self.config,
-            executor or EngineExecutor(self.config, self._gathering), approver or StopApprover(), self.observer,
+            executor, approver or StopApprover(), self.observer,
             self.budget, datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(3),
             use_grammar=settings.grammar == "on", prompt_tokens=settings.max_prompt_tokens,
         )
@@ -283,9 +284,6 @@ class Fleet:
         if seats != self._shown:
             self._shown = seats
             self.observer.seats(seats)
-
-    def _gathering(self, done: int, total: int, what: str) -> None:
-        self.observer.notice(f"[{done}/{total}] {what}")
 
     # -- before the first round ----------------------------------------------------------------
 

@@ -69,7 +69,7 @@ from ..engine.language.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, pa
 from ..engine.research import DryRun, checked_message
 from ..engine.retrieval.parts import is_pdf_type, layout, split_reference
 from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
-from ..engine.store import BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, MESSAGE_SUFFIX, REPORT, Guard
+from ..engine.store import Guard, is_own_entry
 from ..engine.tree import citations, staleness
 from ..engine.views.prompt import EXAMPLE_WORDING, example_texts
 
@@ -193,14 +193,13 @@ def _readable(view, focus, context, part_chars: int) -> tuple[tuple[str, int], .
 
 def attachable(root: Path) -> tuple[str, ...]:
     """The research folder's own files `attach_file` may take, by name: regular files that are
-    neither the root problem's, the settings nor message documents (one folder, no walk;
-    ATTACHABLE at most)."""
+    not the research's own (`store.is_own_entry`; one folder, no walk; ATTACHABLE at most)."""
     found = []
     for entry in Guard(root).list_dir(root):  # a research from someone else: never a link out
         if len(found) >= ATTACHABLE:
             break
         name = entry.name
-        if name in _NOT_ATTACHABLE or name.endswith(MESSAGE_SUFFIX) or "\n" in name:
+        if is_own_entry(name) or "\n" in name:
             continue
         try:
             if entry.is_file() and not entry.is_symlink() and os.stat(entry.path).st_size <= MAX_FILE_BYTES:
@@ -208,9 +207,6 @@ def attachable(root: Path) -> tuple[str, ...]:
         except OSError:
             continue
     return tuple(sorted(found))
-
-
-_NOT_ATTACHABLE = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, CONFIG_FILE})
 
 
 def _search(config) -> bool:
@@ -488,8 +484,11 @@ class _Builder:
         per = REPORT_LINE_WORDS
         lines = min(lines, self.inputs.report_words // per - 1)
         cites = " | ".join(_literal(name) for name in self.inputs.cited if name.strip() and "]" not in name and "\n" not in name)
-        unit = '[^ \\t\\n\\[] | "[" [^ \\t\\n\\[]' + (f' | "[[" ({cites}) "]]"' if cites else "")
-        first_unit = '[^ \\t\\n\\[/<>] | "[" [^ \\t\\n\\[]' + (f' | "[[" ({cites}) "]]"' if cites else "")
+        # A citation: `[[NAME]]`, `[[NAME#N]]`, or the opening of a quoted one, `[[NAME#N|"`, whose
+        # words follow as the report's words (spaces keep separating words: the limit stays exact).
+        cite = f' | "[[" ({cites}) ("#" [1-9] [0-9]{{0,4}})? ("]]" | "|\\"")' if cites else ""
+        unit = '[^ \\t\\n\\[] | "[" [^ \\t\\n\\[]' + cite
+        first_unit = '[^ \\t\\n\\[/<>] | "[" [^ \\t\\n\\[]' + cite
         self.rules["r-word"] = f"({unit}){{1,{REPORT_WORD_UNITS}}}"
         self.rules["r-first"] = f"({first_unit}) ({unit}){{0,{REPORT_WORD_UNITS - 1}}}"
         self.rules["r-line"] = f'(r-first ([ \\t]+ r-word){{0,{per - 1}}} [ \\t]*)? "\\n"'

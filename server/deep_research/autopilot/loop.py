@@ -13,7 +13,8 @@ the command line and an editor is behind small interfaces, so the language serve
 the same run from its event loop:
 
 - `Document`: where the reply goes (the `.dr` file here; an editor buffer there);
-- `Executor`: runs a message (`Research.execute`; the one call, in `Pilot._execute`);
+- `Executor`: runs a message (the use case `app/execute.py`, or the editor's save path; the one
+  call, in `Pilot._execute`);
 - `Approver` (engine/language/approval.py): decides about a message whose commands are above the
   approval mode, asked in the executor, one question at a time;
 - `Observer`: sees the run's progress and the reply as it streams.
@@ -196,27 +197,6 @@ class FileDocument:
 
     async def stream(self, delta: str) -> None:
         return None
-
-
-class EngineExecutor:
-    """`sources.gather_and_execute`: the approver is asked about commands above the mode, what
-    the message needs from outside (attach_url, attach_file, search) is gathered, then
-    `Research.execute` runs it in a worker thread. Cancelling: the question and gathering stop
-    and nothing runs, a commit that has begun finishes, one that has not does not start. The
-    researcher is the one whose document `consume` is."""
-
-    def __init__(self, config: Config | None = None, progress: Callable[[int, int, str], None] | None = None) -> None:
-        self.config = config
-        self.progress = progress
-
-    async def execute(
-        self, research: Research, text: str, *, mode: ApprovalMode, consume: Path, journal: list[dict[str, Any]],
-        approver: Approver | None = None, prepared: DryRun | None = None,
-    ) -> Execution:
-        from ..sources.gather import gather_and_execute
-
-        return await gather_and_execute(research, text, self.config, mode=mode, approver=approver, prepared=prepared,
-                                        consume=consume, progress=self.progress, journal=journal)
 
 
 class OneAtATime:

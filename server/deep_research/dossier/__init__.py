@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..engine.core.state import Phase
 from ..engine.research import Research
-from ..engine.store import JOURNAL, STATE, FileCache, bookkeeping, fsync, fsync_folder
+from ..engine.store import FileCache, fsync, fsync_folder, moment
 from .page import Page
 
 DEFAULT_NAME = "dossier.html"
@@ -66,27 +66,13 @@ def export(root: Path, target: Path, *, replace_any: bool = False) -> Exported:
     if target.exists() and not replace_any and not is_dossier(target):
         raise NotADossier(f"{target} exists and is not a dossier; it was left alone. Choose another file to write.")
     for attempt in range(1, ATTEMPTS + 1):
-        before = _moment(research.root)
+        before = moment(research.root)
         problems = _write(research, target)
-        settled = _moment(research.root) == before
+        settled = moment(research.root) == before
         if settled:
             break
         research = Research.open(root, FileCache())  # read it again, as it is now
     return Exported(target, problems, target.stat().st_size, attempt, settled)
-
-
-def _moment(root: Path) -> tuple:
-    """What changes whenever a message runs or is undone: the state and the journal."""
-    book = bookkeeping(root)
-    seen = []
-    for name in (STATE, JOURNAL):
-        try:
-            st = os.stat(book / name)
-        except OSError:
-            seen.append(None)
-        else:
-            seen.append((st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(seen)
 
 
 def _write(research: Research, target: Path) -> int:

@@ -8,7 +8,7 @@ text. On top of its defaults:
 - images are never loaded: an image becomes a link to it (or its alt text);
 - table alignment becomes a class, not a `style` attribute (the page's Content Security
   Policy allows only its own style sheet);
-- headings move down two levels, below the problem's own headings;
+- headings move down two levels (or as many as the caller says), below the problem's own headings;
 - a citation `[[Attachment name]]` (`[[Name|text]]`) becomes a link to the attachment on the
   page and, for a fetched one, to its source; the caller says what each name cites (`Cited`).
 """
@@ -33,6 +33,12 @@ class Cited:
     name: str
     anchor: str
     source: str = ""  # a safe http(s) URL, or ""
+    # The compiled report's mark (compiled/page.py): the link shows `mark` instead of the
+    # citation's text, after `before` (a citation's shown text), with `id` for links back to it.
+    mark: str = ""
+    before: str = ""
+    id: str = ""
+    title: str = ""
 
 
 Resolve = Callable[[str], "Cited | None"]
@@ -91,7 +97,8 @@ def _renderer() -> MarkdownIt:
 
     def heading(self, tokens, idx, options, env):  # noqa: ANN001
         token = tokens[idx]
-        token.tag = f"h{min(6, int(token.tag[1]) + 2)}"
+        shift = env.get("shift", 2) if isinstance(env, dict) else 2
+        token.tag = f"h{min(6, int(token.tag[1]) + shift)}"
         return self.renderToken(tokens, idx, options, env)
 
     def citation(self, tokens, idx, options, env):  # noqa: ANN001
@@ -102,6 +109,11 @@ def _renderer() -> MarkdownIt:
         if cited is None:
             return f'<span class="cite missing" title="not an attachment (or a part of one) of this problem or its parents">[[{escape(name)}]]</span>'
         env.setdefault("cited", {}).setdefault(cited.anchor, cited)
+        if cited.mark:
+            ident = f' id="{escape(cited.id)}"' if cited.id else ""
+            title = f' title="{escape(cited.title)}"' if cited.title else ""
+            before = f"{escape(cited.before)} " if cited.before else ""
+            return f'{before}<a class="cite"{ident} href="#{escape(cited.anchor)}"{title}>{escape(cited.mark)}</a>'
         out = f'<a class="cite" href="#{escape(cited.anchor)}">{escape(shown)}</a>'
         if cited.source:
             out += (f' <a class="cite-source" href="{escape(cited.source)}" rel="noopener noreferrer" '
@@ -139,12 +151,14 @@ class Markdown:
     def __init__(self) -> None:
         self._md = _renderer()
 
-    def render(self, text: str, cite: Resolve | None = None, cited: dict[str, Cited] | None = None) -> str:
+    def render(self, text: str, cite: Resolve | None = None, cited: dict[str, Cited] | None = None,
+               shift: int = 2) -> str:
         """`cite` says what a citation's name links to (None: not an attachment in scope);
-        the citations that resolved are added to `cited`, by anchor, in order."""
+        the citations that resolved are added to `cited`, by anchor, in order. Headings move
+        down `shift` levels (at most to 6)."""
         if not text.strip():
             return ""
-        env: dict = {"cite": cite, "cited": cited if cited is not None else {}}
+        env: dict = {"cite": cite, "cited": cited if cited is not None else {}, "shift": shift}
         try:
             return self._md.render(text, env)
         except Exception:  # markdown-it never should; a dossier must still be written

@@ -623,7 +623,7 @@ class Research:
         (two processes executing one document at once: it runs once; reason "already-run").
         `cancelled` is asked once more just before the commit; after it, nothing stops.
         `evidence` holds what was gathered from outside for this message, before the call
-        (`sources.gather.gather_and_execute` does both); a command whose need has no result
+        (`app/execute.py::execute` does both); a command whose need has no result
         fails with a clear reason, and so do they all without it.
         `journal` holds extra records (the autopilot's round record) appended after the
         command records in the same transaction; one without a `message` key gets the

@@ -2,7 +2,7 @@
 rounds take (`app/execute.py`, then the editor's part: the message cleared from its buffer,
 the diagnostics refreshed, `deepResearch/didExecute`, the prompt shown), the editor's
 approver (`EditorPause`) and the collector's relaxation after work that left much behind.
-Shared by the features that execute (`features/execution.py`, `features/autopilot.py`)."""
+Shared by the features that execute (`features/execution.py`, `features/autopilot/`)."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..engine.settings.table import Config
     from ..engine.tree.accounting import Ledger
     from ..engine.views.assist import Snapshot
-    from .features.autopilot import EditorRun
+    from .features.autopilot.run import EditorRun
     from .features.diagnostics import Report
 
 # The rest of the engine (the command table, analysis, the research) is imported where it
@@ -195,7 +195,7 @@ class DeepResearchServer(LanguageServer):
         # Open documents, by the URI exactly as the client sent it (pygls keys them unquoted).
         self.open_uris: set[str] = set()
         # The autopilot of each message document that has one running or waiting
-        # (features/autopilot.py); execution and document changes report to it.
+        # (features/autopilot/); execution and document changes report to it.
         self.autopilots: dict[str, EditorRun] = {}
         # Whether the client re-reads files changed on disk (initializationOptions
         # `reloadsChangedFiles`); if not, the line count of the prompt it was first shown.

@@ -63,5 +63,6 @@ def tree_file(ls: DeepResearchServer, uri: str) -> TreeFile | None:
     except Exception as error:  # a check must never take the server down
         log.exception("checking %s failed: %s", uri, error)
         findings = []
-    found = [Diagnostic(f.span, Severity.WARNING, CODE, f.message, f.fixes) for f in findings]
+    found = [Diagnostic(f.span, Severity.ERROR if f.error else Severity.WARNING, CODE, f.message, f.fixes)
+             for f in findings]
     return TreeFile(uri, doc.version, text, positions, found)

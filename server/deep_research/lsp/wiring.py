@@ -11,13 +11,13 @@ from .server import DeepResearchServer
 def create_server() -> DeepResearchServer:
     """A new server with every feature registered. Order matters only for readability."""
     from .features import (
-        actions, answer, autopilot, completion, diagnostics, dossier, execution, history, navigation,
+        actions, answer, autopilot, compile, completion, diagnostics, dossier, execution, history, navigation,
         research_setup, workspace,
     )
 
     server = DeepResearchServer()
     for feature in (workspace, diagnostics, completion, navigation, actions, execution, research_setup, history,
-                    dossier, answer, autopilot):
+                    dossier, compile, answer, autopilot):
         feature.register(server)
     return server
 

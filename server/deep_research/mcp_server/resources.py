@@ -149,13 +149,6 @@ def read(workspace: Workspace, address: Address) -> str:
     return text
 
 
-def part_uri(research: str, path: ProblemPath, name: str, part: int, *, context: bool = False) -> str:
-    if context:
-        return f"{PREFIX}{_segment(research)}/context/{_segment(name)}/{part}"
-    return f"{PREFIX}{_segment(research)}/problem" + "".join(f"/{_segment(n)}" for n in path) + \
-        f"/attachment/{_segment(name)}/{part}"
-
-
 def _part(research: Research, address: Address) -> str:
     """One part's text, as `///read` shows it (the attachment of that problem itself, by name)."""
     if address.context:

@@ -3,7 +3,7 @@
 Built on the official SDK's low-level `Server` (mcp 2.x): the tool list, the schemas and
 the resource list are ours to write, and `resources/subscribe` is served. Every tool is
 glue over the engine's facade, as the language server and the command line are: messages
-run through `sources.gather.gather_and_execute`, replies are the command line's text
+run through `app/execute.py`, replies are the command line's text
 (`printouts`). A tool that cannot do what it was asked answers with `isError` and one
 sentence; a failed command inside a message is part of the reply instead.
 """
@@ -30,7 +30,9 @@ from ..app.embed import keep_embedding
 from ..engine.core.text import NotText
 from ..engine.research import MAIN, NoSuchResearcher, NotAResearch
 from ..engine.undo import UndoRefused
-from ..printouts import execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning
+from ..printouts import (
+    compile_printout, execution_printout, export_printout, prompt_printout, undo_printout, unsettled_export_warning,
+)
 from . import approval, resources
 from .tools import TOOLS, BadArguments, ToolFailure, ToolSpec, check_arguments
 from .workspace import Refusal, Workspace
@@ -244,6 +246,22 @@ class DeepResearchMCP:
         if warning:
             text += f"Note: {warning}\n"
         return text, {"path": str(target), "problems": result.problems, "bytes": result.bytes}
+
+    async def _tool_compile_report(self, ctx: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        from ..app.compile import Refused, choose_format, compile_report
+
+        research = self.workspace.open(args["research"])
+        try:
+            fmt = choose_format(args.get("format"))
+            done = await asyncio.to_thread(compile_report, research.root, fmt)
+        except Refused as refusal:
+            raise ToolFailure(str(refusal)) from None
+        text = compile_printout(done) + "\n"
+        if not done.settled:
+            text += ("Note: messages kept running while the report was compiled; it may mix two moments of the "
+                     "research. Compile again when they stop.\n")
+        return text, {"path": str(done.path), "format": fmt.name, "problems": done.problems,
+                      "references": done.references, "errors": done.errors, "bytes": len(done.data)}
 
     # -- resources ---------------------------------------------------------------------------
 

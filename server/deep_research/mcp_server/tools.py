@@ -245,6 +245,27 @@ TOOLS: dict[str, ToolSpec] = {spec.name: spec for spec in (
         },
         idempotent=True,
     ),
+    ToolSpec(
+        "compile_report", "Compile the report",
+        "Compile the whole research into one report to read and pass on, written as report.<ext> in the research's "
+        "folder: the title and instruction, the root's report as the summary, contents, every problem depth first "
+        "(definition, criteria, report and its state), References numbered by first citation (each [[NAME#N]] "
+        "becomes [k, part N]), the sources consulted but not cited, and the Citation check (each quote looked for in "
+        "the part it cites, numbers of citing sentences the part lacks, lengths, repeated paragraphs). Needs no "
+        "model. Says where it is and what the Citation check found.",
+        {
+            "type": "object",
+            "properties": {
+                "research": RESEARCH,
+                "format": {"type": "string", "enum": ["md", "html", "docx", "odt", "pdf", "csl-json", "bibtex"],
+                           "description": "md (the default), html, docx, odt, pdf, csl-json or bibtex (the "
+                                          "references alone)."},
+            },
+            "required": ["research"],
+            "additionalProperties": False,
+        },
+        idempotent=True,
+    ),
 )}
 
 

@@ -1,7 +1,7 @@
 """The outside world: web pages, workspace files and web search, for the evidence commands.
 
-The engine stays offline: its analysis lists what a message needs (`engine.evidence.Need`),
-and this package gets it before the message's transaction. Modules:
+The engine stays offline: its analysis lists what a message needs (`engine/execution/evidence.py::Need`),
+and this package gets it before the message's transaction (the use case `app/execute.py` runs both). Modules:
 
 - `guard`   — which addresses a fetch may connect to (SSRF protection), DNS resolved here.
 - `fetch`   — one guarded HTTP GET: http/https only, pinned to the checked address,
@@ -13,8 +13,7 @@ and this package gets it before the message's transaction. Modules:
 - `search`  — web search providers (SearXNG, Tavily, Brave) behind one small interface.
 - `inputs`  — what the user gives a new research (context and attachments, files or
               URLs), all read and fetched before it is created.
-- `gather`  — gathers a message's needs concurrently, then executes it:
-              `gather_and_execute`, the one path the CLI, the server and the autopilot use.
+- `gather`  — gathers a message's needs concurrently (bounded, cancellable, with progress).
 
 Nothing here knows LSP. Every failure becomes a sentence for the Errors Report
 (`SourceError`), never a traceback.

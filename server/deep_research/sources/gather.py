@@ -1,24 +1,12 @@
-"""Gather what a message needs from outside, then execute it: the one path for every caller.
+"""Gather what a message needs from outside: URLs fetched, files read, queries searched.
 
-    execution = await gather_and_execute(research, text, config, mode=…, consume=…,
-                                         cancelled=…, progress=…)
-    execution = gather_and_execute_sync(research, text, config, …)    # the same, blocking
+    evidence = await gather(needs, root=…, config=…, progress=…, cancelled=…)
 
-1. A dry run (`Research.dry_run`: the message checked, then analysed) says whether the
-   message may run (approval mode: above it, the caller's `Approver` decides) and what it
-   needs (`Analysis.needs`): URLs, files, queries. Nothing is fetched for a message that
-   will not run.
-2. The needs are gathered concurrently (at most `CONCURRENCY` at a time, at most
-   `MAX_NEEDS` per message), each with its own limits; a failure is a `Failed` result
-   that fails only its command. `progress(done, total, what)` hears about each one;
-   `cancelled()` is polled, and cancelling stops the gathering and runs nothing (so does
-   cancelling the task: while the approver is asked, while gathering, or before the commit;
-   a commit that has begun finishes first).
-3. `Research.execute(dry_run, evidence=…)` runs the message in one transaction, as always,
-   reusing the dry run's analysis when nothing it read changed and it needed nothing.
-
-The CLI's `execute`, the server's execution and the autopilot call this, so they fetch
-the same way. Extra keyword arguments go to `Research.execute` unchanged.
+The needs (`Analysis.needs`, from a message's dry run) are gathered concurrently (at most
+`CONCURRENCY` at a time, at most `MAX_NEEDS` per message), each with its own limits; a failure
+is a `Failed` result that fails only its command. `progress(done, total, what)` hears about
+each one; `cancelled()` is polled, and cancelling stops the gathering (None: nothing may run).
+Executing the message with what was gathered is the use case's (`app/execute.py`).
 """
 
 from __future__ import annotations
@@ -26,10 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import threading
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from ..engine.execution.evidence import Evidence, Failed, Found, Gathered, Need, NeedKind
 from ..engine.settings.table import Config
@@ -37,9 +23,6 @@ from ..engine.store import CONFIG_FILE
 from . import SourceError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.language.approval import Approver
-    from ..engine.language.commands import ApprovalMode
-    from ..engine.research import DryRun, Execution, Research
     from .fetch import Limits
     from .guard import AddressPolicy, Resolver
     from .reader import Readers
@@ -123,16 +106,17 @@ async def _get(need: Need, root: Path, roots: tuple[Path, ...], config: Config, 
     if need.kind is NeedKind.EMBED:  # its own endpoint, whether or not the research is offline (docs/evidence.md)
         from .embeddings import gathered_query
 
-        return await asyncio.to_thread(gathered_query, need.target, config, environ)
+        return await asyncio.to_thread(gathered_query, need.target, config, environ, root)
     if config.fetch.offline and need.kind is not NeedKind.FILE:
         return Failed(f"Could not {need.label}: this research is offline (`offline = true` under [fetch] in "
                       f"{CONFIG_FILE}): no page is fetched and no search is made. Attach files instead.")
     if need.kind is NeedKind.URL:
         return await fetch_page(need.target, policy=policy, limits=limits, readers=readers)
     if need.kind is NeedKind.FILE:
-        from .files import read_file
+        from .files import read_file, text_of
 
-        return await asyncio.to_thread(read_file, need.target, root, roots)
+        file = await asyncio.to_thread(read_file, need.target, root, roots)
+        return await text_of(file, timeout=limits.extract_timeout, readers=readers)
     return await _search(need.target, config, environ)
 
 
@@ -186,82 +170,3 @@ async def _search(query: str, config: Config, environ: Mapping[str, str]) -> Fou
         sha256=hashlib.sha256("\n".join(f"{h.url}\n{h.title}\n{h.snippet}" for h in hits).encode()).hexdigest(),
         fetched=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
-
-
-async def gather_and_execute(
-    research: Research,
-    text: str,
-    config: Config | None = None,
-    *,
-    mode: ApprovalMode | None = None,
-    approver: Approver | None = None,
-    prepared: DryRun | None = None,
-    consume: Path | None = None,
-    cancelled: Callable[[], bool] | None = None,
-    progress: Progress | None = None,
-    limits: Limits | None = None,
-    policy: AddressPolicy | None = None,
-    environ: Mapping[str, str] | None = None,
-    researcher: str | None = None,
-    **execute_options: Any,
-) -> Execution:
-    """Run a message that may need the outside world: dry run, approval, gather, execute (see
-    the module docstring). `config` defaults to the research's deep-research.toml.
-    `researcher` is whose message it is (default: the one whose document `consume` is, else
-    main). A message above `mode` is put to `approver` (engine/language/approval.py; without one it
-    waits: reason "needs-approval"; declined: "declined"). `prepared` is the message's dry
-    run if the caller made it already (`Research.dry_run`, with this text, document,
-    researcher and the config's allowed roots): it is not done again."""
-    from ..engine.language.approval import NOT_RUN, ApprovalRequest, Decision, StopApprover
-    from ..engine.language.commands import ApprovalMode
-    from ..engine.research import Execution, checked_document
-
-    mode = ApprovalMode.DELETE if mode is None else mode
-    if config is None:
-        config = research.config()
-    with research.cache.holding():  # the dry run, the execution and the prompt read the same sources once
-        roots = tuple(config.fetch.allowed_roots)
-        # Checked once, then analysed once (refused before anything is fetched)
-        dry = prepared or await asyncio.to_thread(research.dry_run, text, consume=consume, researcher=researcher,
-                                                  roots=roots)
-        if dry.consume != consume:  # a dry run made for the document's file, run from an editor's buffer
-            dry = replace(dry, consume=checked_document(consume))
-        analysis = dry.analysis
-        if analysis is None:
-            return Execution(False, "empty")
-        waiting = analysis.needing_approval(mode)
-        if waiting:
-            decision = await (approver or StopApprover()).decide(ApprovalRequest(
-                dry.text, waiting, mode, document=dry.consume, researcher=dry.researcher or analysis.before.researcher))
-            if decision is not Decision.RUN:
-                return Execution(False, NOT_RUN[decision], analysis, researcher=analysis.before.researcher)
-            mode = ApprovalMode.DELETE  # approved: the whole message, as it is
-        evidence: Evidence | None = Evidence(roots=roots)
-        if analysis.needs:
-            evidence = await gather(analysis.needs, root=research.root, config=config, progress=progress,
-                                    cancelled=cancelled, limits=limits, policy=policy, environ=environ)
-        if evidence is None or (cancelled is not None and cancelled()):
-            return Execution(False, "cancelled", analysis, researcher=analysis.before.researcher)
-        # Cancelling the task from here on: a commit that has begun finishes first (then the
-        # cancellation goes on), one that has not does not start (`Research.execute` asks once more).
-        stop = threading.Event()
-        commit = asyncio.ensure_future(asyncio.to_thread(
-            research.execute, dry, mode=mode, cancelled=lambda: stop.is_set() or bool(cancelled and cancelled()),
-            evidence=evidence, **execute_options,
-        ))
-        try:
-            execution = await asyncio.shield(commit)
-        except asyncio.CancelledError:
-            stop.set()
-            await asyncio.wait({commit})
-            raise
-    if execution.executed and analysis.needs:  # sources attached, searched or found: embed them, off this path
-        from .embeddings import keep_up
-
-        await asyncio.to_thread(keep_up, research, execution, config, os.environ if environ is None else environ)
-    return execution
-
-
-def gather_and_execute_sync(research: Research, text: str, config: Config | None = None, **options: Any) -> Execution:
-    """`gather_and_execute` for callers without an event loop (the CLI, the terminal mock)."""
-    return asyncio.run(gather_and_execute(research, text, config, **options))

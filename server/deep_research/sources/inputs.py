@@ -136,21 +136,7 @@ async def prepare(
     (symlinks resolved) must not be read (the language server: outside the workspace), or
     None; that same path is then read. Files are checked and read first: a typo fails before
     anything goes to the network."""
-    sources = len(inputs.context) + len(inputs.attachments)
-    if sources > MAX_SOURCES:
-        raise InputError(f"{sources} files and pages were given; at most {MAX_SOURCES} can be read at once. Give the "
-                         "others later (`deep-research continue`, or `///attach_file` and `///attach_url` in a message).")
-    if len(inputs.context_text) > MAX_SOURCES:
-        raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
-                         "some of them, or put them in a file.")
-    if isinstance(inputs.instruction, str) and len(inputs.instruction) > MAX_INSTRUCTION_CHARS:
-        raise InputError(f"The instruction is {len(inputs.instruction):,} characters long; at most "
-                         f"{MAX_INSTRUCTION_CHARS:,} are kept. Put the rest in a context file, or shorten it.")
-    for what, text in (("The instruction", inputs.instruction),
-                       *((f"Context text {n}", t) for n, t in enumerate(inputs.context_text, 1))):
-        refusal = control_sentence(what, text) if isinstance(text, str) else None
-        if refusal:
-            raise InputError(refusal)
+    _check_counts(inputs)
     notes: list[str] = []
     context = [_typed(text, number) for number, text in enumerate(inputs.context_text, 1)]
     given = [Path(a) for a in inputs.attachments if not is_url(str(a))]
@@ -163,7 +149,10 @@ async def prepare(
             raise InputError(refusal)
     listed = {path: await asyncio.to_thread(folder_files, path, root, config.max_folder_files)
               for path in sorted(folders)}  # every folder listed (and refused if too large) before any read
-    read = [await asyncio.to_thread(_read, real, path) for real, path in zip(reals, files)]
+    from .fetch import Limits
+
+    limits = limits or Limits()  # a file's text is extracted within a page's limit
+    read = [await _read(real, path, limits) for real, path in zip(reals, files)]
     by_path = dict(zip(files, read))
     names = _file_names(files)  # a name given twice is kept apart when it is written, too (engine/research.py)
     for own in sorted({path.name for path, name in names.items() if name != path.name}):
@@ -171,7 +160,7 @@ async def prepare(
         notes.append(f"{len(given_as)} files are named {own}: each is named by as much of its path as tells "
                      f"them apart ({', '.join(given_as)}).")
     context += [_attachment(by_path[Path(p)], names[Path(p)], notes) for p in inputs.context]
-    from_folders = await _read_folders(listed, progress, cancelled)
+    from_folders = await _read_folders(listed, progress, cancelled, limits)
     if from_folders is None:
         return None
     urls = [_checked_url(str(a)) for a in inputs.attachments if is_url(str(a))]
@@ -195,6 +184,26 @@ async def prepare(
         else:
             attachments.append(_attachment(by_path[Path(item)], names[Path(item)], notes))
     return Prepared(inputs.instruction, context, attachments, notes, reports)
+
+
+def _check_counts(inputs: Inputs) -> None:
+    """What is given, checked before anything is read: how many sources and texts, how long the
+    instruction, no control character in what is typed."""
+    sources = len(inputs.context) + len(inputs.attachments)
+    if sources > MAX_SOURCES:
+        raise InputError(f"{sources} files and pages were given; at most {MAX_SOURCES} can be read at once. Give the "
+                         "others later (`deep-research continue`, or `///attach_file` and `///attach_url` in a message).")
+    if len(inputs.context_text) > MAX_SOURCES:
+        raise InputError(f"{len(inputs.context_text)} text chunks were given; at most {MAX_SOURCES} at once. Join "
+                         "some of them, or put them in a file.")
+    if isinstance(inputs.instruction, str) and len(inputs.instruction) > MAX_INSTRUCTION_CHARS:
+        raise InputError(f"The instruction is {len(inputs.instruction):,} characters long; at most "
+                         f"{MAX_INSTRUCTION_CHARS:,} are kept. Put the rest in a context file, or shorten it.")
+    for what, text in (("The instruction", inputs.instruction),
+                       *((f"Context text {n}", t) for n, t in enumerate(inputs.context_text, 1))):
+        refusal = control_sentence(what, text) if isinstance(text, str) else None
+        if refusal:
+            raise InputError(refusal)
 
 
 # -- folders ---------------------------------------------------------------------------------------
@@ -282,7 +291,7 @@ def _skip_reason(entry: os.DirEntry, folder: Path) -> str | None:
 
 
 async def _read_folders(
-    listed: dict[Path, Listed], progress: Progress | None, cancelled: Callable[[], bool] | None,
+    listed: dict[Path, Listed], progress: Progress | None, cancelled: Callable[[], bool] | None, limits: Limits,
 ) -> dict[Path, tuple[list[tuple[str, Found]], Folder]] | None:
     """Every listed file read (a file that cannot be, skipped with why); None if cancelled."""
     total = sum(len(item.files) for item in listed.values())
@@ -295,7 +304,7 @@ async def _read_folders(
             if cancelled is not None and cancelled():
                 return None
             try:
-                found.append((name, await asyncio.to_thread(_read_below, path, name, item.folder)))
+                found.append((name, await _read_below(path, item.folder, limits)))
             except SourceError as error:
                 report.skipped.append((name, error.message))
             done += 1
@@ -306,13 +315,14 @@ async def _read_folders(
     return out
 
 
-def _read_below(path: Path, name: str, folder: Path) -> Found:
-    from .files import read_user_file
+async def _read_below(path: Path, folder: Path, limits: Limits) -> Found:
+    from .files import read_user_file, text_of
 
     real = Path(os.path.realpath(path))  # again: the folder may have changed since it was listed
     if folder not in real.parents:
         raise SourceError("a link out of the folder: not followed")
-    found = read_user_file(real, shown="it")  # its sentences follow the file's name in the report
+    file = await asyncio.to_thread(read_user_file, real, shown="it")  # its sentences follow the file's name
+    found = await text_of(file, timeout=limits.extract_timeout)
     if not found.text.strip():
         raise SourceError("no readable text")
     return found
@@ -353,11 +363,13 @@ def _typed(text: str, number: int) -> Attachment:
     return Attachment(name, text.strip())
 
 
-def _read(real: Path, given: Path) -> Found:
-    from .files import read_user_file
+async def _read(real: Path, given: Path, limits: Limits) -> Found:
+    """A file the user gave, read and its text extracted within the pages' limit."""
+    from .files import read_user_file, text_of
 
     try:
-        return read_user_file(real, shown=str(given))
+        file = await asyncio.to_thread(read_user_file, real, shown=str(given))
+        return await text_of(file, timeout=limits.extract_timeout)
     except SourceError as error:
         raise InputError(error.message) from None
 
@@ -399,14 +411,15 @@ async def _fetch(
 
 
 def _attachment(found: Found, name: str | None, notes: list[str]) -> Attachment:
-    """A read file (`name`: the file's name, no source kept, as before) or a fetched page (named
-    by its title, with its source, as `///attach_url` makes it)."""
+    """A read file (`name`: the file's name; its type and digest kept as `///attach_file` keeps
+    them, so a PDF's parts follow its pages, but not the path it was read from) or a fetched page
+    (named by its title, with its source, as `///attach_url` makes it)."""
     text, cut = kept_text(found.text.strip())
     label = name or found.source
     notes.extend(f"{label}: {note}" for note in (*found.notes, *([cut] if cut else [])))
     if name is not None:
         if not text:
             raise InputError(f"{found.source} has no readable text.")
-        return Attachment(name, text)
+        return Attachment(name, text, content_type=found.content_type, sha256=found.sha256)
     return Attachment(title_of(found), text, source=found.source, final_url=found.final_url, fetched=found.fetched,
                       content_type=found.content_type, sha256=found.sha256)

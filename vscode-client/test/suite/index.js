@@ -90,7 +90,7 @@ test('.dr documents get the language deep-research', async () => {
 test('contributions: palette commands, settings and execute-on-save default', async () => {
   const all = await vscode.commands.getCommands(true);
   for (const id of ['deep-research.newResearch', 'deep-research.executeMessage', 'deep-research.showPrompt', 'deep-research.restartServer',
-    'deep-research.undoMessage', 'deep-research.exportDossier', 'deep-research.continueResearch', 'deep-research.attachToResearch',
+    'deep-research.undoMessage', 'deep-research.exportDossier', 'deep-research.compileReport', 'deep-research.continueResearch', 'deep-research.attachToResearch',
     'deep-research.addAsContext', 'deep-research.installPackages', 'deep-research.showReport']) {
     assert.ok(all.includes(id), `command ${id} missing`);
   }
@@ -314,6 +314,20 @@ test('Export Dossier writes the research as one HTML file', async () => {
   assert.ok(html.startsWith('<!DOCTYPE html>') && html.includes(TITLE) && html.includes(SUB) && html.includes(SUBSUB), 'titles missing');
   assert.equal(result.problems, 3);
   assert.equal(result.opened, false, 'a web workbench cannot open a file of the server in the browser');
+});
+
+test('Compile Report writes the research as one report and opens the markdown', async () => {
+  const result = await vscode.commands.executeCommand('deep-research.compileReport', vscode.Uri.file(MESSAGE), 'md');
+  assert.ok(result && result.uri && result.opened, JSON.stringify(result));
+  const file = vscode.Uri.parse(result.uri).fsPath;
+  assert.equal(file, path.join(RESEARCH, 'report.md'));
+  assert.equal(vscode.window.activeTextEditor.document.uri.fsPath, file, 'the report is not the active editor');
+  const text = fs.readFileSync(file, 'utf8');
+  assert.ok(text.startsWith(`# ${TITLE}`) && text.includes(SUB) && text.includes('## Citation check'), text.slice(0, 400));
+  const html = await vscode.commands.executeCommand('deep-research.compileReport', vscode.Uri.file(MESSAGE), 'html');
+  assert.equal(vscode.Uri.parse(html.uri).fsPath, path.join(RESEARCH, 'report.html'));
+  assert.equal(html.opened, false, 'a web workbench cannot open a file of the server in the browser');
+  await vscode.commands.executeCommand('workbench.action.closeActiveEditor');
 });
 
 test('approval mode: save does not run kinds above it; Execute Message does', async () => {

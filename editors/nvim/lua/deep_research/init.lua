@@ -6,7 +6,8 @@
 -- Everything here goes through the language server's public protocol
 -- (docs/protocol.md): the code action of kind `source.deepResearch.execute` on write,
 -- the workspace commands `deepResearch.execute`, `deepResearch.showPrompt`,
--- `deepResearch.showReport`, `deepResearch.undo`, `deepResearch.export`, `deepResearch.newResearch`,
+-- `deepResearch.showReport`, `deepResearch.undo`, `deepResearch.export`, `deepResearch.compile`,
+-- `deepResearch.newResearch`,
 -- `deepResearch.continueResearch`, `deepResearch.run` / `stop` and `deepResearch.researchers`.
 -- A delegated researcher's message document (`message.dr` in its problem's folder) is a
 -- buffer like main's: everything here works on it, as that researcher.
@@ -17,6 +18,7 @@
 --   vim.g.deep_research_execute_on_write = false   -- do not execute on :write
 --   vim.g.deep_research_timeout = 10000            -- ms to wait for an execution or an undo
 --   vim.g.deep_research_open_dossier = false       -- :DeepResearchExport writes, does not open
+--   vim.g.deep_research_open_report = false        -- :DeepResearchCompile writes, does not open
 --   vim.g.deep_research_completion = false         -- leave vim.lsp.completion alone
 --   vim.g.deep_research_autotrigger = true         -- complete as you type `///`, `<<< `
 --   vim.g.deep_research_offer_report = false       -- when the autopilot finishes, do not ask
@@ -284,6 +286,55 @@ function M.export(bufnr, on_done)
       local _, open_err = vim.ui.open(path)
       if open_err then
         notify('could not open it: ' .. tostring(open_err), vim.log.levels.WARN)
+      end
+    end
+    if on_done then on_done(result, nil) end
+  end)
+end
+
+--- :DeepResearchCompile [FORMAT]: the whole research as one report (deepResearch.compile,
+--- written as report.<ext> in the research folder; FORMAT md (default), html, docx, odt, pdf,
+--- csl-json or bibtex). Markdown opens in a window; the rest with vim.ui.open, unless
+--- vim.g.deep_research_open_report is false. Asynchronous: a large research takes a while.
+--- @param bufnr integer
+--- @param format string? the format ('' or nil: md)
+--- @param on_done fun(result: table?, err: string?)? called when the report is written
+function M.compile(bufnr, format, on_done)
+  local client = attached_client(bufnr)
+  if not client then
+    return
+  end
+  format = (format and format ~= '') and format or 'md'
+  local command = {
+    title = 'Deep Research: compile', command = 'deepResearch.compile',
+    arguments = { { uri = vim.uri_from_bufnr(bufnr), format = format } },
+  }
+  client:exec_cmd(command, { bufnr = bufnr }, function(err, result)
+    if err or type(result) ~= 'table' then
+      local message = err and (err.message or vim.inspect(err)) or 'no answer'
+      notify('the report was not compiled: ' .. message, vim.log.levels.ERROR)
+      if on_done then on_done(nil, message) end
+      return
+    end
+    local path = vim.uri_to_fname(result.uri)
+    notify(('report compiled: %s (%d problems, %d references)'):format(path, result.problems or 0,
+      result.references or 0))
+    if (result.errors or 0) > 0 then
+      notify(('the Citation check found %d error(s): see the report\'s last section'):format(result.errors),
+        vim.log.levels.WARN)
+    end
+    if result.settled == false then
+      notify('messages kept running while it was compiled; it may mix two moments: compile again when they stop',
+        vim.log.levels.WARN)
+    end
+    if vim.g.deep_research_open_report ~= false then
+      if result.format == 'md' then
+        vim.cmd.split(vim.fn.fnameescape(path))
+      elseif vim.ui.open then
+        local _, open_err = vim.ui.open(path)
+        if open_err then
+          notify('could not open it: ' .. tostring(open_err), vim.log.levels.WARN)
+        end
       end
     end
     if on_done then on_done(result, nil) end
@@ -751,6 +802,13 @@ function M.attach_buffer(bufnr)
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchExport', function()
     M.export(bufnr)
   end, { desc = 'Deep Research: write the research as one HTML file and open it' })
+  vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchCompile', function(opts)
+    M.compile(bufnr, opts.args)
+  end, {
+    nargs = '?',
+    complete = function() return { 'md', 'html', 'docx', 'odt', 'pdf', 'csl-json', 'bibtex' } end,
+    desc = 'Deep Research: compile the whole research as one report ([FORMAT]: md, html, docx, odt, pdf, csl-json, bibtex)',
+  })
   vim.api.nvim_buf_create_user_command(bufnr, 'DeepResearchRun', function(args)
     M.run(bufnr, args.count > 0 and args.count or tonumber(args.args))
   end, {
@@ -774,6 +832,7 @@ function M.detach_buffer(bufnr)
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchUndo')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchReport')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchExport')
+  pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchCompile')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchRun')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchStop')
   pcall(vim.api.nvim_buf_del_user_command, bufnr, 'DeepResearchResearchers')

@@ -94,6 +94,7 @@ class QueryVector:
 
     vector: Sequence[float]
     model_key: str
+    stopped: str = ""  # why this process's background embedding of the research last stopped, if it failed
 
 
 Gathered = Union[Found, Failed, QueryVector]

@@ -14,7 +14,7 @@ from ..core.names import look_alike, suggest_title
 from ..core.state import NAME_SEPARATOR, ROOT, Phase, Seat, Status, now
 from ..core.text import Edit, Fix, Span
 from ..settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
-from ..tree import citations, staleness
+from ..tree import citations, quotes, staleness
 from ..tree import report as report_checks
 from ..tree.model import Criterion
 from ..tree.reader import problem_name
@@ -297,17 +297,20 @@ def _within_limit(draft: Draft, arg: Arg, what: str) -> None:
         )
 
 
-def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[Warning_]:
-    """A warning for each `[[Name]]` in `arg` that names no attachment of the problem at
-    `path` or of its parents (what `analysis` checks for every argument that `cites`)."""
+def citation_review(draft: Draft, path: tuple[str, ...], arg: Arg) -> tuple[list[Warning_], str]:
+    """A warning for each `[[Name]]` in `arg` that names no attachment of the problem at `path`
+    or of its parents, or a part it lacks, and for each quote or number that the cited part does
+    not hold (engine/quotes.py); and a sentence of the quotes' figures for the reply ("" with no
+    quote): what `analysis` checks for every argument that `cites`."""
     found = citations.find(arg.value)
     if not found:
-        return []
+        return [], ""
     scope = [(a.name, a) for depth in range(len(path), -1, -1) for a in draft.attachments(path[:depth])]
     names = list(dict.fromkeys(name for name, _ in scope))
     problem = draft.problem(path)
     title = quote(problem.title) if problem is not None else "the problem"
     warnings = []
+    resolved = []
     for citation in found:
         span = _offset_span(arg, citation.name_start, citation.name_end)
         cited = citations.resolve_part(citation.name, scope)
@@ -315,6 +318,8 @@ def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[War
             missing = citations.missing_part(citation.name, *cited, draft.rules.part_chars)
             if missing is not None:
                 warnings.append(Warning_(missing + ".", span, "unknown-citation"))
+            else:
+                resolved.append(quotes.Cited(citation, *cited))
             continue
         near = citations.suggestion(citation.name, names)
         listing = ("Its attachments and its parents' are: " + "; ".join(quote(n, 60) for n in names[:12])
@@ -325,7 +330,13 @@ def citation_warnings(draft: Draft, path: tuple[str, ...], arg: Arg) -> list[War
             f"[[{citation.name}]] cites no attachment of {title} or of its parents"
             + (f"; did you mean [[{near}]]? " if near else ". ") + listing,
             span, "unknown-citation", fixes))
-    return warnings
+    checked = quotes.review(arg.value, resolved, [a for _, a in scope], draft.rules.part_chars)
+    for flag in checked.flags:
+        span = _offset_span(arg, flag.citation.name_start, flag.citation.name_end)
+        fixes = (Fix(f"Cite [[{flag.moves_to}]]", (Edit(span, flag.moves_to),)),) \
+            if flag.moves_to and span is not None else ()
+        warnings.append(Warning_(flag.message, span, f"quote-{flag.kind}", fixes))
+    return warnings, checked.note()
 
 
 def _offset_span(arg: Arg, start: int, end: int) -> Span | None:

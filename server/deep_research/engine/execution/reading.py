@@ -28,7 +28,7 @@ from ..core.names import one_line
 from ..core.text import Edit, Fix, attribute
 from ..retrieval import ranking
 from ..retrieval.index import Source, source_key
-from ..retrieval.parts import Layout, is_pdf_type, layout, part_name, split_reference
+from ..retrieval.parts import Layout, part_name, split_reference
 from ..retrieval.vectors import VectorStore
 from ..settings.rules import Rules
 from ..store import BOOKKEEPING, CONTEXT
@@ -63,20 +63,17 @@ class Readable:
     def name(self) -> str:
         return self.attachment.name
 
-    def layout(self, part_chars: int) -> Layout:
-        return layout(self.attachment.content, part_chars, pdf=is_pdf_type(self.attachment.content_type))
-
-    def source(self, part_chars: int) -> Source:
+    def source(self, layout: Layout) -> Source:
+        """As the index takes it, with its parts (`layout`)."""
         fallback = self.file.stem
-        return Source(self.key, self.attachment.content, self.layout(part_chars), self.file if self.on_disk else None,
+        return Source(self.key, self.attachment.content, layout, self.file if self.on_disk else None,
                       lambda text: formats.parse_attachment(text, fallback_name=fallback).content)
 
 
 def sources_of(draft: Draft, scope: list[Readable]) -> list[Source]:
     """The index's sources for `scope`, their layouts read from disk where kept (engine/retrieval/layout_store.py)."""
-    part_chars = draft.rules.part_chars
-    draft.layouts([item.attachment for item in scope], part_chars)  # into this process's cache: `item.layout` finds them
-    return [item.source(part_chars) for item in scope]
+    layouts = draft.layouts([item.attachment for item in scope], draft.rules.part_chars)
+    return [item.source(shape) for item, shape in zip(scope, layouts)]
 
 
 def sources_limit(rules: Rules) -> int:
@@ -257,15 +254,13 @@ def find(draft: Draft, args: Args) -> Result:
         if draft.evidence is None:
             draft.needs.append(need)  # the query's vector, if semantic search is set up (sources/gather.py)
         return Result(f"Will search the {len(scope):,} {sources} visible here for {quote(query)} when the message runs.")
-    part_chars = draft.rules.part_chars
     by_key = {item.key: item for item in scope}
-    semantic = _semantic(draft, need)
-    passages = ranking.rank(query, sources_of(draft, scope), draft.index, limit, semantic)
-    warnings = [Warning_(note, arg.span) for note in draft.index.notes]
-    if semantic is not None and semantic.note:
-        warnings.append(Warning_(semantic.note, arg.span))
-    draft.index.notes.clear()
-    counts = {item.key: item.layout(part_chars).count for item in scope}
+    sources = sources_of(draft, scope)
+    ids = draft.index.sync(sources)  # the index in step with them: executing, under the lock
+    ranked = ranking.rank(query, sources, draft.index, ids, limit, _semantic(draft, need))
+    passages = ranked.passages
+    warnings = [Warning_(note, arg.span) for note in (*draft.index.take_notes(), *ranked.notes)]
+    counts = {source.key: source.layout.count for source in sources}
     shown = [f'<passage part="{attribute(part_name(by_key[p.key].name, p.number))}" rank="{rank}">\n{p.text}\n</passage>'
              for rank, p in enumerate(passages, 1)]
     if passages:
@@ -286,7 +281,8 @@ def _semantic(draft: Draft, need: Need) -> ranking.Semantic | None:
     for: the find is lexical and says nothing of it), else the query's vector or why it has none."""
     found = draft.evidence.results.get(need) if draft.evidence is not None else None
     if isinstance(found, QueryVector):
-        return ranking.Semantic(found.vector, found.model_key, VectorStore(draft.tree.root, draft.tree.guard))
+        return ranking.Semantic(found.vector, found.model_key, VectorStore(draft.tree.root, draft.tree.guard),
+                                stopped=found.stopped)
     if isinstance(found, Failed):
         return ranking.Semantic(None, failure=found.reason)
     return None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from ..core.state import Phase, State
 from ..core.text import Diagnostic, Edit, Fix, Severity, Span, whole_lines
 from ..execution.draft import Draft
-from ..execution.operations import citation_warnings
+from ..execution.operations import citation_review
 from ..execution.protocol import Args, CommandError, Warning_
 from ..settings.rules import Rules
 from ..tree.model import Attachment
@@ -273,7 +273,9 @@ def _run(
             code="answer-lost"))
     for argument in spec.arguments:
         if argument.cites and argument.name in binding.args:
-            warnings += citation_warnings(draft, place, binding.args[argument.name])
+            cited, note = citation_review(draft, place, binding.args[argument.name])
+            warnings += cited
+            outcome.summary += f" {note}" if note else ""
     outcome.warnings = [w.message for w in warnings]
     for warning in warnings:
         out.append(Diagnostic(warning.span or command.name_span, Severity.WARNING, warning.code, warning.message,

@@ -9,7 +9,7 @@ message plugs in an `Approver`, the one way every front end is asked:
 - MCP: elicitation, when the client can ask its user;
 - nobody to ask (`StopApprover`): the message waits.
 
-`sources.gather.gather_and_execute` asks it after the dry run, before anything is gathered
+The use case `app/execute.py::execute` asks it after the dry run, before anything is gathered
 or written: `RUN` executes the message as it is, `SKIP` runs none of it (the writer is told
 and writes another), `STOP` runs none of it and leaves it waiting where it was written.
 Plain values and a protocol; nothing here does input or output.

@@ -363,7 +363,9 @@ def _build() -> dict[str, CommandSpec]:
             "done first. Structure: `Summarized problem definition:`, then numbered questions and "
             "answers (`Q1:`/`A1:`, deeper `Q1.1:`/`A1.1:`), then `Conclusion:`. A report longer than "
             "the research's word limit (about three pages; the prompt states the number) is refused. "
-            "Cite an attachment of this problem or of a parent as `[[Attachment name]]`. Writing it "
+            "Cite an attachment of this problem or of a parent as `[[Attachment name]]`, one part as "
+            "`[[Attachment name#N]]`, and a fact with a short quote of the part: `[[Attachment name#N|\"its words\"]]` "
+            "(checked against the part). Writing it "
             "again replaces it (that counts as an update, not a create).",
             op.write_report, closing=True, finishes=Finish.REPORT,
         ),

@@ -142,6 +142,12 @@ class Index:
         self.notes += [f"{name} was a link; it was removed and the index made again." for name in removed]
         return why
 
+    def take_notes(self) -> list[str]:
+        """The sentences for the reply gathered since the last call (the index made again, or kept
+        in memory for this message), handed over once."""
+        notes, self.notes = self.notes, []
+        return notes
+
     def close(self) -> None:
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):

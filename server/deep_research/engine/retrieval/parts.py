@@ -294,9 +294,9 @@ def _underline(text: str, start: int, match: re.Match[str]) -> bool:
 def _fenced(text: str, titles: bool = False) -> _Fences:
     """The (start, end) offsets of fenced code blocks (an unclosed one runs to the end). With
     `titles`, a line that underlines a title (`_underline`) opens none: the outline reads
-    reStructuredText so. The cuts do not, yet: a `~~~` or backtick underline opens a block there,
-    as CommonMark reads it, because reading it otherwise moves the cuts, and so the part numbers
-    that citations already written name (docs/decisions.md, session 37)."""
+    reStructuredText so. The cuts do not: a `~~~` or backtick underline opens a block there, as
+    CommonMark reads it, because reading it otherwise would move the cuts, and so the part
+    numbers that citations already written name (docs/decisions.md)."""
     spans = []
     opening: tuple[int, str] | None = None
     for start, match in _FENCES.finditer(text):
@@ -416,7 +416,7 @@ def outline(found: Layout, max_lines: int = 40, text: str = "") -> tuple[list[st
 # least as long as the title (`=` and `-` from three: setext markdown), an overline of the same
 # character allowed (reStructuredText). They outline a text that has no `#` heading; they move no
 # cut and name no section (that would renumber the parts of documents already cited, and a
-# section line takes a passage's room: docs/decisions.md, sessions 34 and 37).
+# section line takes a passage's room: docs/decisions.md).
 _UNDERLINE = re.compile(r"\n([^\n]{1,200})\n([=\-~^\"'`#*+:._])\2{2,}[ \t]*(?=\n|$)")
 _KEPT_TITLES: dict[tuple[int, int], tuple[Heading, ...]] = {}  # by (length, hash) of the text: not the text itself
 MAX_TITLES = 10_000  # an outline shows 40 lines; a hostile text of a million titles is not read through

@@ -2,8 +2,8 @@
 passages out (`rank`). The one place that decides what `find` answers.
 
 The ranking is of passages, not parts (a part is up to 4,000 characters, a passage at most
-`PASSAGE_CHARS`; ranking whole parts and then cutting a passage out of each lost the evidence
-of a third of the questions the parts held: docs/decisions.md, issue 32):
+`PASSAGE_CHARS`; ranking whole parts and then cutting a passage out of each misses the evidence
+of a third of the questions the parts hold: docs/decisions.md, issue 32):
 
 1. The full-text index proposes `CANDIDATES` parts: the query's words, each a quoted string for
    SQLite's FTS5 (so no text is ever query syntax: `"`, `NEAR(`, `*`, `col:`, `AND` are words or
@@ -44,6 +44,7 @@ PASSAGES_PER_PART = 3  # a part (4,000 characters) holds about three passages (1
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009), the usual choice
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
+NEAR_CANDIDATES = 20  # nearest windows looked at per passage wanted (a part's windows beyond its PASSAGES_PER_PART are passed over)
 HEADING_WEIGHT = 0.5  # a query word in a part's headings counts this much of its weight more
 MAX_WORDS = 32  # distinct words of a query that count
 MAX_WORD_CHARS = 64
@@ -84,33 +85,42 @@ def query_words(query: str) -> list[str]:
     return (kept or found)[:MAX_WORDS]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Semantic:
-    """What the second ranking needs (engine/retrieval/vectors.py): the query's vector, made before the
-    message by the endpoint that made the passages' (`model_key`), and the research's stored
-    vectors; or, when the endpoint failed, why (`failure`). `rank` leaves in `note` a sentence
-    for the reply when semantic search did not rank every passage."""
+    """What the second ranking needs (vectors.py): the query's vector, made before the message by
+    the endpoint that made the passages' (`model_key`), and the research's stored vectors; or,
+    when the endpoint failed, why (`failure`)."""
 
     vector: Sequence[float] | None
     model_key: str = ""
     store: VectorStore | None = None
     failure: str = ""
-    note: str = ""
+    stopped: str = ""  # why the background embedding stopped (said when passages lack vectors)
 
 
-def rank(query: str, sources: Sequence[Source], index: Index, limit: int,
-         semantic: Semantic | None = None) -> list[Passage]:
+@dataclass(frozen=True)
+class Ranked:
+    """A ranking's answer: the passages, best first, and sentences for the reply (why semantic
+    search did not rank every passage)."""
+
+    passages: list[Passage]
+    notes: tuple[str, ...] = ()
+
+
+def rank(query: str, sources: Sequence[Source], index: Index, ids: dict[str, int], limit: int,
+         semantic: Semantic | None = None) -> Ranked:
     """The best `limit` passages of `sources` for `query`, best first (fused with the
-    embeddings' similarity when `semantic` has the query's vector)."""
+    embeddings' similarity when `semantic` has the query's vector). `ids`: the sources' ids in
+    `index`, which `Index.sync` brought in step with them; ranking reads the index, never writes it."""
     words = query_words(query)
     if not words or not sources:
-        return []
-    ids = index.sync(sources)
+        return Ranked([])
     by_key = {source.key: source for source in sources}
     lexical = _lexical(words, ids, by_key, index, limit)
-    near = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else []
+    near, note = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else ([], "")
     chosen = _fused(lexical, near, limit) if near else lexical[:limit]
-    return [Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen]
+    return Ranked([Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen],
+                  (note,) if note else ())
 
 
 def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source], index: Index,
@@ -132,26 +142,29 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
     return windows
 
 
-def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[_Window]:
+def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple[list[_Window], str]:
     """The semantic ranking: the `depth` windows most similar to the query, best first, at most
-    `PASSAGES_PER_PART` a part; [] (and why, in `semantic.note`) when there is none."""
+    `PASSAGES_PER_PART` a part; and a sentence for the reply when it did not rank every passage
+    ([] and why, when there is none)."""
     lexical_only = "this ranking is by the words alone"
     if semantic.vector is None or semantic.store is None:
-        semantic.note = f"Semantic search was not used ({semantic.failure.rstrip('.')}); {lexical_only}."
-        return []
+        return [], f"Semantic search was not used ({semantic.failure.rstrip('.')}); {lexical_only}."
     try:
-        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store)
+        near, embedded, total = nearest(semantic.vector, sources, semantic.model_key, semantic.store,
+                                        top=NEAR_CANDIDATES * depth)
     except (StoreUnusable, sqlite3.Error, OSError) as error:
-        semantic.note = f"Semantic search was not used (its vectors cannot be read: {error}); {lexical_only}."
-        return []
+        return [], f"Semantic search was not used (its vectors cannot be read: {error}); {lexical_only}."
     how = ("the editors, `run`, MCP and the REPL embed them in the background after a message; `deep-research "
            "embed` does it at once")
+    note = ""
+    if semantic.stopped:
+        how = f"embedding them in the background stopped: {semantic.stopped.rstrip('.')}; it goes on after the next message"
     if total and embedded == 0:
-        semantic.note = (f"Semantic search is not ready yet: none of the {total:,} passages of these sources is "
-                         f"embedded ({how}); {lexical_only}.")
+        note = (f"Semantic search is not ready yet: none of the {total:,} passages of these sources is "
+                f"embedded ({how}); {lexical_only}.")
     elif embedded < total:
-        semantic.note = (f"Semantic search covers {embedded:,} of the {total:,} passages of these sources so far "
-                         f"({how}); the others are ranked by their words alone.")
+        note = (f"Semantic search covers {embedded:,} of the {total:,} passages of these sources so far "
+                f"({how}); the others are ranked by their words alone.")
     by_key = {source.key: source for source in sources}
     out: list[_Window] = []
     per_part: dict[tuple[str, int], list[_Window]] = {}
@@ -168,18 +181,17 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> list[
         out.append(window)
         if len(out) >= depth:
             break
-    return out
+    return out, note
 
 
 def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Window]:
     """The two rankings' best fused by reciprocal rank (`fuse`: a passage high
     in either comes first, one in both before one in either). A window of the semantic ranking
     that overlaps one of the lexical ranking's in the same part by a third or more is the same
-    passage, shown where the lexical ranking put it (moving it to hold the semantic window, as
-    session 31 did, pushed the words that matched out of it: 11 points at 10 on the held-out
-    questions). When a third of the window or more lies beside that passage, what it found may
-    be there: it follows as a passage of its own, next in the semantic ranking (session 34:
-    three dev questions with all-MiniLM-L6-v2's 600-character windows; docs/decisions.md)."""
+    passage, shown where the lexical ranking put it (moved to hold the semantic window, it loses
+    the words that matched). When a third of the window or more lies beside that passage, what
+    it found may be there: it follows as a passage of its own, next in the semantic ranking
+    (both measured on the benchmark's questions: docs/decisions.md, issue 32)."""
     depth = max(limit, FUSION_DEPTH)
     lexical, near = lexical[:depth], near[:depth]
     dense: list[tuple[str, int]] = []

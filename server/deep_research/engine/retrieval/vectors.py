@@ -29,6 +29,7 @@ import threading
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import lru_cache
 from operator import mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
@@ -90,7 +91,7 @@ def embedded_text(window_text: str, section: str = "") -> str:
 def model_key(model: str, passage_prefix: str = "", input_type: bool = False, window_chars: int = WINDOW_CHARS) -> str:
     """What a passage's vector depends on besides its text: the model, how its passages are
     prefixed, and how long a window is (`[embeddings] window_chars`; named only when it is not
-    the default, so vectors made before it was a setting keep their keys)."""
+    the default, so that the keys of vectors made with the default never change)."""
     key = f"{model}\0{passage_prefix}\0{int(input_type)}"
     return key if window_chars == WINDOW_CHARS else f"{key}\0{int(window_chars)}"
 
@@ -182,15 +183,97 @@ class Near:
 
 
 def nearest(query: Sequence[float], sources: Sequence["Source"], model_key: str,
-            store: "VectorStore") -> tuple[list[Near], int, int]:
-    """The windows of `sources` by similarity to `query`, best first; how many windows have a
-    vector, and how many there are."""
-    every = [piece for source in sources for piece in slices(source, model_key)]
-    found = store.get(piece.key for piece in every)
-    target = query if isinstance(query, array) else array("f", query)
-    near = [Near(similarity(target, found[piece.key]), piece) for piece in every if piece.key in found]
-    near.sort(key=lambda item: -item.similarity)
-    return near, sum(1 for piece in every if piece.key in found), len(every)
+            store: "VectorStore", top: int | None = None) -> tuple[list[Near], int, int]:
+    """The windows of `sources` by similarity to `query`, best first (the best `top` of them,
+    or all); how many windows have a vector, and how many there are. With numpy, each source's
+    vectors are one matrix kept between finds (`_matrix`); without it, window by window."""
+    np = _numpy()
+    if np is None:
+        every = [piece for source in sources for piece in slices(source, model_key)]
+        found = store.get(piece.key for piece in every)
+        target = query if isinstance(query, array) else array("f", query)
+        near = [Near(similarity(target, found[piece.key]), piece) for piece in every if piece.key in found]
+        near.sort(key=lambda item: -item.similarity)
+        return near[:top] if top is not None else near, sum(1 for piece in every if piece.key in found), len(every)
+    target = np.asarray(query, dtype=np.float32)
+    every = [_matrix(np, source, model_key, store, len(target)) for source in sources]
+    total = sum(kept.total for kept in every)
+    every = [kept for kept in every if kept.pieces]
+    if not every:
+        return [], 0, total
+    # einsum's own loop, not BLAS: OpenBLAS's threads made a product of a matrix and a vector
+    # five times slower on two cores that others use (docs/decisions.md, issue 46).
+    scores = np.concatenate([np.einsum("ij,j->i", kept.matrix, target) for kept in every])  # type: ignore[attr-defined]
+    pieces = [piece for kept in every for piece in kept.pieces]
+    if top is None or top >= len(scores):
+        best = np.argsort(-scores, kind="stable")
+    else:
+        best = np.argpartition(-scores, top)[:top]
+        best = best[np.argsort(-scores[best], kind="stable")]
+    return [Near(float(scores[i]), pieces[i]) for i in best.tolist()], len(pieces), total
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A source's vectors as one matrix (numpy float32, a row a window that has one)."""
+
+    pieces: tuple[Slice, ...]  # the windows of the rows, in order
+    matrix: object
+    missing: tuple[Slice, ...]  # the windows with no vector yet (looked for again at each find)
+    total: int
+
+
+# Each source's matrix, kept between finds in a long-lived process: reading and decoding every
+# window's vector made most of a fused find's time (docs/decisions.md, issue 46). Keyed as
+# _KEPT is (the store's file and generation) and by the source's text and the model key, so a
+# matrix cannot go out of step: keys are digests of what was embedded, and a store only gains
+# vectors (the windows still missing are looked for again). Within KEPT_FLOATS, least recently
+# used first out.
+_MATRICES: OrderedDict[tuple, _Kept] = OrderedDict()
+_MATRICES_SIZE = [0]
+
+
+def _matrix(np: object, source: "Source", model_key: str, store: "VectorStore", size: int) -> _Kept:
+    every = slices(source, model_key)
+    place = store.place()
+    memo = (place, source.key, hash(source.text), len(source.text), source.layout.size, model_key, size)
+    with _KEPT_LOCK:
+        kept = _MATRICES.get(memo) if place[1] else None
+        if kept is not None:
+            _MATRICES.move_to_end(memo)
+    if kept is not None and not kept.missing:
+        return kept
+    looked = kept.missing if kept is not None else every
+    found = store.raw(piece.key for piece in looked)
+    width = 4 * size
+    new = [piece for piece in looked if len(found.get(piece.key, b"")) == width]
+    if kept is not None and not new:
+        return kept
+    rows = np.frombuffer(b"".join(found[piece.key] for piece in new), dtype="<f4").reshape(len(new), size)  # type: ignore[attr-defined]
+    if kept is not None:
+        rows = np.vstack([kept.matrix, rows])  # type: ignore[attr-defined]
+    have = {id(piece) for piece in new}
+    made = _Kept((kept.pieces if kept is not None else ()) + tuple(new), np.ascontiguousarray(rows),  # type: ignore[attr-defined]
+                 tuple(piece for piece in looked if id(piece) not in have), len(every))
+    if place[1]:
+        with _KEPT_LOCK:
+            old = _MATRICES.pop(memo, None)
+            _MATRICES_SIZE[0] += len(made.pieces) * size - (len(old.pieces) * size if old is not None else 0)
+            _MATRICES[memo] = made
+            while _MATRICES_SIZE[0] > KEPT_FLOATS and len(_MATRICES) > 1:
+                _, dropped = _MATRICES.popitem(last=False)
+                _MATRICES_SIZE[0] -= len(dropped.pieces) * dropped.matrix.shape[1]  # type: ignore[attr-defined]
+    return made
+
+
+@lru_cache(maxsize=1)
+def _numpy() -> object | None:
+    """numpy, when installed (the `semantic` extra brings it; the VS Code bundle has none)."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
 
 
 # -- vectors ----------------------------------------------------------------------------------------
@@ -249,8 +332,8 @@ class StoreUnusable(Exception):
 
 
 # Decoded vectors kept between finds in a long-lived process (the language server, `run`, MCP,
-# the REPL): reading and decoding every window's vector from SQLite was most of a fused find's
-# time (docs/decisions.md, "Retrieval, session 33"). Keyed by the store's file, its generation (a
+# the REPL): reading and decoding every window's vector from SQLite is most of a fused find's
+# time otherwise (docs/decisions.md, issue 32). Keyed by the store's file, its generation (a
 # random id written when the store is made, so a store deleted, broken or replaced and made again
 # is never answered from the old one's vectors) and the vector's key (the digest of the model and
 # the embedded text, so a kept vector cannot go out of step with its key). Least recently used
@@ -330,17 +413,31 @@ class VectorStore:
                             found[key] = kept
                 wanted = [key for key in wanted if key not in found]
             read: dict[bytes, array] = {}
-            for at in range(0, len(wanted), 500):
-                chunk = wanted[at:at + 500]
-                marks = ",".join("?" * len(chunk))
-                for key, data in db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", chunk):
-                    vector = from_bytes(data)
-                    if vector is not None:
-                        read[bytes(key)] = vector
+            for key, data in _select(db, wanted, "key, vector"):
+                vector = from_bytes(data)
+                if vector is not None:
+                    read[bytes(key)] = vector
         if self._generation:
             _keep(place, read)
         found.update(read)
         return found
+
+    def place(self) -> tuple[str, str]:
+        """The store's file and generation ("" when it has none: nothing of it is kept between finds)."""
+        with self._lock:
+            self._connection()
+            return str(self.path), self._generation
+
+    def raw(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The stored vectors of `keys` as they are stored (float32, little-endian), undecoded
+        and not kept (those not stored are left out)."""
+        with self._lock:
+            return {bytes(key): bytes(data) for key, data in _select(self._connection(), keys, "key, vector")}
+
+    def present(self, keys: Iterable[bytes]) -> set[bytes]:
+        """Which of `keys` have a vector (nothing decoded)."""
+        with self._lock:
+            return {bytes(row[0]) for row in _select(self._connection(), keys, "key")}
 
     def put(self, items: Mapping[bytes, array]) -> None:
         """Store vectors (one transaction: a batch is all there or not at all)."""
@@ -364,6 +461,14 @@ class VectorStore:
                 self._db = None
 
 
+def _select(db: sqlite3.Connection, keys: Iterable[bytes], columns: str) -> Iterable[tuple]:
+    """`columns` of the stored vectors of `keys`, 500 keys a query."""
+    wanted = list(dict.fromkeys(keys))
+    for at in range(0, len(wanted), 500):
+        chunk = wanted[at:at + 500]
+        yield from db.execute(f"SELECT {columns} FROM vectors WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+
+
 def _keep(place: tuple[str, str], vectors: Mapping[bytes, array]) -> None:
     with _KEPT_LOCK:
         for key, vector in vectors.items():
@@ -375,8 +480,8 @@ def _keep(place: tuple[str, str], vectors: Mapping[bytes, array]) -> None:
 
 
 def _generation(db: sqlite3.Connection) -> str:
-    """The store's generation: a random id, written once (a store of session 31 or 32 gets one
-    when first opened)."""
+    """The store's generation: a random id, written once (a store made without one gets one when
+    first opened)."""
     row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
     if row is None:
         db.execute("PRAGMA busy_timeout = 0")  # a find never waits for a backfill's write for this

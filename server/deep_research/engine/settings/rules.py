@@ -29,7 +29,3 @@ Rules.__doc__ = "The research's rules, one attribute per rule of the settings ta
 def rules_of(config) -> Rules:  # type: ignore[no-untyped-def]
     """The rules of a research's settings (`settings.Config`)."""
     return Rules(**{s.key: getattr(config, s.name) for s in RULES})
-
-
-def valid_report_max_words(value: object) -> bool:
-    return FIELDS["report_max_words"].check(value)[0] is not None

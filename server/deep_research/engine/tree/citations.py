@@ -44,7 +44,7 @@ def find(text: str) -> list[Citation]:
     """Every citation in `text`, in order."""
     if "[[" not in text:
         return []
-    found = (_citation(match) for match in _LINK.finditer(_without_code(text)))
+    found = (_citation(match) for match in _LINK.finditer(without_code(text)))
     return [c for c in found if c is not None]
 
 
@@ -64,8 +64,10 @@ def _citation(match: re.Match[str]) -> Citation | None:
     return Citation(name, match.group(2), match.start(), match.end(), name_start, name_start + len(name))
 
 
-def _without_code(text: str) -> str:
+def without_code(text: str) -> str:
     """`text` with code blanked out (same length, so offsets stay right)."""
+    if "`" not in text and "~~~" not in text:
+        return text  # no code
     out = []
     fence: str | None = None
     for line in text.split("\n"):

@@ -25,7 +25,7 @@ from ..language.commands import ArgType, CommandSpec, Form, Growth
 from ..language.parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
 from ..retrieval.parts import Layout, is_pdf_type, layout, part_name, split_reference
 from ..settings.rules import DEFAULT_PART_CHARS
-from ..store import ATTACHMENTS, BREAKDOWN, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS
+from ..store import DEFINITION, is_own_entry
 from ..tree import accounting
 from ..tree import citations, formats
 from ..tree.accounting import Figures
@@ -242,7 +242,6 @@ def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos:
     return []
 
 
-_TREE_NAMES = frozenset({DEFINITION, CRITERIA, BREAKDOWN, REPORT, ATTACHMENTS, SUBPROBLEMS})
 MAX_LISTED = 200  # entries offered per folder: completion lists a folder, never a tree
 MAX_SCANNED = 5000  # entries looked at per folder, so a huge folder costs a bounded time
 
@@ -260,9 +259,8 @@ def _paths(snap: Snapshot, typed: str, start: Pos, end: int) -> list[Candidate]:
     real = Path(os.path.realpath(folder))
     allowed = [Path(os.path.realpath(r)) for r in (snap.root, *snap.roots)]
     if any(real == a or a in real.parents for a in allowed):
-        # The research's own tree (definition, criteria, subproblems …) is not offered.
-        own = _TREE_NAMES if real == allowed[0] else frozenset()
-        entries = [e for e in _listing(real, stem) if e[0] not in own]
+        # The research's own files and folders (its tree, settings, message documents) are not offered.
+        entries = [e for e in _listing(real, stem) if real != allowed[0] or not is_own_entry(e[0])]
     else:
         entries = sorted({(a.relative_to(real).parts[0], True) for a in allowed if real in a.parents})
         entries = [e for e in entries if e[0].lower().startswith(stem.lower())]
@@ -598,9 +596,10 @@ def _reference_markdown(snap: Snapshot, attachment: Attachment, first: int | Non
 HOVER_PART_CHARS = 1_500
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=64)
 def _command_markdown(name: str) -> str:
-    """A command's documentation (the table's rows never change: made once)."""
+    """A command's documentation (the table's rows never change: made once; the bound holds the
+    table's rows and a few names that are none, which hover may ask for)."""
     spec = commands.get(name)
     return spec.markdown() if spec is not None else ""
 

@@ -4,7 +4,7 @@ The engine reads every file tolerantly (a damaged file gives a usable value, nev
 error), which keeps a research running but hides the damage. This module says what it is:
 malformed front matter and criteria lines, unknown statuses, subproblem folders missing from
 the breakdown or the reverse, titles that collide after normalisation, a focus on a missing
-problem, citations of missing attachments, a report over the word limit or out of date, a
+problem, citations of missing attachments (or parts), quotes the cited part does not hold, a report over the word limit or out of date, a
 journal line that does not parse, an interrupted message that could not be finished.
 
 Each finding is a sentence with the file and line it is about (`Finding`), and, where the
@@ -33,7 +33,7 @@ from ..store import (
     ATTACHMENTS, BOOKKEEPING, BREAKDOWN, CONFIG_FILE, CRITERIA, DEFINITION, JOURNAL, REPORT, STATE, SUBPROBLEMS,
     Entry, bookkeeping, is_message_document,
 )
-from ..tree import citations, formats, staleness
+from ..tree import citations, formats, quotes, staleness
 from ..tree.model import Attachment, Problem
 from ..tree.walk import Loaded, Walk
 
@@ -58,6 +58,7 @@ class Finding:
     # Its first fix may be made unattended (`check --fix`): it rewrites only what the engine
     # generates or numbers, or a word whose meaning is known, and removes nothing a person wrote.
     safe: bool = False
+    error: bool = False  # an error rather than a warning (a quote found nowhere): what an editor shows
 
     @property
     def line(self) -> int:
@@ -594,7 +595,8 @@ def _report_content(research, target: Path | str, path: ProblemPath, text: str, 
 
 
 def _citations(research, target: Path, path: ProblemPath, text: str, start: int) -> list[Finding]:
-    """Citations in `text[start:]` that name no attachment of the problem or its parents."""
+    """Citations in `text[start:]` that name no attachment of the problem or its parents (or a
+    part it lacks), and the quotes and numbers the cited parts do not hold (engine/quotes.py)."""
     body = text[start:]
     cited = citations.find(body)
     if not cited:
@@ -603,20 +605,32 @@ def _citations(research, target: Path, path: ProblemPath, text: str, start: int)
         (a.name, a) for depth in range(len(path), -1, -1) for a in research.tree.attachments(path[:depth])]
     names = list(dict.fromkeys(name for name, _ in scope))
     found = []
+    resolved = []
     part_chars = research.rules().part_chars
-    for citation in cited:
+    file = target if isinstance(target, Path) else Path(target)
+
+    def span_of(citation: citations.Citation) -> Span:
         line, col = citations.position(text, start + citation.name_start)
-        span = Span.on_line(line, col, col + citation.name_end - citation.name_start)
+        return Span.on_line(line, col, col + citation.name_end - citation.name_start)
+
+    for citation in cited:
+        span = span_of(citation)
         where = citations.resolve_part(citation.name, scope)
         if where is not None:
             missing = citations.missing_part(citation.name, *where, part_chars)
             if missing is not None:
-                found.append(Finding(target if isinstance(target, Path) else Path(target), span, missing))
+                found.append(Finding(file, span, missing))
+            else:
+                resolved.append(quotes.Cited(citation, *where))
             continue
         near = citations.suggestion(citation.name, names)
         fixes = (Fix(f"Change to [[{near}]]", (Edit(span, near),)),) if near else ()
-        found.append(Finding(target if isinstance(target, Path) else Path(target), span, (
+        found.append(Finding(file, span, (
             f"[[{citation.name}]] names no attachment of this problem or of its parents"
             + (f"; did you mean [[{near}]]?" if near else "")), fixes))
+    for flag in quotes.review(body, resolved, [a for _, a in scope], part_chars).flags:
+        span = span_of(flag.citation)
+        fixes = (Fix(f"Cite [[{flag.moves_to}]]", (Edit(span, flag.moves_to),)),) if flag.moves_to else ()
+        found.append(Finding(file, span, flag.message, fixes, flag.safe and bool(fixes), flag.error))
+    found.sort(key=lambda f: (f.span.start.line, f.span.start.col))
     return found
-

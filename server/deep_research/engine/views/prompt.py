@@ -476,7 +476,12 @@ research (the autopilot), each visit to a problem has at most {rounds_per_proble
 only {closing} run, so that the problem gets closed.
 - Cite your sources: in a report or a problem definition, write `[[Attachment name]]` (the name \
 exactly as the attachment shows it; `#N` after it for a part) where a statement rests on an attachment \
-of the current problem or of a parent. A name that is not such an attachment is flagged in the reply.
+of the current problem or of a parent. A name that is not such an attachment is flagged in the reply. \
+Where a sentence states a fact, cite the part with a short quote of its own words: \
+`[[Attachment name#N|"the words it says"]]`. The system looks for the quote in that part (ignoring case, \
+spacing, quote marks and dashes; `...` skips words) and says in the reply whether it is there, in another \
+part (cite that one), in another source, or nowhere; numbers in the sentence that the part does not hold \
+are flagged too.
 - Escape hatch: if the tool itself is broken and you cannot focus up, finish or navigate, write \
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 

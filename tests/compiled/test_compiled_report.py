@@ -1,0 +1,127 @@
+"""The compiled report's content (SPEC §14, issue 45): assembled from the tree, depth first;
+references numbered by first citation, one per source; consulted, not cited; the Citation
+check; each problem's state said plainly. And bad input: a sentence, nothing written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from deep_research.compiled import NothingToCompile, build, render
+from deep_research.compiled.md import shift_headings
+from deep_research.engine.research import Research
+
+from dr_compiled_support import REPEATED, TITLE, sample
+
+
+@pytest.fixture(scope="module")
+def research(tmp_path_factory: pytest.TempPathFactory) -> Research:
+    return sample(tmp_path_factory.mktemp("compiled") / "research")
+
+
+@pytest.fixture(scope="module")
+def text(research: Research) -> str:
+    return render(build(research.root), "md").decode("utf-8")
+
+
+def headings(text: str) -> list[str]:
+    return re.findall(r"^(#{1,6} .*)$", text, flags=re.MULTILINE)
+
+
+def test_the_parts_come_in_order_with_heading_levels_from_depth(text: str) -> None:
+    assert headings(text)[:4] == [f"# {TITLE}", "## Summary", "## Contents", f"## {TITLE}"]
+    sections = [h for h in headings(text) if re.match(r"#+ (\d|How)", h)]
+    assert sections == [f"# {TITLE}", f"## {TITLE}", "### 1 AMD", "#### 1.1 Zen 5", "### 2 Apple", "### 3 ARM"]
+    assert headings(text)[-3:] == ["## References", "## Consulted, not cited", "## Citation check"] or \
+        "## Citation check" in headings(text)
+    assert text.index("Compare the L1 data caches") < text.index("## Summary"), "the instruction comes first"
+
+
+def test_each_state_is_said_plainly(text: str) -> None:
+    amd = text[text.index("### 1 AMD"):text.index("#### 1.1 Zen 5")]
+    assert "> Out of date: Since this report was written, “Zen 5” has a report now." in amd
+    apple = text[text.index("### 2 Apple"):text.index("### 3 ARM")]
+    assert "This problem failed: what follows is the reason given." in apple
+    assert "Reason: Apple publishes no cache sizes." in apple
+    arm = text[text.index("### 3 ARM"):text.index("## References")]
+    assert "No report yet: this problem was not finished." in arm
+    assert "- [x] Intel's size is known" in text
+
+
+def test_references_are_numbered_by_first_citation_one_per_source(text: str) -> None:
+    summary = text[text.index("## Summary"):text.index("## Contents")]
+    assert "48 KiB [\\[1, part 1\\]](#ref-1)" in summary, "the root's report is read first"
+    assert "128 KiB [\\[2\\]](#ref-2), by the notes our own notes [\\[2\\]](#ref-2)" in summary
+    amd = text[text.index("### 1 AMD"):text.index("#### 1.1 Zen 5")]
+    assert "[\\[3, part 1\\]](#ref-3)" in amd and "against 48 KiB on Intel [\\[1, part 1\\]](#ref-1)" in amd, (
+        "the Intel manual attached again (same address after redirects) is reference 1")
+    references = text[text.index("## References"):text.index("## Consulted, not cited")]
+    assert references.count('<a id="ref-') == 3
+    intel = references[references.index('id="ref-1"'):references.index('id="ref-2"')]
+    assert "Attached as: “Intel manual”; “Intel again”" in intel
+    assert "Address: <https://example.org/intel>" in intel and "Final address (after redirects): " \
+        "<https://www.example.org/intel/>" in intel
+    assert "Fetched: 2026-01-01 09:30 UTC" in intel and "Type: web page" in intel
+    assert "part 1 (under “Caches”): “L1 data cache is 48 KiB”; “is 48 KiB per core”" in intel
+    notes = references[references.index('id="ref-2"'):references.index('id="ref-3"')]
+    assert "Attached as: “Field notes”; “Notes copy”" in notes, "the same text attached twice is one source"
+    amd = references[references.index('id="ref-3"'):]
+    assert "File: amd-notes.md" in amd and "/home/someone" not in text, "a file by its name, not its path"
+    assert "“32 KiB L1 data cache”; “Zen 5 has 48 KiB” (not in this part)" in amd, "a misquote is not shown as the source's"
+
+
+def test_consulted_not_cited_lists_the_rest(text: str) -> None:
+    consulted = text[text.index("## Consulted, not cited"):text.index("## Citation check")]
+    assert "Unused page" in consulted and "<https://example.org/unused>" in consulted
+    assert "Intel" not in consulted and "Field notes" not in consulted
+
+
+def test_the_citation_check_gives_figures_with_their_coverage(text: str) -> None:
+    check = text[text.index("## Citation check"):]
+    assert "Citations: 7; 7 name a source in scope (100%)." in check
+    assert "Quotes: 4 of 7 resolved citations carry one (57%); of those, 3 are found in the part they cite (75%), " \
+        "0 in another part of the same source, 0 in another source, 1 nowhere." in check
+    assert "### Errors" in check and "“Zen 5 has 48 KiB” of \\[\\[AMD notes#1\\]\\] is found nowhere" in check
+    assert "Numbers:" in check and "Length: 4 of 5 problems have a report" in check
+    assert "### Repeated paragraphs" in check and "[§ How big are L1 caches?](#s-root) and [§ 1 AMD](#s-1)" in check
+    assert REPEATED[:40] in check
+
+
+def test_a_research_with_no_problem_is_refused_with_a_sentence(tmp_path: Path) -> None:
+    research = Research.create(tmp_path / "empty", "Nothing yet.")
+    with pytest.raises(NothingToCompile, match="has no problem defined yet: there is nothing to compile"):
+        build(research.root)
+
+
+HOSTILE = ("Summarized problem definition: hostile.\n<script>alert(1)</script> <img src=x onerror=alert(2)>\n"
+           + "x" * 1_000_000 + "\n"
+           '[[Intel manual#9|"part nine"]] and [[Intel manual#1|"' + "q" * 10_000 + '"]] and [[never closed\n'
+           "Conclusion: none.")
+
+
+def test_hostile_reports_compile_and_are_listed(tmp_path: Path) -> None:
+    research = sample(tmp_path / "r", root_report=HOSTILE)
+    compilation = build(research.root)
+    messages = [f.message for f in compilation.check.flagged]
+    assert any("names a part “Intel manual” does not have" in m for m in messages)
+    assert any("10,000 characters" in m for m in messages)
+    for fmt in ("md", "html", "csl-json", "bibtex"):
+        data = render(compilation, fmt)
+        assert data
+    html = render(compilation, "html").decode("utf-8")
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<img" not in html
+
+
+def test_a_title_of_punctuation_only(tmp_path: Path) -> None:
+    research = Research.create(tmp_path / "r", "")
+    research.execute("<<< define_problem\n///title\n?!…\n///content\nWhat?\n>>>\n")
+    text = render(build(research.root), "md").decode("utf-8")
+    assert text.startswith("# ?!…\n") and "[?!…](#s-root)" in text
+
+
+def test_report_headings_move_below_their_section() -> None:
+    text = "# Top\nSetext\n======\n```\n# not a heading\n```\n###### deep"
+    assert shift_headings(text, 3) == "#### Top\n#### Setext\n```\n# not a heading\n```\n###### deep"
