@@ -739,10 +739,10 @@ def _fit_transcript(entries: list[Entry], room: int) -> tuple[list[Entry], int, 
     newest = max((i for i, e in enumerate(entries) if e.role == "assistant"), default=len(entries) - 1)
     newest = max(newest, 0)
     shown = list(entries)
-    overhead = 40  # the tags around each entry
+    overhead = 60  # the tags around each entry and the blank line after it
 
     def size(items: list[Entry]) -> int:
-        return sum(len(e.text) + overhead for e in items) + 120
+        return sum(len(e.text) + overhead for e in items) + 260  # the heading, and the note of what is left out
 
     for index in range(newest):
         if size(shown) <= room:
