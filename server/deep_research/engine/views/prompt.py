@@ -103,7 +103,7 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: i
     characters / 4) if it can be, in the order the module's docstring gives."""
     budget = None if max_tokens is None else max_tokens * 4 - len(_size_line("x" * max_tokens * 4)) - 4
     fitted = _fitted(view, state, book, budget)
-    text = _head(fitted.sections) + "\n\n" + _transcript(*fitted.shown, state=state)
+    text = _head(fitted.sections) + "\n\n" + _transcript(*fitted.shown)
     return text + "\n\n" + _size_line(text) + "\n"
 
 
@@ -111,7 +111,9 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: i
 class _Fitted:
     sections: list[Section]  # the head (everything before the session), fitted
     fit: Fit  # how its parts were cut
-    shown: tuple[list[Entry], int, int]  # the session's entries to show, and how many entries and messages were left out
+    # the session's entries to show, how many entries and messages were left out, and whether
+    # what earlier replies showed is named only
+    shown: tuple[list[Entry], int, int, bool]
 
 
 def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None, *, whole: bool = False) -> _Fitted:
@@ -120,23 +122,25 @@ def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None,
     fit = Fit()
     sections = view_sections(view, state, book, fit)
     head = _head(sections)
-    entries, dropped, assistants = book.transcript, book.earlier, book.earlier_messages
+    entries, dropped, assistants, named = book.transcript, book.earlier, book.earlier_messages, False
     room = None
     if not whole:
         entries, left_out, messages = _last_messages(entries, SESSION_MESSAGES)
-        entries, dropped, assistants, room = by_name(entries), dropped + left_out, assistants + messages, SESSION_CHARS
+        dropped, assistants, room = dropped + left_out, assistants + messages, SESSION_CHARS
+        shortened = by_name(entries)
+        entries, named = shortened, any(a is not b for a, b in zip(shortened, entries))
     if budget is not None:
         room = budget - len(head) - 2 if room is None else min(room, budget - len(head) - 2)
-    shown: tuple[list[Entry], int, int] = (entries, dropped, assistants)
-    if room is not None and len(_transcript(*shown, state=state)) > room:
-        kept, left_out, messages = _fit_transcript(entries, room)
-        shown = (kept, dropped + left_out, assistants + messages)
+    shown = (entries, dropped, assistants, named)
+    if room is not None and len(_transcript(*shown)) > room:
+        kept, left_out, messages = _fit_transcript(entries, room - (len(NAMED_NOTE) if named else 0))
+        shown = (kept, dropped + left_out, assistants + messages, named)
     if budget is not None:
         steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
         for step in steps:
-            if _length(head, _transcript(*shown, state=state)) <= budget:
+            if _length(head, _transcript(*shown)) <= budget:
                 break
             fit = step
             sections = view_sections(view, state, book, fit)
@@ -275,7 +279,7 @@ def render_conversation(view: TreeView, state: State, book: Bookkeeping, max_tok
     `prompt.md` stay the single text of `render_prompt`."""
     budget = None if max_tokens is None else max_tokens * 4 - 200
     fitted = _fitted(view, state, book, budget, whole=True)
-    head, (entries, dropped, assistants) = _head(fitted.sections), fitted.shown
+    head, (entries, dropped, assistants, _) = _head(fitted.sections), fitted.shown
     turns: list[Turn] = []
     for entry in entries:
         role = "assistant" if entry.role == "assistant" else "user"
@@ -784,11 +788,15 @@ def _sources_cut(entries: list[Entry], excess: int) -> list[Entry]:
     return out
 
 
-def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, *, state: State | None = None) -> str:
+NAMED_NOTE = (" In the replies before your newest message, the parts, passages and outlines they showed are named "
+              "only (`<part name=\"NAME#N\" of=\"…\"/>`): the same `///read NAME#N` or `///find` shows them again.")
+
+
+def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, named: bool = False) -> str:
     head = RULE + "\n# Current Session\n\n"
     if not entries and not dropped:
         return head + "This is the start of a new session: nothing has been said yet. Write your first message."
-    parts = ["Your messages and the system's replies in this session, oldest first."]
+    parts = ["Your messages and the system's replies in this session, oldest first." + (NAMED_NOTE if named else "")]
     if dropped:
         parts.append(f"[… cut to fit the prompt: the first {dropped} entries of this session "
                      f"({assistants} of your messages and the system's replies) are not shown …]")

@@ -132,14 +132,13 @@ def _count_before(handle, end: int) -> tuple[int, int]:
 
 # A part, passage or outline as `read`, `find` and `outline` show it (engine/execution/reading.py).
 _ELEMENT = re.compile(r'<(part|passage|outline)((?: [a-z]+="[^"\n]*")+)>\n')
-SHOWN_BEFORE = ("[… shown in full when this reply came, named here only: the same `///read NAME#N` or `///find` "
-                "shows it again …]")
 
 
 def by_name(entries: list[Entry]) -> list[Entry]:
     """`entries` with the parts, passages and outlines that replies before the newest turn (the
     last message of the assistant and what follows it) showed, named only: each element's
-    opening tag, self-closed, and a note saying how to show it again."""
+    opening tag, self-closed (the prompt says once how to show them again). An entry left as it
+    was is the same object."""
     newest = max((i for i, e in enumerate(entries) if e.role == "assistant"), default=len(entries))
     return [_named(e) if i < newest and e.role == "system" else e for i, e in enumerate(entries)]
 
@@ -155,7 +154,7 @@ def _named(entry: Entry) -> Entry:
     if not opens:
         return entry
     done = start + len(SOURCES_NOTE) + 2 if text.startswith(SOURCES_NOTE + "\n\n", start) else start
-    out = [text[:start], SHOWN_BEFORE, "\n\n"]
+    out = [text[:start]]
     for number, match in enumerate(opens):
         tag = match.group(1)
         bound = opens[number + 1].start() if number + 1 < len(opens) else len(text)
@@ -165,4 +164,5 @@ def _named(entry: Entry) -> Entry:
         out += [text[done:match.start()], f"<{tag}{match.group(2)}/>"]
         done = close + len(tag) + 4
     out.append(text[done:])
-    return Entry(entry.role, "".join(out), entry.at)
+    named = "".join(out)
+    return entry if named == text else Entry(entry.role, named, entry.at)
