@@ -108,3 +108,19 @@ def test_the_prompt_as_chat_turns_fits_the_same_way(root: Path) -> None:
         assert kept in fitted.opening
     assert research.conversation(10**6) == whole and research.prompt() == research.prompt(None), (
         "and the prompt for people keeps its form")
+
+
+def test_a_newest_reply_of_markdown_parts_is_cut_to_fit(root: Path) -> None:
+    """Issue 46 (SmolLM2 with a book): the Sources of the newest reply are cut when even they do
+    not fit; a part's own `## ` headings are not the end of the Sources (the cut stopped at the
+    first one, and an 8,192-token model got a prompt of 8,770)."""
+    book = "".join(f"# Chapter {c}\n\n" + "".join(f"## Section {c}.{s}\n\n" + "Words about ownership. " * 30 + "\n\n"
+                                                  for s in range(6)) for c in range(12))
+    research = new_research(root, instruction=INSTRUCTION, attachments=[("Book", book)])
+    ok(research, line("read", "Book#2-6"))
+    for max_tokens in (4_000, 5_000):
+        conversation = research.conversation(max_tokens)
+        assert conversation.characters() <= max_tokens * 4
+        assert "more characters of these sources are not shown; read fewer parts at once" in conversation.turns[-1].content
+        assert research.conversation().turns[-1].content.endswith(conversation.turns[-1].content.rsplit("…]", 1)[1])
+        assert tokens(research.prompt(max_tokens)) <= max_tokens

@@ -31,7 +31,7 @@ from ..settings.rules import Rules
 from ..tree import staleness
 from ..tree.formats import status_label
 from ..tree.model import Attachment, Problem
-from .reply import SOURCES_HEADING
+from .reply import CONTINUE_HEADING, SOURCES_HEADING
 from .session import SESSION_CHARS, SESSION_MESSAGES, Entry, by_name
 from .source_view import long_rooms, shown_long
 
@@ -778,7 +778,8 @@ def _sources_cut(entries: list[Entry], excess: int) -> list[Entry]:
         if excess <= 0 or at < 0:
             continue
         start = at + len(heading)
-        end = entry.text.find("\n\n## ", start)
+        # up to the reply's closing (a part's own `## ` headings are not the end of the section)
+        end = entry.text.rfind(f"\n\n{CONTINUE_HEADING}\n\n", start)
         end = len(entry.text) if end < 0 else end
         keep = max(0, end - start - excess - 200)
         note = (f"\n[… cut to fit the prompt: {end - start - keep:,} more characters of these sources are not shown; "
