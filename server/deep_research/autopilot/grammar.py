@@ -71,7 +71,9 @@ from ..engine.retrieval.parts import is_pdf_type, layout, split_reference
 from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.store import Guard, is_own_entry
 from ..engine.tree import citations, staleness
+from ..engine.execution.reading import reading_room, searched
 from ..engine.views.prompt import EXAMPLE_WORDING, example_texts
+from ..engine.views.source_view import FIND_SAMPLE
 
 # A problem that may be broken down is, before work on its parts and its report: into this many
 # parts (or max_breadth).
@@ -126,6 +128,11 @@ class GrammarInputs:
     # What `read` may name (the attachments visible here, nearest first, then the context items),
     # each with its number of parts; `find` needs one of them.
     readable: tuple[tuple[str, int], ...] = ()
+    # In the message so far: the queries its finds searched (again, a find would show nothing), and
+    # whether its reply has room for another read and another find (past it, they fail).
+    searched: tuple[str, ...] = ()
+    read_room: bool = True
+    find_room: bool = True
 
     @classmethod
     def of(cls, research, config=None, reply_chars: int | None = None, researcher: str = MAIN) -> GrammarInputs:
@@ -209,6 +216,12 @@ def attachable(root: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _reading(draft, rules: Rules) -> dict:
+    """What a message's reads and finds so far leave to the rest of it (`GrammarInputs`)."""
+    read_room, find_room = reading_room(rules, draft.answered, TITLE_CHARS)
+    return {"searched": searched(draft.shown), "read_room": read_room, "find_room": find_room}
+
+
 def _search(config) -> bool:
     from ..engine.settings.table import search_provider
 
@@ -271,6 +284,7 @@ class MessageGrammar:
             # the new session would not show (`read`, `find`)
             focus_change=not analysis.needs and all(o.status.value == "ok" and not (o.spec and o.spec.answers)
                                                     for o in analysis.outcomes),
+            **_reading(analysis.draft, self.rules),
         )
         if not _narrower(inputs, self.inputs):
             return None
@@ -319,6 +333,8 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or new.phase is not old.phase
         or bool(set(new.held) - set(old.held))  # delegated: not again, not entered
         or (new.waiting and not old.waiting)  # the problem cannot be left now
+        or bool(set(new.searched) - set(old.searched))  # searched: not again
+        or (old.read_room and not new.read_room) or (old.find_room and not new.find_room)  # the reply is full
     )
 
 
@@ -437,12 +453,17 @@ class _Builder:
             return None
         if argument.type is ArgType.URL and not self.inputs.fetch:
             return None
-        if argument.type is ArgType.PART:  # a name visible here, with a part it has
-            return self._parts() if self.inputs.readable else None
+        if argument.type is ArgType.PART:  # a name visible here, with a part it has, while the reply has room
+            return self._parts() if self.inputs.readable and self.inputs.read_room else None
         if argument.type is ArgType.WORDS:  # a line of words, where there is something to search
-            # starting with a letter or digit: a line of punctuation alone (`*/`) is no query, and the engine refuses it
-            return self._line_except(set(), self.title_examples, TITLE_CHARS, words=True,
-                                     alnum_first=True) if self.inputs.readable else None
+            if not (self.inputs.readable and self.inputs.find_room):
+                return None
+            # not the prompt's sample words (a small model copies `///find WORDS`), nor a query this
+            # message searched; starting with a letter or digit: a line of punctuation alone (`*/`)
+            # is no query, and the engine refuses it
+            samples = {FIND_SAMPLE, argument.placeholder} if self.examples else set()
+            return self._line_except(samples | set(self.inputs.searched), self.title_examples, TITLE_CHARS, words=True,
+                                     alnum_first=True)
         if argument.type is ArgType.PATH:  # a file that is there (any other path surely fails)
             files = self.inputs.files
             return "(" + " | ".join(_literal(f) for f in files) + ")" if files else None

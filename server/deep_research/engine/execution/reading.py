@@ -87,6 +87,22 @@ def _find_size(passages: int, query: int) -> int:
     return passages * (ranking.PASSAGE_CHARS + _TAG_CHARS) + query + 200
 
 
+FIND_KEY = "find "  # a find's key among what a message showed (`Draft.shown`): this, then its query's words
+
+
+def searched(shown: frozenset[str]) -> tuple[str, ...]:
+    """The queries (their words) the finds of a message searched, of what it showed."""
+    return tuple(sorted(key[len(FIND_KEY):] for key in shown if key.startswith(FIND_KEY)))
+
+
+def reading_room(rules: Rules, answered: int, query: int) -> tuple[bool, bool]:
+    """Whether a reply that holds `answered` characters of sources has room for one more `read`
+    of one part, and for one more `find` of a query of `query` characters (else they fail)."""
+    limit = sources_limit(rules)
+    return (answered + rules.part_chars + 2 * _TAG_CHARS <= limit,
+            answered + _find_size(rules.find_results, query) <= limit)
+
+
 def readable(draft: Draft, path: ProblemPath | None = None) -> list[Readable]:
     """What `read` and `find` may use at `path` (the focus by default): its attachments and its
     parents' (nearest first), then the context; a name already seen hides the later ones."""
@@ -239,7 +255,7 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError("There is nothing to search here: no attachment of the current problem or of its parents, "
                            "and no context. Attach sources first (`///attach_url`, `///attach_file`, `///search`).",
                            arg.span)
-    searched = "find " + " ".join(ranking.query_words(query))
+    searched = FIND_KEY + " ".join(ranking.query_words(query))
     if searched in draft.shown:
         return Result("These words were already searched in this message; nothing repeated.",
                       [Warning_(f"A find for {quote(query)} is already answered under Sources in this reply: search "

@@ -26,6 +26,7 @@ LONG_SOURCE_MOST = 8_000  # what one long source shows at most (alone: its outli
 LONG_SOURCE_LEAST = 600  # a long source with less room is named with its size only
 OUTLINE_LINES = 40  # headings (or runs of pages) an outline shows at most
 OUTLINE_TITLE_CHARS = 80  # of a heading's title an outline shows
+FIND_SAMPLE = "WORDS"  # what the prompt writes after `///find` (the autopilot's grammar rules it out)
 _LOCK = threading.Lock()
 
 
@@ -71,10 +72,10 @@ def _read_on(name: str, count: int, how: str, *, first_shown: bool) -> str:
     """How to read a long source on: the one place that says it."""
     if first_shown:
         return (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
-                f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
+                f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find {FIND_SAMPLE}` searches every source …]")
     return (f"[… {count:,} parts, not shown here. {how.capitalize()}`///read {part_name(name, 1)}` reads part 1 "
             f"(`{part_name(name, 1, min(count, 5))}`: five at once; a heading's #N: its part), "
-            "`///find WORDS` searches every source …]")
+            f"`///find {FIND_SAMPLE}` searches every source …]")
 
 
 def _outline(name: str, shape: Layout, text: str, room: int, how: str) -> str:
