@@ -397,6 +397,8 @@ LIBRARIES = {
     "deep_research.sources": {"execution.evidence", "execution.protocol", "execution.reading", "retrieval.vectors",
                               "tree.model"},  # the evidence commands' values: what a message needs, what it got
     "deep_research.dossier": {"tree.formats", "tree.model", "tree.staleness", "settings.rules"},  # the tree, read
+    "deep_research.compiled": {"tree.model", "tree.quotes", "tree.report", "tree.staleness", "tree.walk",
+                               "settings.rules"},  # the tree read whole, its quotes checked, for the report
 }
 
 

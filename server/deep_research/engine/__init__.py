@@ -15,8 +15,8 @@ Its modules stand in storeys, each importing only its own and those below it
 
 `API` names the modules the front ends (the command line, the terminal mock, `run`'s console,
 the demo, the printouts, the language server, the MCP server) may import; the rest is the
-engine's own. The libraries beside them (`app/`, `sources/`, `autopilot/`, `dossier/`) have
-their own lists in tests/test_layering.py.
+engine's own. The libraries beside them (`app/`, `sources/`, `autopilot/`, `dossier/`,
+`compiled/`) have their own lists in tests/test_layering.py.
 """
 
 API = (
