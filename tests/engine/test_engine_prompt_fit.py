@@ -1,5 +1,6 @@
 """Fitting the prompt to a token budget (SPEC §10): the oldest turns of the session first,
-then the subproblem definitions in the breakdown, each cut marked where it happens; never
+then the commands' help (each command's summary instead of its paragraph), then the
+subproblem definitions in the breakdown, each cut marked where it happens; never
 the instruction, the current problem's definition and criteria, or the newest turn."""
 
 from __future__ import annotations
@@ -7,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from deep_research.engine.core.state import Phase
+from deep_research.engine.language import commands
 from deep_research.engine.research import Research
 
 from tests.roomy import roomy
@@ -30,6 +33,16 @@ def chatty(root: Path, turns: int = 12) -> Research:
     return research
 
 
+def brief_help(prompt: str) -> bool:
+    """Whether `prompt` names every command with its one-line summary, and none with its paragraph."""
+    specs = commands.valid_in(Phase.IN_FOCUS)
+    assert all(f"`{s.usage()}`: " in prompt or f"`<<< {s.name}` with" in prompt for s in specs)
+    if all(f": {s.doc}" in prompt for s in specs):
+        return False
+    assert all(f": {s.summary}" in prompt for s in specs) and not any(f": {s.doc}" in prompt for s in specs)
+    return True
+
+
 def test_without_a_budget_nothing_changes(root: Path) -> None:
     research = chatty(root, turns=3)
     assert research.prompt() == research.prompt(None)
@@ -50,8 +63,8 @@ def test_the_oldest_turns_are_cut_first_and_the_newest_turn_stays_whole(root: Pa
     # the protected parts are all there
     for kept in (INSTRUCTION, ROOT_DEFINITION, "1. [ ] Names a tile size", "14. [ ] Criterion from turn 11"):
         assert kept in fitted
-    # the breakdown was not touched while the transcript could still give
-    assert fitted.count("more characters of this definition") == 0
+    # neither the help nor the breakdown was touched while the transcript could still give
+    assert fitted.count("more characters of this definition") == 0 and not brief_help(fitted)
 
 
 def test_messages_keep_their_numbers_when_early_ones_are_left_out(root: Path) -> None:
@@ -71,6 +84,7 @@ def test_then_the_subproblem_definitions_are_shortened(root: Path) -> None:
     full = research.prompt()
     fitted = research.prompt(tokens(full) // 3)
     assert tokens(fitted) <= tokens(full) // 3
+    assert brief_help(fitted) and not brief_help(full), "the help is brief before a definition is cut"
     assert fitted.count("more characters of this definition are not shown") == 30
     assert all(f"### Part {n:02d}" in fitted for n in range(30)), "every subproblem is still listed"
     assert INSTRUCTION in fitted and ROOT_DEFINITION in fitted

@@ -6,7 +6,8 @@ current session's transcript follows, newest last, then the size estimate.
 
 With a token budget (`max_tokens`, for a model's context) the prompt is shortened to fit,
 in a fixed order, each cut marked where it happens: first the oldest turns of the session
-transcript, then the subproblem definitions in the breakdowns, then attachments, then
+transcript, then the commands' help (each command with its one-line summary instead of its
+paragraph), then the subproblem definitions in the breakdowns, then attachments, then
 child reports. The instruction, the current problem's definition and criteria, and the
 newest turn are never cut.
 
@@ -87,6 +88,7 @@ class Bookkeeping:
 class Fit:
     """How far the parts that may be shortened are cut (None: not at all)."""
 
+    brief_help: bool = False  # the commands' help as their one-line summaries
     definition_chars: int | None = None  # of each subproblem definition in a breakdown
     attachments_total: int = ATTACHMENTS_TOTAL
     report_chars: int | None = None  # of each child report
@@ -136,7 +138,8 @@ def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None,
         kept, left_out, messages = _fit_transcript(entries, room - (len(NAMED_NOTE) if named else 0))
         shown = (kept, dropped + left_out, assistants + messages, named)
     if budget is not None:
-        steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
+        steps = [replace(fit, brief_help=True)]
+        steps += [replace(steps[-1], definition_chars=n) for n in _DEFINITION_STEPS]
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
         for step in steps:
@@ -407,7 +410,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: Fit) -> 
         _plain("title", "# Deep Research Interface"),
         _plain("introduction", "## Introduction\n\n" + _INTRODUCTION.format(
             **asdict(book.rules), closing=budgets.closing_moves(), fan_out=budgets.fan_out_line(book.rules))),
-        _plain("commands", "## Block Commands\n\n" + _command_help()),
+        _plain("commands", "## Block Commands\n\n" + _command_help(fit.brief_help)),
         _current_attachments(view, chain, fit.attachments_total, book.rules.part_chars),
         _context(view, book),
         _plain("instruction", _instruction(book)),
@@ -490,15 +493,17 @@ are flagged too.
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 
 
-def _command_help() -> str:
+def _command_help(brief: bool = False) -> str:
+    """Every command of the table with its usage and its doc; `brief`: with its one-line
+    summary instead (a prompt fitted to a small context)."""
     specs = commands.valid_in(Phase.IN_FOCUS)
     lines = ["One-line commands (the argument follows on the same line):", ""]
     for spec in (s for s in specs if s.form is not Form.BLOCK):
-        lines.append(f"- `{spec.usage()}`: {spec.doc}")
+        lines.append(f"- `{spec.usage()}`: {spec.summary if brief else spec.doc}")
     lines += ["", "Block commands (each section's text follows on the lines after its `///name`):", ""]
     for spec in (s for s in specs if s.form is Form.BLOCK):
         sections = ", ".join(f"`///{a.name}` ({a.doc})" for a in spec.arguments)
-        lines.append(f"- `<<< {spec.name}` with {sections}: {spec.doc}")
+        lines.append(f"- `<<< {spec.name}` with {sections}: {spec.summary if brief else spec.doc}")
     example = next(s for s in specs if s.grows is Growth.SUBPROBLEMS)  # how a problem is broken down
     lines += ["", "Example:", "", "```", _worded(example.example()), "```"]
     return "\n".join(lines)
