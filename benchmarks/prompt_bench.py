@@ -88,10 +88,13 @@ def main() -> int:
         print(f"\nSources: {where}")
         research = base / "research"
         started = time.perf_counter()
-        cli(CODE, "new", str(research), "--instruction", INSTRUCTION, "--attach", str(folder))
+        said = cli(CODE, "new", str(research), "--instruction", INSTRUCTION, "--attach", str(folder))
         chars = sum(len(p.read_text(encoding="utf-8")) for p in folder.iterdir())
+        attached = re.findall(r"^  attached (.+)$", said, re.M)
         print(f"(built with this code in {time.perf_counter() - started:.0f} s: {len(list(folder.iterdir()))} sources, "
-              f"{chars:,} characters)")
+              f"{chars:,} characters; attached: {len(attached)})")
+        if len(attached) < len(list(folder.iterdir())):
+            print("  not all attached; `new` said:\n" + said)
         if args.only in (None, "first"):
             first_prompt(research, [("baseline", baseline), ("this code", CODE)], base,
                          sorted(p.name for p in folder.iterdir()))

@@ -1,6 +1,6 @@
 """Fitting the prompt to a token budget (SPEC §10): the oldest turns of the session first,
-then the commands' help (each command's summary instead of its paragraph), then the
-subproblem definitions in the breakdown, each cut marked where it happens; never
+then the subproblem definitions in the breakdown, then the commands' help (each command's
+summary instead of its paragraph), each cut marked where it happens; never
 the instruction, the current problem's definition and criteria, or the newest turn."""
 
 from __future__ import annotations
@@ -84,8 +84,11 @@ def test_then_the_subproblem_definitions_are_shortened(root: Path) -> None:
     full = research.prompt()
     fitted = research.prompt(tokens(full) // 3)
     assert tokens(fitted) <= tokens(full) // 3
-    assert brief_help(fitted) and not brief_help(full), "the help is brief before a definition is cut"
     assert fitted.count("more characters of this definition are not shown") == 30
+    assert not brief_help(fitted) and not brief_help(full), "the help is whole while a definition can give"
+    shorter = next(p for p in (research.prompt(tokens(full) // 3 - n) for n in range(250, 5_000, 250)) if brief_help(p))
+    assert "What exactly this part must answer" not in shorter, "the help is brief once no definition can give more"
+    assert all(f"### Part {n:02d}" in shorter for n in range(30))
     assert all(f"### Part {n:02d}" in fitted for n in range(30)), "every subproblem is still listed"
     assert INSTRUCTION in fitted and ROOT_DEFINITION in fitted
 

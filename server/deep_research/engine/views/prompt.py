@@ -6,9 +6,9 @@ current session's transcript follows, newest last, then the size estimate.
 
 With a token budget (`max_tokens`, for a model's context) the prompt is shortened to fit,
 in a fixed order, each cut marked where it happens: first the oldest turns of the session
-transcript, then the commands' help (each command with its one-line summary instead of its
-paragraph), then the subproblem definitions in the breakdowns, then attachments, then
-child reports. The instruction, the current problem's definition and criteria, and the
+transcript, then the subproblem definitions in the breakdowns (SPEC §10 fixes these two
+first), then the commands' help (each command with its one-line summary from the command
+table instead of its paragraph), then attachments, then child reports. The instruction, the current problem's definition and criteria, and the
 newest turn are never cut.
 
 The prompt speaks of problems, criteria, attachments and reports, never of files,
@@ -88,8 +88,8 @@ class Bookkeeping:
 class Fit:
     """How far the parts that may be shortened are cut (None: not at all)."""
 
-    brief_help: bool = False  # the commands' help as their one-line summaries
     definition_chars: int | None = None  # of each subproblem definition in a breakdown
+    brief_help: bool = False  # the commands' help as their one-line summaries
     attachments_total: int = ATTACHMENTS_TOTAL
     report_chars: int | None = None  # of each child report
 
@@ -138,8 +138,8 @@ def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None,
         kept, left_out, messages = _fit_transcript(entries, room - (len(NAMED_NOTE) if named else 0))
         shown = (kept, dropped + left_out, assistants + messages, named)
     if budget is not None:
-        steps = [replace(fit, brief_help=True)]
-        steps += [replace(steps[-1], definition_chars=n) for n in _DEFINITION_STEPS]
+        steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
+        steps.append(replace(steps[-1], brief_help=True))
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
         for step in steps:
