@@ -89,11 +89,20 @@ def main() -> int:
         research = base / "research"
         started = time.perf_counter()
         said = cli(CODE, "new", str(research), "--instruction", INSTRUCTION, "--attach", str(folder))
-        chars = sum(len(p.read_text(encoding="utf-8")) for p in folder.iterdir())
         attached = re.findall(r"^  attached (.+)$", said, re.M)
+        for skipped in re.findall(r"^  skipped ([^:]+):", said, re.M):
+            for _ in range(3):  # a loaded machine: a book's text can take longer than the 20 s extraction limit
+                again = subprocess.run([sys.executable, "-m", "deep_research", "continue", str(research), "--attach",
+                                        str(folder / skipped)], env={**os.environ, "PYTHONPATH": str(CODE)},
+                                       capture_output=True, text=True, timeout=1800)
+                if again.returncode == 0:
+                    attached.append(skipped)
+                    break
+        said = "" if len(attached) == len(list(folder.iterdir())) else said
+        chars = sum(len(p.read_text(encoding="utf-8")) for p in folder.iterdir())
         print(f"(built with this code in {time.perf_counter() - started:.0f} s: {len(list(folder.iterdir()))} sources, "
               f"{chars:,} characters; attached: {len(attached)})")
-        if len(attached) < len(list(folder.iterdir())):
+        if said:
             print("  not all attached; `new` said:\n" + said)
         if args.only in (None, "first"):
             first_prompt(research, [("baseline", baseline), ("this code", CODE)], base,
