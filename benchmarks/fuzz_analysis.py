@@ -48,7 +48,9 @@ PLAUSIBLE = {
     ArgType.PATH: ["notes.md", "../outside.txt", "/etc/passwd", "Attachments", "missing.md"],
     ArgType.QUERY: ["tile sizes for L1", "", "x" * 500],
     ArgType.PART: ["Notes", "Notes#2", "Notes#1-3", "Notes#0", "Missing#4", "Issue #42#1", "Notes#1-99"],
-    ArgType.WORDS: ["tile sizes", '"NEAR(x*', "?!", "col: AND", "x" * 1200],
+    ArgType.WORDS: ["tile sizes", '"NEAR(x*', "?!", "col: AND", "x" * 1200, "in:Notes tile", 'in:"No tes" x', "in:",
+                    'in:"Notes'],
+    ArgType.SOURCE: ["Notes", "Notes 2", '"Notes" 3', "Notes 0", "Notes -1", "Missing 4", "Notes 99999999999", ""],
 }
 
 

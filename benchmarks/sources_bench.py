@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -69,7 +70,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+# The server's code measured: this checkout's, or another commit's (`--baseline`, run in a child process).
+sys.path.insert(0, os.environ.get("SOURCES_BENCH_SERVER") or str(Path(__file__).resolve().parents[1] / "server"))
 
 from pytest_httpserver import HTTPServer  # noqa: E402
 from werkzeug import Request, Response  # noqa: E402
@@ -368,6 +370,13 @@ class Method:
         raise NotImplementedError
 
 
+class Named(Method):
+    """A row measured elsewhere (the baseline's child process): its name only."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
 class Bm25Chunks(Method):
     name = "peers: 1,000/200 chunks, BM25 (bm25s)"
 
@@ -479,6 +488,11 @@ def bench_retrieval(args: argparse.Namespace) -> None:
             methods.append(DenseChunks(texts, endpoint, store, label))
         methods[:0] = finds
         rows = [(method, *ranks_of(method, questions)) for method in methods]
+        if args.ranks_to:  # (for a run with --baseline: the parent's)
+            Path(args.ranks_to).write_text(json.dumps({method.name: ranks for method, ranks, _ in rows}))
+            return
+        for label, ranks in reversed(baseline_ranks(args, wanted)):
+            rows.insert(0, (Named(label), ranks, 0.0))
     finally:
         for method in finds:
             method.close()
@@ -510,6 +524,109 @@ def bench_retrieval(args: argparse.Namespace) -> None:
                   + f"\n    ranks: " + " ".join(f"{q.ident}={ranks[q.ident]}" for q in questions if ranks[q.ident]))
     for what in missing:
         print(f"  not measured: {what}")
+
+
+# -- outlines (issue 46) ---------------------------------------------------------------------------------
+
+FIXTURES = {  # committed markdown texts that outlines went wrong on
+    "glued-fences": "glued-fences.md",  # a web page's code blocks glued to list items, as converted
+    "release-notes": "release-notes.md",  # Rust's release notes (an excerpt; MIT/Apache-2.0): `Version …` over `====`
+}
+
+
+def bench_outlines(args: argparse.Namespace) -> None:
+    """Each document's whole outline as the prompt and `///outline` show it, by this code and (with
+    `--baseline`) by that commit's engine/retrieval/parts.py: its entries, those made of code (a
+    line inside a code block, as markdown-it-py reads the text with its glued fences on lines of
+    their own; in reStructuredText, a comment line), and of the release notes the `Version …`
+    titles it holds."""
+    from deep_research.engine.retrieval.parts import Reading, layout, whole_outline
+    from deep_research.engine.retrieval.structure import MARKDOWN, TEXT
+
+    print("\n(d) Outlines: entries, entries made of code, and the release notes' `Version …` titles")
+    documents = CORPUS[:1] if args.quick else CORPUS
+    texts = {document.ident: (corpus_text(document), TEXT) for document in documents}
+    texts.update({ident: ((RETRIEVAL_DIR / name).read_text(encoding="utf-8"), MARKDOWN) for ident, name in FIXTURES.items()})
+    baseline = _baseline_parts(args.baseline) if args.baseline else None
+    label = f"{args.baseline} ({baseline[1]})" if baseline else ""
+    print(f"  {'document':<24} {'characters':>10} | {'this code':>28}" + (f" | {label:>28}" if baseline else ""))
+    print(f"  {'':<24} {'':>10} | " + " | ".join([f"{'entries':>9}{'of code':>9}{'versions':>10}"] * (2 if baseline else 1)))
+    for ident, (text, form) in texts.items():
+        ours = [h.start for h in layout(text, 4000, Reading(2, form)).headings]
+        cells = [_outline_cell(text, form, ours, len(whole_outline(layout(text, 4000, Reading(2, form)))))]
+        if baseline:
+            module = baseline[0]
+            found = module.layout(text, 4000)
+            theirs = list(found.headings) or list(getattr(module, "underlined_titles", lambda t: ())(text))
+            cells.append(_outline_cell(text, form, [h.start for h in theirs], len(theirs)))
+        print(f"  {ident:<24} {len(text):>10,} | " + " | ".join(cells))
+
+
+def _outline_cell(text: str, form: str, starts: Sequence[int], entries: int) -> str:
+    code = sum(1 for start in starts if _in_code(text, form, start))
+    versions = text.count("\nVersion ") + text.startswith("Version ")
+    held = sum(1 for start in starts if text.startswith("Version ", start))
+    return f"{entries:>9,}{code:>9,}" + (f"{f'{held}/{versions}':>10}" if versions else f"{'':>10}")
+
+
+_CODE_LINES: dict[int, set[int]] = {}
+
+
+def _in_code(text: str, form: str, start: int) -> bool:
+    """Whether the heading line at `start` is code, read by an implementation this code does not share."""
+    import re
+
+    line = text[start:text.find("\n", start) if "\n" in text[start:] else len(text)]
+    if form != "markdown":  # reStructuredText: indented (but an overlined title's), or a comment of its code
+        stripped = line.strip()
+        above = text[text.rfind("\n", 0, max(0, start - 1)) + 1:max(0, start - 1)].strip()
+        overlined = len(above) >= 3 and len(set(above)) == 1 and not above[0].isalnum()
+        return (line[:1] in (" ", "\t") and not overlined) or (
+            stripped.startswith(("#", "//", "/*", "--")) and len(set(stripped)) > 1)  # (`####` adorns a title)
+    key = hash(text)
+    if key not in _CODE_LINES:
+        from markdown_it import MarkdownIt
+
+        from deep_research.engine.retrieval.structure import glued_fences
+
+        lines = text.split("\n")
+        glued = glued_fences(lines)  # each such line read as two (sources/extract.py writes a web page so)
+        moved, original = [], []
+        for n, line in enumerate(lines):
+            split = list(glued[n]) if n in glued else [line]
+            moved += split
+            original += [n] * len(split)
+        code = set()
+        for token in MarkdownIt("commonmark").parse("\n".join(moved)):
+            if token.type in ("fence", "code_block", "html_block") and token.map:
+                code.update(original[k] for k in range(token.map[0], min(token.map[1], len(original))))
+        _CODE_LINES[key] = code
+    return text.count("\n", 0, start) in _CODE_LINES[key]
+
+
+def _baseline_parts(ref: str):
+    """That commit's engine/retrieval/parts.py (and structure.py if it has one), imported on their own."""
+    import importlib.util
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=repo, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    folder = Path(tempfile.mkdtemp())
+    package = folder / "baseline_retrieval"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name in ("parts.py", "structure.py"):
+        found = subprocess.run(["git", "show", f"{commit}:server/deep_research/engine/retrieval/{name}"], cwd=repo,
+                               capture_output=True)
+        if found.returncode == 0:
+            (package / name).write_bytes(found.stdout)
+    sys.path.insert(0, str(folder))
+    spec = importlib.util.find_spec("baseline_retrieval.parts")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_retrieval.parts"] = module
+    spec.loader.exec_module(module)
+    return module, commit
 
 
 @dataclass(frozen=True)
@@ -650,9 +767,10 @@ class FindMethod(Method):
                          f"window_chars = {endpoint.window_chars}\n")
         (root / "deep-research.toml").write_text(settings, encoding="utf-8")
         self.config = load_config(root)[0]
+        files = {ident: ident + SUFFIXES.get(ident, ".txt") for ident in texts}  # as their sdists name them
         for ident, text in texts.items():
-            (root / f"{ident}.txt").write_text(text, encoding="utf-8")
-        attach = "".join(f"///attach_file {ident}.txt\n" for ident in texts)
+            (root / files[ident]).write_text(text, encoding="utf-8")
+        attach = "".join(f"///attach_file {files[ident]}\n" for ident in texts)
         result = execute_sync(self.research, attach, self.config)
         assert result.analysis and all(o.status.value == "ok" for o in result.analysis.outcomes), result.reply
         self.names = {}
@@ -692,6 +810,27 @@ class FindMethod(Method):
 
 
 CORPUS_IDS = tuple(document.ident for document in CORPUS)
+SUFFIXES = {document.ident: Path(document.member).suffix for document in CORPUS}  # .rst, or .txt (also reStructuredText)
+
+
+def baseline_ranks(args: argparse.Namespace, embedders: Sequence[str]) -> list[tuple[str, dict[str, int]]]:
+    """The finds' ranks with the code of `--baseline` (a commit), measured by this very benchmark
+    in a child process that imports that commit's server (`git archive`): the same questions,
+    documents, attaching and embedders, only the engine differs."""
+    import subprocess
+
+    if not args.baseline:
+        return []
+    with tempfile.TemporaryDirectory() as folder:
+        server, commit = _baseline_code(args.baseline, Path(folder))
+        out = Path(folder) / "ranks.json"
+        command = [sys.executable, __file__, "--retrieval", "--ranks-to", str(out), "--questions", args.questions]
+        command += ["--embedders", ",".join(embedders)] if embedders else ["--no-embeddings"]
+        command += ["--quick"] if args.quick else []
+        subprocess.run(command, env={**os.environ, "SOURCES_BENCH_SERVER": str(server)}, check=True,
+                       stdout=subprocess.DEVNULL)
+        ranks = json.loads(out.read_text())
+    return [(f"{name} ({args.baseline}, {commit})", found) for name, found in ranks.items() if name.startswith("///find")]
 
 # -- (b) the cost of find and of attaching (issue 32) -----------------------------------------------------
 
@@ -1051,6 +1190,11 @@ def main() -> int:
     parser.add_argument("--questions", choices=[*QUESTION_SETS, "all"], default="all",
                         help="(a): the dev set (what the ranking is tuned on), the held-out set, or both side by side")
     parser.add_argument("--misses", action="store_true", help="(a): list each method's misses and ranks")
+    parser.add_argument("--baseline", help="(a): also the lexical find with this commit's code (main, a hash), "
+                        "measured the same way in a child process; --outlines: its outlines beside")
+    parser.add_argument("--ranks-to", help=argparse.SUPPRESS)  # (a) writes its ranks there (the baseline's child)
+    parser.add_argument("--outlines", action="store_true",
+                        help="only the outlines: entries, entries made of code, release notes' versions")
     parser.add_argument("--cost", action="store_true", help="only (b): the cost of find and of attaching")
     parser.add_argument("--megabytes", type=int, default=50, help="(b): the research's attachments, 1 MB each")
     parser.add_argument("--runs", type=int, default=10, help="(b): fresh processes per kind of message")
@@ -1070,6 +1214,9 @@ def main() -> int:
         args.reps = 2
     if args.retrieval:
         bench_retrieval(args)
+        return 0
+    if args.outlines:
+        bench_outlines(args)
         return 0
     if args.cost:
         bench_cost(args)
@@ -1094,6 +1241,7 @@ def main() -> int:
         server.clear()
         server.stop()
     bench_retrieval(args)
+    bench_outlines(args)
     bench_cost(args)
     bench_embed_speed(args)
     if not args.quick:

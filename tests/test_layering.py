@@ -395,7 +395,8 @@ def test_the_front_ends_use_the_engines_api() -> None:
 LIBRARIES = {
     "deep_research.app": {"retrieval.vectors", "execution.evidence"},  # `embed`'s store; the evidence a message runs with
     "deep_research.sources": {"execution.evidence", "execution.protocol", "execution.reading", "retrieval.vectors",
-                              "tree.model"},  # the evidence commands' values: what a message needs, what it got
+                              "tree.model",  # the evidence commands' values: what a message needs, what it got
+                              "retrieval.structure"},  # a web page's glued code fences, read as markdown files' are
     "deep_research.dossier": {"tree.formats", "tree.model", "tree.staleness", "settings.rules"},  # the tree, read
     "deep_research.compiled": {"tree.model", "tree.quotes", "tree.report", "tree.staleness", "tree.walk",
                                "settings.rules"},  # the tree read whole, its quotes checked, for the report

@@ -21,7 +21,8 @@ from tests.scripted_model import BREAK_DOWN, DEFINE, FINISH, FOCUS_DOWN, SOLVE_S
 pytestmark = pytest.mark.llm
 
 IN_FOCUS = GrammarInputs(Phase.IN_FOCUS, ("Subproblem Title", "Cache sizes"), (1, 3), ("Survey",), search=True,
-                         files=("notes/paper.pdf",), readable=(("Survey", 1), ("Attachment name", 12)))
+                         files=("notes/paper.pdf",), readable=(("Survey", 1), ("Attachment name", 12)),
+                         outlines=(0, 3))
 NO_PROBLEM = GrammarInputs(Phase.NO_PROBLEM)
 # The same problem once its subproblems are closed and its criteria done (it may write its report), once
 # reported (it may leave), and once the rounds of its visit are spent (it may be given up).
@@ -157,8 +158,8 @@ def test_the_grammar_comes_from_the_command_table_and_the_state(tmp_path) -> Non
     # no search without a provider; the report once the subproblems are closed, focusing up with a report
     # and failing once the rounds are spent
     assert named == {s.name for s in commands.valid_in(Phase.IN_FOCUS)} - {
-        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file", "read", "find"}, (
-        "no file to attach either, nor a source to read or search")
+        "search", "write_report", "focus_up", "fail_task_and_focus_up", "attach_file", "read", "find", "outline"}, (
+        "no file to attach either, nor a source to read, search or outline")
     for spec in commands.valid_in(Phase.IN_FOCUS):
         if spec.form is Form.BLOCK:
             assert all(f'"///{a.name}\\n"' in grammar for a in spec.arguments)
@@ -430,3 +431,17 @@ def test_a_find_of_the_prompts_sample_words_or_again_and_a_read_past_a_full_repl
     assert gbnf.accepts_in_steps(MessageGrammar(research), finds + "///read Notes#2\n")
     for more in ("///find tile 3\n", "///read Notes#2\n///read Notes#3\n"):
         assert not gbnf.accepts_in_steps(MessageGrammar(research), finds + more), more
+
+
+def test_find_in_one_source_and_an_outlines_pages_are_those_that_exist(gbnf) -> None:
+    """`in:NAME` names a source visible here (in quotes when it holds a space); `///outline` a
+    source that has an outline, and one of its pages."""
+    grammar = build_grammar(IN_FOCUS)
+    assert gbnf.accepts(grammar, '///find in:"Attachment name" tile size\n')
+    assert gbnf.accepts(grammar, "///find in:Survey tile size\n") and gbnf.accepts(grammar, "///find tile size\n")
+    assert not gbnf.accepts(grammar, "///find in:Nothing tile size\n")
+    assert not gbnf.accepts(grammar, "///find in:Attachment name tile size\n")  # a name with a space: quoted
+    assert gbnf.accepts(grammar, "///outline Attachment name\n") and gbnf.accepts(grammar, "///outline Attachment name 3\n")
+    assert not gbnf.accepts(grammar, "///outline Attachment name 4\n")
+    assert not gbnf.accepts(grammar, "///outline Survey\n"), "it has no headings"
+    assert not gbnf.accepts(grammar, "///outline Nothing\n")

@@ -300,6 +300,8 @@ class Checker:
             problems.append("prompt.md is not the prompt of the research as it is")
         if self.scenario.find is not None:
             problems += _find_problems(root, self.scenario.find)
+        if self.scenario.parts is not None:
+            problems += _parts_problems(root, self.scenario.parts)
         probe = _probe(research)
         if probe:
             problems.append(probe)
@@ -350,6 +352,36 @@ def _prompt_matches(research: Research) -> bool:
         if stored != research.prompt(researcher=researcher.name):
             return False
     return True
+
+
+def _parts_problems(root: Path, name: str) -> list[str]:
+    """The attachment `name`, if it is there, records the cutting its parts were made by (`cuts: 2`,
+    which cuts it elsewhere than version 1 does) and `///read` answers each part as that cutting
+    divides its text (the prompt read its layout from a record that may be torn: derived data)."""
+    import re
+
+    from deep_research.engine.retrieval.parts import CUTS, LEGACY_CUTS, Reading, layout
+
+    research = Research.open(root)
+    research.durable = False
+    found = next((a for a in research.tree.attachments(()) if a.name == name), None) if research.tree.exists(()) else None
+    if found is None:
+        return []
+    if found.cuts != str(CUTS):
+        return [f"{name} records the cutting {found.cuts!r}, not {CUTS}"]
+    shape = layout(found.content, research.rules().part_chars, found.reading)
+    if shape.starts == layout(found.content, research.rules().part_chars, Reading(LEGACY_CUTS, found.reading.form)).starts:
+        return [f"{name} is cut alike by both versions: the check would see nothing"]
+    problems = []
+    for first in range(1, shape.count + 1, 5):
+        last = min(shape.count, first + 4)
+        reply = research.execute(f"///read {name}#{first}-{last}\n").reply
+        for number in range(first, last + 1):
+            match = re.search(rf'<part name="{re.escape(name)}#{number}" of="(\d+)">\n(.*?)\n</part>', reply, re.S)
+            if match is None or int(match.group(1)) != shape.count or match.group(2) != shape.text(found.content, number):
+                problems.append(f"{name}#{number} is not the part its recorded cutting makes")
+                return problems
+    return problems
 
 
 def _find_problems(root: Path, query: str) -> list[str]:

@@ -62,6 +62,9 @@ class Scenario:
     # Words a `///find` in each state must answer as it would with an index made from nothing
     # (the search index is derived data: any state of it is right if the next find is).
     find: str | None = None
+    # An attachment whose parts, in each state it is in, are those of the cutting its file records
+    # (`cuts: 2`: engine/retrieval/parts.py), read by `///read` part by part.
+    parts: str | None = None
 
 
 def new_sandbox(sandbox: Path) -> Path:
@@ -380,6 +383,7 @@ def _parallel_autopilot(sandbox: Path, full: bool) -> Iterator[Callable[[], None
 
 
 FIND = "blocking working set cache tile"
+SURVEY = "Blocking survey"
 
 
 @contextlib.contextmanager
@@ -392,8 +396,9 @@ def _sources(sandbox: Path, full: bool) -> Iterator[Callable[[], None]]:
     earlier = "Blocking keeps a working set in cache. " * (400 if full else 120)
     assert research.execute(block("add_attachment", name="Earlier notes", content=earlier)).executed  # the index exists
     survey = "".join(f"## Tile {n}\n\nChoose the tile so that the working set of tile {n} fits the cache. " * 3 + "\n\n"
-                     for n in range(60 if full else 20))
-    message = "Keeping a longer source.\n" + block("add_attachment", name="Blocking survey", content=survey)
+                     + f"Tile {n} in practice\n---------------------\n\n" + "Measured on two machines. " * 12 + "\n\n"
+                     for n in range(60 if full else 20))  # `#` and underlined titles: cut by version 2 of the cutting
+    message = "Keeping a longer source.\n" + block("add_attachment", name=SURVEY, content=survey)
     yield lambda mark: _run(research.root, message)
 
 
@@ -413,5 +418,6 @@ SCENARIOS = [
     Scenario("fix", "`deep-research check --fix` of hand edits: a breakdown and criteria numbers", _fix),
     Scenario("fleet", "autopilot rounds of delegated researchers, drafts in their documents (parallel research)",
              _parallel_autopilot, _researcher_drafts),
-    Scenario("sources", "a message that attaches a source and indexes it for find (SQLite)", _sources, find=FIND),
+    Scenario("sources", "a message that attaches a source with its cutting recorded, indexed for find (SQLite)",
+             _sources, find=FIND, parts=SURVEY),
 ]

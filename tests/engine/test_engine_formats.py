@@ -61,6 +61,18 @@ ATTACHMENTS = [
 @pytest.mark.parametrize("attachment", ATTACHMENTS, ids=lambda a: a.name)
 def test_attachment_round_trip(attachment: Attachment) -> None:
     assert formats.parse_attachment(formats.render_attachment(attachment), "fallback") == attachment
+    attached = attachment.attached()  # as attached: with the cutting its parts are made by (`cuts: 2`)
+    written = formats.render_attachment(attached)
+    assert "\ncuts: 2\n---\n" in written and formats.parse_attachment(written, "fallback") == attached
+
+
+def test_an_attachment_file_that_records_no_cutting_was_cut_by_the_first() -> None:
+    """Attached before issue 46: its parts are version 1's, as citations already written name them,
+    and a copy of it (define_problem's of the pending attachments) keeps them."""
+    old = "---\nname: Old\nadded: t\n---\n\nText of an old attachment.\n"
+    found = formats.parse_attachment(old, "fallback")
+    assert found.cuts == "" and found.reading.cuts == 1 and formats.render_attachment(found) == old
+    assert found.copied()["cuts"] == "1" and found.attached().reading.cuts == 1 + 1
 
 
 line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=40).map(

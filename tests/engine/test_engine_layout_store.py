@@ -16,7 +16,7 @@ import pytest
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval import layout_store as layouts_module
 from deep_research.engine.retrieval.layout_store import FOLDER, LayoutStore, code_version, record_name, text_digest
-from deep_research.engine.retrieval.parts import forget_all, layout, outline
+from deep_research.engine.retrieval.parts import PDF_READING, Reading, forget_all, layout, outline
 
 from dr_engine_support import attachment, line, ok
 
@@ -52,14 +52,14 @@ def store(root: Path) -> LayoutStore:
     return LayoutStore(root)
 
 
-def record_of(root: Path, text: str = TEXT, part_chars: int = PART_CHARS, pdf: bool = False) -> Path:
-    return root / ".deep-research" / FOLDER / record_name(text_digest(text), part_chars, pdf)
+def record_of(root: Path, text: str = TEXT, part_chars: int = PART_CHARS, reading: Reading = Reading()) -> Path:
+    return root / ".deep-research" / FOLDER / record_name(text_digest(text), part_chars, reading)
 
 
-def divided(text: str = TEXT, part_chars: int = PART_CHARS, pdf: bool = False):
+def divided(text: str = TEXT, part_chars: int = PART_CHARS, reading: Reading = Reading()):
     """What dividing the text gives, as a process that never saw a record would."""
     forget_all()
-    found = layout(text, part_chars, pdf=pdf)
+    found = layout(text, part_chars, reading)
     forget_all()
     return found
 
@@ -91,8 +91,8 @@ def test_each_part_chars_and_a_pdf_have_their_own_record(store: LayoutStore, roo
     small = store.layout(TEXT, 1_000)
     assert small == divided(TEXT, 1_000) and record_of(root, part_chars=1_000).is_file()
     paged = "[Page 1]\nfirst page\n\n[Page 2]\nsecond page\n"
-    assert store.layout(paged, PART_CHARS, pdf=True) == divided(paged, pdf=True)
-    assert record_of(root, paged, pdf=True).is_file()
+    assert store.layout(paged, PART_CHARS, PDF_READING) == divided(paged, reading=PDF_READING)
+    assert record_of(root, paged, reading=PDF_READING).is_file()
 
 
 @pytest.mark.parametrize("damage", ["deleted", "garbage", "empty", "truncated", "another text", "another code",
@@ -189,9 +189,10 @@ _CHILD = """
 import json, sys
 from pathlib import Path
 from deep_research.engine.retrieval.layout_store import LayoutStore
+from deep_research.engine.retrieval.parts import Reading
 root, texts = sys.argv[1], json.loads(Path(sys.argv[2]).read_text())
 sys.stdin.read(1)  # both wait here until the test lets them go at once
-found = LayoutStore(Path(root)).layouts([(text, False) for text in texts], 4000)
+found = LayoutStore(Path(root)).layouts([(text, Reading()) for text in texts], 4000)
 print(json.dumps([list(f.starts) for f in found]))
 """
 
@@ -216,7 +217,7 @@ def test_two_processes_at_once(store: LayoutStore, root: Path, tmp_path: Path) -
     assert sorted(p.name for p in folder.iterdir()) == sorted(record_of(root, text).name for text in texts)
     for text in texts:
         assert layouts_module.decoded(record_of(root, text).read_bytes(), text_digest(text), len(text), PART_CHARS,
-                                      False, code_version()) == divided(text)
+                                      Reading(), code_version()) == divided(text)
 
 
 # -- through a research: the prompt and read, after hand edits and undo ------------------------------------

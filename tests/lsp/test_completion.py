@@ -78,7 +78,7 @@ async def test_commands_valid_in_focus_each_documented(client, research: Path):
     assert "define_problem" not in labels
     assert {"add_criteria", "mark_criteria_as_done", "add_subproblem", "focus_down", "focus_up",
             "fail_task_and_focus_up", "delegate", "write_report", "add_attachment", "append_to_problem_definition",
-            "add_criteria_to_subproblem", "attach_url", "attach_file", "search", "read", "find"} == set(labels)
+            "add_criteria_to_subproblem", "attach_url", "attach_file", "search", "read", "find", "outline"} == set(labels)
     assert all(i.documentation and i.documentation.value for i in labels.values())
     assert labels["focus_up"].text_edit.new_text == "///focus_up$0"
     assert labels["add_subproblem"].text_edit.new_text.startswith("<<< add_subproblem\n///title\n")

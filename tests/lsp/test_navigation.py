@@ -118,3 +118,34 @@ async def test_sources_are_read_and_cited_by_part(client, research: Path):
     change_doc(client, uri, "<<< write_report\n///content\nAs [[Memory book#\n>>>\n")
     cited = await complete(client, uri, 2, 17)
     assert [i.label for i in cited][:2] == ["Memory book#1", "Memory book#2"] and cited[0].text_edit.new_text == "Memory book#1]]"
+
+
+async def test_outline_and_find_in_complete_and_hover(client, research: Path):
+    """SPEC §14 in the editor: `///outline` completes the sources with their outline's size, then
+    the pages of one; hover shows the page's first entries; `///find in:` completes the names."""
+    from .helpers import diagnostics
+    from .test_completion import complete
+
+    uri = open_doc(client, research / "message.dr", DEFINE)
+    await execute(client, uri)
+    chapters = "".join(f"## Section {n}\n\nSection {n} explains tiling.\n\n" for n in range(450))
+    change_doc(client, uri, f"<<< add_attachment\n///name\nField notes\n///content\n{chapters}>>>\n")
+    assert (await execute(client, uri))["executed"]
+    change_doc(client, uri, "///outline Fie\n")
+    items = await complete(client, uri, 0, 14)
+    assert [(i.label, i.detail) for i in items] == [("Field notes", "450 outline entries · 6 parts")]
+    change_doc(client, uri, "///outline Field notes \n")
+    pages = await complete(client, uri, 0, 23)
+    assert [i.label for i in pages] == ["Field notes 1", "Field notes 2", "Field notes 3"]
+    assert pages[2].detail == "entries 401–450 of 450"
+    change_doc(client, uri, "///outline Field notes 2\n")
+    shown = await hover(client, uri, 0, 14)
+    assert shown.startswith("**Field notes**: outline page 2 of 3 (450 entries, 200 a page)\n\n- Section 200 (#")
+    change_doc(client, uri, "///outline Field notes 4\n")
+    assert "there is no page 4" in await hover(client, uri, 0, 14)
+    change_doc(client, uri, "///find in:Fi\n")
+    scopes = await complete(client, uri, 0, 13)
+    assert [i.label for i in scopes] == ['in:"Field notes"'] and scopes[0].text_edit.new_text == 'in:"Field notes" '
+    change_doc(client, uri, "///find in:Nowhere tiling\n")
+    [problem] = [d for d in await diagnostics(client, uri) if d.severity == types.DiagnosticSeverity.Error]
+    assert problem.message.startswith('No attachment or context item visible here is named "Nowhere".')

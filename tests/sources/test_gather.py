@@ -279,5 +279,5 @@ def test_a_pdfs_pages_become_its_parts_and_every_page_is_read(research: Research
     assert outcomes(attached) == [("attach_url", "ok")]
     reply = execute_sync(research, "///read Tiling paper#5-7\n///find tile 64 measured\n", LOCAL).reply
     assert '<part name="Tiling paper#7" of="9">\n[Page 6]\nPage 6 says tile 48 is measured.' in reply
-    assert "(parts 5–7 of 9, pages 5–6," in reply
+    assert "Read Tiling paper#5-7 (parts 5–7 of 9, pages 5–6).\n" in reply  # a PDF: its pages, no headings
     assert '<passage part="Tiling paper#9" rank="1">\n[Page 8]\nPage 8 says tile 64 is measured.' in reply

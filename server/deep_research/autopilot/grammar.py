@@ -67,7 +67,7 @@ from ..engine.language.commands import ArgType, CommandSpec, Finish, Form, Growt
 from ..engine.language.incremental import DocumentAnalysis
 from ..engine.language.parser import BLOCK_CLOSE, LINE_PREFIX, ParsedMessage, parse, reparse
 from ..engine.research import DryRun, checked_message
-from ..engine.retrieval.parts import is_pdf_type, layout, split_reference
+from ..engine.retrieval.parts import IN, OUTLINE_PAGE, layout, outline_size, split_reference
 from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.store import Guard, is_own_entry
 from ..engine.tree import citations, staleness
@@ -128,6 +128,8 @@ class GrammarInputs:
     # What `read` may name (the attachments visible here, nearest first, then the context items),
     # each with its number of parts; `find` needs one of them.
     readable: tuple[tuple[str, int], ...] = ()
+    # The pages of each one's outline (`///outline NAME PAGE`), in the same order; 0: it has none.
+    outlines: tuple[int, ...] = ()
     # In the message so far: the queries its finds searched (again, a find would show nothing), and
     # whether its reply has room for another read and another find (past it, they fail).
     searched: tuple[str, ...] = ()
@@ -174,7 +176,7 @@ class GrammarInputs:
             give_up=rounds >= rules.rounds_per_problem + FAIL_AFTER,
             held=tuple(child.title for child in children if state.held_by_other(child.path) is not None),
             waiting=state.waiting(),
-            readable=_readable(view, state.focus, context, rules.part_chars),
+            **_readable(view, state.focus, context, rules.part_chars),
             **more,
         )
 
@@ -183,19 +185,21 @@ class GrammarInputs:
         return tuple(t for t in self.subproblems if t not in self.closed_subproblems)
 
 
-def _readable(view, focus, context, part_chars: int) -> tuple[tuple[str, int], ...]:
-    """The names `read` may take at `focus` with their parts: the focus's attachments and its
-    parents' (nearest first), then the context's; a name seen once hides the later ones."""
+def _readable(view, focus, context, part_chars: int) -> dict[str, tuple]:
+    """The names `read` may take at `focus` with their parts (`readable`) and their outlines' pages
+    (`outlines`): the focus's attachments and its parents' (nearest first), then the context's; a
+    name seen once hides the later ones."""
     seen: set[str] = set()
-    out = []
+    out, pages = [], []
     items = [a for depth in range(len(focus), -1, -1) for a in view.attachments(focus[:depth])] + list(context)
     for attachment in items:
         key = citations.key(attachment.name)
         if key not in seen and "\n" not in attachment.name and attachment.name.strip():
             seen.add(key)
-            shape = layout(attachment.content, part_chars, pdf=is_pdf_type(attachment.content_type))
+            shape = layout(attachment.content, part_chars, attachment.reading)
             out.append((attachment.name, shape.count))
-    return tuple(out)
+            pages.append(-(-outline_size(shape) // OUTLINE_PAGE))
+    return {"readable": tuple(out), "outlines": tuple(pages)}
 
 
 def attachable(root: Path) -> tuple[str, ...]:
@@ -462,8 +466,13 @@ class _Builder:
             # message searched; starting with a letter or digit: a line of punctuation alone (`*/`)
             # is no query, and the engine refuses it
             samples = {FIND_SAMPLE, argument.placeholder} if self.examples else set()
-            return self._line_except(samples | set(self.inputs.searched), self.title_examples, TITLE_CHARS, words=True,
-                                     alnum_first=True)
+            words = self._line_except(samples | set(self.inputs.searched), self.title_examples | {IN}, TITLE_CHARS,
+                                      words=True, alnum_first=True)
+            scopes = [_literal(IN + (f'"{name}"' if " " in name else name) + " ")
+                      for name, _count in self.inputs.readable if '"' not in name]  # `in:NAME`: one source only
+            return f"(({' | '.join(scopes)}) {words} | {words})" if scopes else words
+        if argument.type is ArgType.SOURCE:  # a name visible here that has an outline, and a page of it
+            return self._outlines()
         if argument.type is ArgType.PATH:  # a file that is there (any other path surely fails)
             files = self.inputs.files
             return "(" + " | ".join(_literal(f) for f in files) + ")" if files else None
@@ -494,6 +503,21 @@ class _Builder:
             whole = split_reference(name)[1] is None
             alternatives.append(f'{_literal(name)} ("#" {number})' + ("?" if whole else ""))
         return "(" + " | ".join(alternatives) + ")"
+
+    def _outlines(self) -> str | None:
+        """`NAME` or `NAME PAGE` for each readable name whose outline has entries, PAGE one of its pages."""
+        outlines = self.inputs.outlines or (1,) * len(self.inputs.readable)
+        alternatives = []
+        for index, ((name, _count), pages) in enumerate(zip(self.inputs.readable, outlines)):
+            if pages < 1:
+                continue
+            if pages == 1:
+                alternatives.append(_literal(name))
+                continue
+            number = f"page-{index}"
+            self.rules[number] = _number_upto(pages)
+            alternatives.append(f'{_literal(name)} (" " {number})?')
+        return "(" + " | ".join(alternatives) + ")" if alternatives else None
 
     def _report(self, lines: int) -> str:
         """A report: the structure the report check looks for (`Summarized problem definition:`

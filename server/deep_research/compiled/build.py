@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ..engine.tree import citations, quotes, staleness
 from ..engine.tree.citations import Citation
 from ..engine.tree.model import Attachment, Criterion
-from ..engine.retrieval.parts import is_pdf_type, layout
+from ..engine.retrieval.parts import layout
 from ..engine.tree.report import word_count
 from ..engine.settings.rules import Rules, rules_of
 from ..engine.settings.table import read as read_settings
@@ -328,7 +328,7 @@ class _Builder:
         if part is None:
             heading = ""
             if mark.first is not None:
-                shape = layout(attachment.content, self.rules.part_chars, pdf=is_pdf_type(attachment.content_type))
+                shape = layout(attachment.content, self.rules.part_chars, attachment.reading)
                 chosen = shape.part(mark.first)
                 heading = chosen.section or chosen.page_label
             part = source.parts[(mark.first, mark.last)] = CitedPart(mark.first, mark.last, heading)

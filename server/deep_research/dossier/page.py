@@ -21,7 +21,7 @@ from typing import TextIO
 
 from .. import __version__
 from ..engine.core.state import ProblemPath, Status
-from ..engine.retrieval.parts import is_pdf_type, layout, part_name
+from ..engine.retrieval.parts import layout, part_name
 from ..engine.settings.rules import rules_of
 from ..engine.settings.table import read as read_settings
 from ..engine.store import ATTACHMENTS, CONTEXT, INSTRUCTION, JOURNAL, bookkeeping
@@ -300,7 +300,7 @@ class Page:
         extra = f' <span class="meta">· {" · ".join(details)}</span>' if details else ""
         where = f' id="{anchor}"' if anchor else ""
         self.out.write(f'<details class="attachment"{where}><summary>{escape(attachment.name)}{extra}</summary>\n')
-        shape = layout(attachment.content, self.rules.part_chars, pdf=is_pdf_type(attachment.content_type))
+        shape = layout(attachment.content, self.rules.part_chars, attachment.reading)
         if anchor is None:
             self.out.write(self.md.render(attachment.content) or '<p class="none">Empty.</p>\n')
         else:  # each part where `[[NAME#N]]` links to it

@@ -34,7 +34,7 @@ from .language.analysis import Analysis, Status, analyze
 from .language.commands import ApprovalMode
 from .language.parser import ParsedMessage, parse
 from .retrieval.index import Index, Source, source_key
-from .retrieval.parts import is_pdf_type, layout
+from .retrieval.parts import layout
 from .settings.rules import Rules, rules_of
 from .settings.table import Config
 from .settings.table import read as read_settings
@@ -357,7 +357,7 @@ class Research:
         for item in items:
             if _given_again(item, [a for a, _ in present]):
                 continue
-            item = replace(item, name=free_title(item.name, lambda name: title_key(name) in names))
+            item = replace(item, name=free_title(item.name, lambda name: title_key(name) in names)).attached()
             names.add(title_key(item.name))
             file_name = unique_component(item.name, taken, suffix=".md")
             taken.add(name_key(file_name))
@@ -742,7 +742,7 @@ class Research:
             return
         part_chars = self.rules().part_chars
         try:
-            index.sync([Source(key, item.content, layout(item.content, part_chars, pdf=is_pdf_type(item.content_type)), file,
+            index.sync([Source(key, item.content, layout(item.content, part_chars, item.reading), file,
                                partial(_body, fallback=file.stem))
                         for item, file, key in ((a, f, source_key(self.root, f)) for a, f in added)], prune=False)
         except Exception:  # derived data: never the reason a message fails

@@ -28,7 +28,7 @@ import mcp_types as types
 
 from ..engine.core.state import Phase, ProblemPath
 from ..engine.research import Research
-from ..engine.retrieval.parts import is_pdf_type, layout
+from ..engine.retrieval.parts import layout
 from ..engine.store import CRITERIA, DEFINITION, REPORT
 from ..engine.tree import citations
 from ..engine.tree_view import is_folder_name
@@ -162,7 +162,7 @@ def _part(research: Research, address: Address) -> str:
     found = citations.resolve(address.name, [(a.name, a) for a in items])
     if found is None:
         raise ResourceMissing(f"{where.capitalize()} has no attachment named {address.name!r}.")
-    shape = layout(found.content, research.rules().part_chars, pdf=is_pdf_type(found.content_type))
+    shape = layout(found.content, research.rules().part_chars, found.reading)
     if not 1 <= address.part <= shape.count:
         raise ResourceMissing(f"{found.name!r} has {shape.count:,} part(s), #1 to #{shape.count:,}: there is no part "
                               f"{address.part:,}.")

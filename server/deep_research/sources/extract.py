@@ -20,13 +20,13 @@ import codecs
 import io
 import logging
 import re
-from bisect import bisect_right
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 from ..engine.retrieval.parts import page_line
+from ..engine.retrieval.structure import glued_fences
 from . import SourceError
 
 log = logging.getLogger("deep_research.sources")
@@ -157,41 +157,22 @@ def extract_html(html: str, url: str = "", fallback_title: str = "") -> Extracte
     return Extracted(title or fallback_title, fences_on_own_lines(text))
 
 
-# trafilatura writes a code block inside a list item after the item's text ("by commenting: ```"),
-# where markdown does not see a fence: its closing line then opens one, and every code block after
-# it is read inside out (comments taken for headings, prose for code) by engine/retrieval/parts.py and readers.
-_FENCE_LINE = re.compile(r" {0,3}(`{3,}|~{3,})[^`]*")  # an opening fence may have an info string
-_BARE_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*")  # a closing fence has none
-_GLUED = re.compile(r"(.*\S)[ \t]+(`{3,}|~{3,})[ \t]*")
-
-
 def fences_on_own_lines(text: str) -> str:
     """`text` with each code fence glued to the end of a line of text, and closed further down by a
-    fence line of its own, moved to a line of its own. One pass over the lines (a page may be
-    hostile: no line is looked at more than a few times)."""
+    fence line of its own, moved to a line of its own. trafilatura writes a code block inside a
+    list item after the item's text (`by commenting: ```` `), where markdown sees no fence: its
+    closing line then opens one, and every code block after it is read inside out (comments
+    taken for headings, prose for code) by any reader. engine/retrieval/structure.py reads a
+    markdown file's glued fences so too, without rewriting it (`glued_fences`, the one rule)."""
     if "```" not in text and "~~~" not in text:
         return text
     lines = text.split("\n")
-    closing: dict[str, list[int]] = {"`": [], "~": []}  # where a bare fence line of each kind is
-    for n, line in enumerate(lines):
-        if (m := _BARE_FENCE.fullmatch(line)) is not None:
-            closing[m.group(1)[0]].append(n)
+    glued = glued_fences(lines)
+    if not glued:
+        return text
     out: list[str] = []
-    opened = ""  # the fence of the code block the line is in
     for n, line in enumerate(lines):
-        if opened:
-            m = _BARE_FENCE.fullmatch(line)
-            if m is not None and m.group(1)[0] == opened[0] and len(m.group(1)) >= len(opened):
-                opened = ""
-        elif (m := _FENCE_LINE.fullmatch(line)) is not None:
-            opened = m.group(1)
-        elif (m := _GLUED.fullmatch(line)) is not None and not m.group(1).endswith("`"):
-            fence = m.group(2)
-            if bisect_right(closing[fence[0]], n) < len(closing[fence[0]]):  # a fence line closes it further down
-                out += [m.group(1), fence]
-                opened = fence
-                continue
-        out.append(line)
+        out += list(glued[n]) if n in glued else [line]
     return "\n".join(out)
 
 

@@ -244,7 +244,7 @@ class Draft:
         file_name = unique_component(name, taken, suffix=".md")
         # As it will read back from its file (trailing blanks dropped …), so that the prompt
         # rendered from the draft at commit is the prompt rendered from disk afterwards.
-        text = formats.render_attachment(Attachment(name, content, now(), **origin))
+        text = formats.render_attachment(Attachment(name, content, now(), **origin).attached())  # its cutting recorded
         self.new_attachments.append(NewAttachment(path, file_name, formats.parse_attachment(text, file_name[:-3])))
 
     # -- to disk ----------------------------------------------------------------------------

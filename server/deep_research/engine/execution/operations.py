@@ -35,7 +35,7 @@ def define_problem(draft: Draft, args: Args) -> Result:
     copied = draft.pending()
     for attachment in copied:  # a URL stays one; twins (a hand edit, an older research) get names of their own
         draft.add_attachment(ROOT, draft.free_attachment_name(ROOT, attachment.name), attachment.content,
-                             **attachment.origin())
+                             **attachment.copied())
     _new_session(draft, phase=Phase.IN_FOCUS, focus=ROOT)
     note = f" Its {len(copied)} attachment(s) were copied to it." if copied else ""
     return Result(f"Defined the research problem {quote(title)}.{note}")

@@ -8,9 +8,12 @@ while it is in the newest reply, by name after (engine/views/session.py).
   attachment visible here (the current problem's, then its parents', nearest first: a nearer one
   hides a farther one of the same name) or of a context item, as `<part name="NAME#N" of="TOTAL">`.
 - `///find WORDS` ranks the parts of every source visible here (engine/retrieval/ranking.py) and shows the
-  best `find_results` passages as `<passage part="NAME#N" rank="R">`. It searches only when the
-  message is executed: the dry run behind diagnostics checks the query's form and searches
-  nothing (a draft has no index then).
+  best `find_results` passages as `<passage part="NAME#N" rank="R">`, one a part unless one part
+  holds every match; `///find in:NAME WORDS` searches one source (`in:"Field notes"` when the name
+  holds a space). It searches only when the message is executed: the dry run behind diagnostics
+  checks the query's form and searches nothing (a draft has no index then).
+- `///outline NAME [PAGE]` shows a source's whole outline, `OUTLINE_PAGE` headings a page, each
+  with the part it starts in (a PDF's: its pages), as `<outline name="NAME" page="P" of="PAGES">`.
 
 A message's reply holds at most `sources_limit` characters of them (a read or find past it
 fails, saying what to do), so one message cannot blow the prompt's budget: the session keeps
@@ -19,16 +22,17 @@ the reply, and the prompt keeps the newest turn whole.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence, TypeVar
 
 from ..core.names import one_line
 from ..core.text import Edit, Fix, attribute
 from ..retrieval import ranking
 from ..retrieval.index import Source, source_key
-from ..retrieval.parts import Layout, part_name, split_reference
+from ..retrieval.parts import IN, OUTLINE_PAGE, Layout, outline_size, part_name, split_reference, whole_outline
 from ..retrieval.vectors import VectorStore
 from ..settings.rules import Rules
 from ..store import BOOKKEEPING, CONTEXT
@@ -43,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .draft import Draft
 
 READ_PARTS = 5  # parts one `read` shows at most
+OUTLINE_TITLE_CHARS = 80  # of a heading's title an outline's page shows (a page of 200 fits a reply)
 MAX_QUERY_CHARS = 1_000
 SOURCES_CHARS = 24_000  # characters of parts and passages one reply holds (at least one whole part)
 _TAG_CHARS = 60  # a part's or passage's tags, counted with it
@@ -90,9 +95,13 @@ def _find_size(passages: int, query: int) -> int:
 FIND_KEY = "find "  # a find's key among what a message showed (`Draft.shown`): this, then its query's words
 
 
+IN_KEY = "in:"  # then the source's key, for a find of one source (`///find in:NAME WORDS`)
+
+
 def searched(shown: frozenset[str]) -> tuple[str, ...]:
-    """The queries (their words) the finds of a message searched, of what it showed."""
-    return tuple(sorted(key[len(FIND_KEY):] for key in shown if key.startswith(FIND_KEY)))
+    """The queries (their words) the finds of a message searched in every source, of what it showed."""
+    return tuple(sorted(key[len(FIND_KEY):] for key in shown
+                        if key.startswith(FIND_KEY) and not key.startswith(FIND_KEY + IN_KEY)))
 
 
 def reading_room(rules: Rules, answered: int, query: int) -> tuple[bool, bool]:
@@ -162,15 +171,26 @@ def read(draft: Draft, args: Args) -> Result:
     text = item.attachment.content
     body = "\n".join(f'<part name="{attribute(part_name(item.name, n))}" of="{count}">\n{found.text(text, n)}\n</part>'
                      for n in range(first, last + 1))
-    where = "the context" if item.owner is None else quote(item.owner)
     pages = _pages(found, first, last)
     entry = (f"Read {part_name(item.name, first, last)} ({'part' if first == last else 'parts'} "
-             f"{first}{'' if first == last else f'–{last}'} of {count:,}{pages}, {where}).\n{body}")
+             f"{first}{'' if first == last else f'–{last}'} of {count:,}{pages}){_under(found, first, last)}.\n{body}")
     _within_sources(draft, arg, len(entry))
     draft.shown = draft.shown | wanted
     shown = "part" if first == last else "parts"
     return Result(f"Read {shown} {first}{'' if first == last else f'–{last}'} of {count:,} of {quote(item.name)}; "
                   "the text is under Sources.", sources=entry)
+
+
+def _under(found: Layout, first: int, last: int) -> str:
+    """Where in its source each part read is: the headings above its first character (what is
+    shown of several parts is bounded: a title is at most structure.MAX_TITLE_CHARS)."""
+    if not found.headings:
+        return ""
+    places = [found.part(n).section for n in range(first, last + 1)]
+    if first == last:
+        return f", under {quote(places[0], 300)}" if places[0] else ", before its first heading"
+    return ": " + "; ".join(f"#{n} " + (f"under {quote(place, 300)}" if place else "before its first heading")
+                            for n, place in zip(range(first, last + 1), places))
 
 
 def _pages(found: Layout, first: int, last: int) -> str:
@@ -195,15 +215,22 @@ def _resolve(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, i
             return item, 1, 1
         return item, first, first if last is None else last
     name, _first, _last = split_reference(arg.value)
+    raise _not_visible(draft, arg, name, scope, one_line(arg.value))
+
+
+def _not_visible(draft: Draft, arg: Arg, name: str, scope: list[Readable], written: str = "",
+                 fix: object = None) -> CommandError:
+    """The error for a source `name` that is not visible here: what is (and where one of that name
+    is, if elsewhere), with the nearest name as a fix (`fix(near)`: the argument's text with it)."""
     names = [item.name for item in scope]
     near = citations.suggestion(name, names)
     hint = f" Did you mean {quote(near)}?" if near else ""
-    fixes = _fix(arg, near) if near else ()
-    elsewhere = where_else(draft, name) or where_else(draft, one_line(arg.value))
+    fixes = _fix(arg, fix(near) if callable(fix) else near) if near else ()
+    elsewhere = where_else(draft, name) or (where_else(draft, written) if written else "")
     listing = ("Visible here: " + "; ".join(quote(n, 60) for n in names[:12]) + ("; …" if len(names) > 12 else "")
                + ".") if names else "No attachment or context item is visible here yet."
-    raise CommandError(f"No attachment or context item visible here is named {quote(name)}.{hint}"
-                       + (f" {elsewhere}" if elsewhere else "") + f" {listing}", arg.span, fixes)
+    return CommandError(f"No attachment or context item visible here is named {quote(name)}.{hint}"
+                        + (f" {elsewhere}" if elsewhere else "") + f" {listing}", arg.span, fixes)
 
 
 def where_else(draft: Draft, name: str) -> str:
@@ -241,21 +268,43 @@ def _problems(draft: Draft) -> Iterator[ProblemPath]:
 # -- find ----------------------------------------------------------------------------------------------
 
 
+def scoped(query: str) -> tuple[str | None, str]:
+    """(NAME, WORDS) of a query that starts with `in:NAME` (NAME in double quotes when it holds a
+    space; "" when nothing follows `in:`), else (None, the query)."""
+    if not query[:len(IN)].lower() == IN:
+        return None, query
+    rest = query[len(IN):]
+    if rest.startswith('"'):
+        end = rest.find('"', 1)
+        if end < 0:
+            return rest[1:].strip(), ""  # an unclosed quote: the rest is its name
+        return rest[1:end].strip(), rest[end + 1:].strip()
+    name, _, words = rest.partition(" ")
+    return name.strip(), words.strip()
+
+
 def find(draft: Draft, args: Args) -> Result:
     arg = args["query"]
     query = one_line(arg.value)
     if len(query) > MAX_QUERY_CHARS:
         raise CommandError(f"The query is {len(query):,} characters long; a find takes at most {MAX_QUERY_CHARS:,}: "
                            "write the few words the passage you want would hold.", arg.span)
+    scope = readable(draft)
+    within, query = scoped(query)
+    if within is not None:
+        scope = [_scope_of(draft, arg, within, scope, query)]
     if not ranking.query_words(query):
+        if within is not None and not query.strip():
+            raise CommandError(f"`in:` names {quote(scope[0].name)} but no words follow to look for in it: write them "
+                               "after its name.", arg.span)
         raise CommandError(f"{quote(query)} holds no word to look for (letters or digits): write the words the "
                            "passage you want would hold.", arg.span)
-    scope = readable(draft)
     if not scope:
         raise CommandError("There is nothing to search here: no attachment of the current problem or of its parents, "
                            "and no context. Attach sources first (`///attach_url`, `///attach_file`, `///search`).",
                            arg.span)
-    searched = FIND_KEY + " ".join(ranking.query_words(query))
+    searched = FIND_KEY + (f"{IN_KEY}{citations.key(scope[0].name)} " if within is not None else "") + " ".join(
+        ranking.query_words(query))
     if searched in draft.shown:
         return Result("These words were already searched in this message; nothing repeated.",
                       [Warning_(f"A find for {quote(query)} is already answered under Sources in this reply: search "
@@ -265,11 +314,12 @@ def find(draft: Draft, args: Args) -> Result:
     draft.shown = draft.shown | {searched}
     sources = "source" if len(scope) == 1 else "sources"
     need = Need(NeedKind.EMBED, query, arg.span.start.line + 1 if arg.span else 0)
+    where = f"in {quote(scope[0].name)}" if within is not None else f"the {len(scope):,} {sources} visible here"
     if draft.index is None:  # a dry run: nothing is searched while typing
         draft.searches += 1
         if draft.evidence is None:
             draft.needs.append(need)  # the query's vector, if semantic search is set up (sources/gather.py)
-        return Result(f"Will search the {len(scope):,} {sources} visible here for {quote(query)} when the message runs.")
+        return Result(f"Will search {where} for {quote(query)} when the message runs.")
     by_key = {item.key: item for item in scope}
     sources = sources_of(draft, scope)
     ids = draft.index.sync(sources)  # the index in step with them: executing, under the lock
@@ -279,17 +329,32 @@ def find(draft: Draft, args: Args) -> Result:
     counts = {source.key: source.layout.count for source in sources}
     shown = [f'<passage part="{attribute(part_name(by_key[p.key].name, p.number))}" rank="{rank}">\n{p.text}\n</passage>'
              for rank, p in enumerate(passages, 1)]
+    searched_parts = sum(counts.values())
+    asked = f"Find {quote(query, 200)}" + (f" in {quote(scope[0].name)}" if within is not None else "")
     if passages:
         of = len({p.key for p in passages})
-        head = (f"Find {quote(query, 200)}: the {len(passages)} best passage{'s' if len(passages) != 1 else ''} "
-                f"(of {of} {'source' if of == 1 else 'sources'}; {sum(counts.values()):,} parts searched), best first. "
+        head = (f"{asked}: the {len(passages)} best passage{'s' if len(passages) != 1 else ''} "
+                f"(of {of} {'source' if of == 1 else 'sources'}; {searched_parts:,} part{'s' if searched_parts != 1 else ''} "
+                "searched), best first. "
                 "Read on with `///read NAME#N`.")
     else:
-        head = (f"Find {quote(query, 200)}: no part of the {len(scope):,} {sources} visible here holds these words. "
+        head = (f"{asked}: no part of {where.removeprefix('in ')} holds these words. "
                 "Try other words (a synonym, a name), or read the outline's parts with `///read NAME#N`.")
     summary = (f"Found {len(passages)} passage{'s' if len(passages) != 1 else ''} for {quote(query)}; they are under "
                "Sources." if passages else f"Nothing matches {quote(query)} in the sources visible here.")
     return Result(summary, warnings, sources="\n".join([head, *shown]))
+
+
+def _scope_of(draft: Draft, arg: Arg, name: str, scope: list[Readable], words: str) -> Readable:
+    """The one source `in:NAME` names, or CommandError saying what is visible here."""
+    if not name:
+        raise CommandError("`in:` names no source: write `///find in:NAME WORDS`, NAME as the prompt shows it (in "
+                           'double quotes when it holds a space: `in:"Field notes" WORDS`).', arg.span)
+    found = citations.resolve(name, [(item.name, item) for item in scope])
+    if found is not None:
+        return found
+    raise _not_visible(draft, arg, name, scope, fix=lambda near: IN + (f'"{near}"' if " " in near else near)
+                       + (f" {words}" if words else ""))
 
 
 def _semantic(draft: Draft, need: Need) -> ranking.Semantic | None:
@@ -312,3 +377,92 @@ def _within_sources(draft: Draft, arg: Arg, size: int) -> None:
                            f"and a reply holds at most {limit:,}. Send this command again in your next message.",
                            arg.span)
     draft.answered += size
+
+
+# -- outline -------------------------------------------------------------------------------------------
+
+
+def outline(draft: Draft, args: Args) -> Result:
+    arg = args["source"]
+    scope = readable(draft)
+    item, page = _outline_target(draft, arg, scope)
+    [found] = draft.layouts([item.attachment], draft.rules.part_chars)
+    entries = outline_size(found)
+    name, count = item.name, found.count
+    whole = "part" if count == 1 else "parts"
+    if not entries:
+        entry = (f"Outline of {name}: it has no headings ({count:,} {whole}): `///read {part_name(name, 1)}` reads it "
+                 f"from its start, `///find in:{_in_name(name)} WORDS` searches it.")
+        _within_sources(draft, arg, len(entry))
+        return Result(f"{quote(name)} has no headings to outline; the reply says how to read it.", sources=entry)
+    pages = -(-entries // OUTLINE_PAGE)
+    if page < 1 or page > pages:
+        last = f"`///outline {name}{'' if pages == 1 else f' {pages}'}`"
+        raise CommandError(f"{quote(name)}'s outline has {entries:,} entr{'y' if entries == 1 else 'ies'} in "
+                           f"{pages:,} page{'' if pages == 1 else 's'} of at most {OUTLINE_PAGE}, so there is no page "
+                           f"{page:,}: its last is {last}.", arg.span, _fix(arg, f"{name} {pages}" if pages > 1 else name))
+    key = f"outline {item.key} {page}"
+    if key in draft.shown:
+        return Result(f"That page of {quote(name)}'s outline is already shown in this reply; nothing repeated.",
+                      [Warning_(f"Page {page} of {quote(name)}'s outline is already shown under Sources in this reply.",
+                                arg.span)])
+    first = (page - 1) * OUTLINE_PAGE
+    shown = [_short(line) for line in whole_outline(found, first, OUTLINE_PAGE)]
+    what = "pages" if found.paged else "headings"
+    entry = (f"Outline of {name} ({what}, each with the part it starts in): page {page} of {pages}, entries "
+             f"{first + 1:,}–{first + len(shown):,} of {entries:,}.\n"
+             f'<outline name="{attribute(name)}" page="{page}" of="{pages}">\n' + "\n".join(shown) + "\n</outline>"
+             + (f"\nThe next page: `///outline {name} {page + 1}`." if page < pages else ""))
+    _within_sources(draft, arg, len(entry))
+    draft.shown = draft.shown | {key}
+    return Result(f"Showed page {page} of {pages} of {quote(name)}'s outline ({len(shown):,} entries); it is under "
+                  "Sources.", sources=entry)
+
+
+T = TypeVar("T")
+
+
+def named_page(text: str, named: Sequence[tuple[str, T]]) -> tuple[str, int | None, T | None]:
+    """What `NAME [PAGE]` names among (name, item) pairs: (NAME, PAGE or None, the item or None).
+    The whole text is the name if an item bears it, else NAME then a page number; NAME may be in
+    double quotes."""
+    text = one_line(text).strip()
+    unquoted = _unquoted(text)
+    found = citations.resolve(unquoted, named)
+    if found is not None:
+        return unquoted, None, found
+    match = re.fullmatch(r"(.*?)\s+(-?\d{1,12})", text)
+    if match is None:
+        return unquoted, None, None
+    name = _unquoted(match.group(1).strip())
+    return name, int(match.group(2)), citations.resolve(name, named)
+
+
+def _unquoted(text: str) -> str:
+    return text[1:-1].strip() if len(text) >= 2 and text[0] == text[-1] == '"' else text
+
+
+def _outline_target(draft: Draft, arg: Arg, scope: list[Readable]) -> tuple[Readable, int]:
+    """The source `NAME [PAGE]` names and the page (1 when none is written)."""
+    name, page, found = named_page(arg.value, [(item.name, item) for item in scope])
+    if found is not None:
+        return found, 1 if page is None else page
+    if not name:
+        raise CommandError("Name the source whose outline to show: `///outline NAME` (then a page: `///outline NAME 2`).",
+                           arg.span)
+    raise _not_visible(draft, arg, name, scope, one_line(arg.value),
+                       fix=lambda near: near + (f" {page}" if page is not None else ""))
+
+
+def _short(line: str) -> str:
+    """An outline's line with its title shortened to OUTLINE_TITLE_CHARS (a page fits a reply)."""
+    dash = line.find("- ")
+    mark = line.rfind(" (#")
+    title = line[dash + 2:mark] if dash >= 0 and mark > dash else ""
+    if len(title) <= OUTLINE_TITLE_CHARS:
+        return line
+    return line[:dash + 2] + title[:OUTLINE_TITLE_CHARS - 1].rstrip() + "…" + line[mark:]
+
+
+def _in_name(name: str) -> str:
+    return f'"{name}"' if " " in name else name

@@ -104,7 +104,8 @@ class ArgType(Enum):
     PATH = "file path"  # a file, relative to the research folder or inside an allowed root
     QUERY = "search query"  # one line, sent to the configured search provider
     PART = "source and part"  # an attachment or context item visible here, with its part: NAME#N (engine/execution/reading.py)
-    WORDS = "words to find"  # one line of plain words, searched in the sources visible here
+    WORDS = "words to find"  # one line of plain words, searched in the sources visible here (`in:NAME` first: in one)
+    SOURCE = "source and page"  # an attachment or context item visible here, then a page of its outline: NAME [PAGE]
 
 
 @dataclass(frozen=True)
@@ -339,10 +340,20 @@ def _build() -> dict[str, CommandSpec]:
         CommandSpec(
             "find", Form.LINE, Kind.READ, in_focus, False,
             (Argument("query", ArgType.WORDS, "the words the passage would hold, one line (plain words: no "
-                      "operators or quotes are needed)", "cache blocking tile size"),),
+                      "operators or quotes are needed); `in:NAME` first searches that source only (NAME in double "
+                      "quotes when it holds a space)", "cache blocking tile size"),),
             "Search every attachment visible here and the context; the best passages come in the reply.",
-            "Finds what you cannot place: the best passages of the sources you see, each with its part.",
+            "Finds what you cannot place: the best passages of the sources you see, each with its part "
+            "(`in:NAME WORDS`: in one).",
             rd.find, answers=True,
+        ),
+        CommandSpec(
+            "outline", Form.LINE, Kind.READ, in_focus, False,
+            (Argument("source", ArgType.SOURCE, "an attachment's or context item's name as the prompt shows it, then "
+                      "the page of its outline (200 entries a page; the first when left out)", "Attachment name 2"),),
+            "Show a source's whole outline in the reply, 200 headings a page: NAME [PAGE].",
+            "Every heading of a source you see, with its part (`NAME 2`: the next 200).",
+            rd.outline, answers=True,
         ),
         CommandSpec(
             "append_to_problem_definition", Form.BLOCK, Kind.UPDATE, in_focus, False,

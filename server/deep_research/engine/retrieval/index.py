@@ -36,7 +36,7 @@ from ..store import BOOKKEEPING, NO_FSYNC_FOR_TESTS, Guard, decode, is_racy
 from .database import OpenedOutside, check_place, open_inside, remove, schema_of
 from .layout_store import code_version
 from .layout_store import text_digest as digest  # one digest of a text, for its row and its layout's record
-from .parts import Layout
+from .parts import Layout, Reading
 
 log = logging.getLogger("deep_research.engine")
 
@@ -211,8 +211,8 @@ class Index:
              shape: str, ident: int | None) -> int:
         from .parts import layout as divide
 
-        size, pdf = _shape_of(shape)
-        found = source.layout if text == source.text else divide(text, size, pdf=pdf)
+        size, reading = _shape_of(shape)
+        found = source.layout if text == source.text else divide(text, size, reading)
         if ident is not None:
             _delete(db, ident)
             db.execute("UPDATE sources SET signature = ?, digest = ?, shape = ?, parts = ? WHERE id = ?",
@@ -296,14 +296,14 @@ def _delete(db: sqlite3.Connection, ident: int) -> None:
 
 def _shape(source: Source) -> str:
     """How a source's text was divided: its parts depend on the research's part_chars and on
-    whether it is a PDF's text, and what a part's headings are on the version of parts.py (a
-    row indexed by another is indexed again)."""
-    return f"{source.layout.size}:{int(source.layout.pdf)}:{code_version()}"
+    its reading (the cutting recorded with it, its form), and what a part's headings are on the
+    version of the code that reads them (a row indexed by another is indexed again)."""
+    return f"{source.layout.size}:{source.layout.reading.key}:{code_version()}"
 
 
-def _shape_of(shape: str) -> tuple[int, bool]:
-    size, pdf = shape.split(":")[:2]
-    return int(size), bool(int(pdf))
+def _shape_of(shape: str) -> tuple[int, Reading]:
+    size, key = shape.split(":")[:2]
+    return int(size), Reading.of_key(key) or Reading()
 
 
 def _signature(file: Path) -> str | None:

@@ -7,8 +7,9 @@ every message. So each layout is also kept in `.deep-research/parts/`, derived d
 never trusted over the markdown:
 
 - **keyed by the text, not the file**: a record is named by the SHA-256 of the text it divides
-  (as the index's rows record it), the `part_chars` it was divided with and whether the text is
-  a PDF's, and holds the version of engine/retrieval/parts.py that made it (a digest of its source). A
+  (as the index's rows record it), the `part_chars` it was divided with and its reading (the
+  cutting recorded with the attachment and the text's form: `parts.Reading`), and holds the
+  version of the code that made it (a digest of engine/retrieval/parts.py's and structure.py's source). A
   hand edit, an undo or a copy gives a text another digest, hence another record or none: an
   out-of-step record is never even looked at. The same text in two places shares one record.
 - **read only through the read guard** (a link out, a FIFO, a folder in a record's place is not
@@ -41,12 +42,13 @@ from typing import Any, Sequence
 
 from ..store import BOOKKEEPING, Guard
 from . import parts
-from .parts import Layout, stored_layout
+from . import structure
+from .parts import Layout, Reading, stored_layout
 
 log = logging.getLogger("deep_research.engine")
 
 FOLDER = "parts"  # in the research's bookkeeping folder
-SCHEMA = 1
+SCHEMA = 2
 MAX_RECORDS = 4_000
 _SUFFIX = ".json"
 _TEMPORARY = ".tmp-layout-"  # not the transactions' mark: these are not theirs to sweep
@@ -61,16 +63,18 @@ def text_digest(text: str) -> str:
 
 @functools.cache
 def code_version() -> str:
-    """A digest of engine/retrieval/parts.py's source: a record made by other code is not used. "" if
-    the source cannot be read (then nothing is kept on disk)."""
+    """A digest of the source of engine/retrieval/parts.py and structure.py (what divides a text and
+    reads its headings): a record made by other code is not used. "" if the source cannot be read
+    (then nothing is kept on disk)."""
     try:
-        return hashlib.sha256(Path(parts.__file__).read_bytes()).hexdigest()[:16]
+        return hashlib.sha256(b"".join(Path(module.__file__).read_bytes()
+                                       for module in (parts, structure))).hexdigest()[:16]
     except (OSError, TypeError):
         return ""
 
 
-def record_name(digest: str, part_chars: int, pdf: bool) -> str:
-    return f"{digest}-{max(1, part_chars)}{'-pdf' if pdf else ''}{_SUFFIX}"
+def record_name(digest: str, part_chars: int, reading: Reading) -> str:
+    return f"{digest}-{max(1, part_chars)}-{reading.key}{_SUFFIX}"
 
 
 class LayoutStore:
@@ -81,37 +85,37 @@ class LayoutStore:
         self.guard = guard or Guard(self.root)
         self.folder = self.root / BOOKKEEPING / FOLDER
 
-    def layouts(self, sources: Sequence[tuple[str, bool]], part_chars: int) -> list[Layout]:
-        """The layout of each (text, is a PDF's) in `sources`: from this process's cache, else
+    def layouts(self, sources: Sequence[tuple[str, Reading]], part_chars: int) -> list[Layout]:
+        """The layout of each (text, its reading) in `sources`: from this process's cache, else
         from its record, else divided (and its record written)."""
         out: list[Layout] = []
         readable: bool | None = None  # whether the folder is the research's own: looked at once, when needed
-        for text, pdf in sources:
-            found = parts.cached(text, part_chars, pdf=pdf)
+        for text, reading in sources:
+            found = parts.cached(text, part_chars, reading)
             if found is None:
                 if readable is None:
                     readable = self._own_folder()
-                found = self._layout(text, part_chars, pdf, readable)
-                parts.remember(text, part_chars, found, pdf=pdf)
+                found = self._layout(text, part_chars, reading, readable)
+                parts.remember(text, part_chars, found, reading)
             out.append(found)
         return out
 
-    def layout(self, text: str, part_chars: int, *, pdf: bool = False) -> Layout:
-        return self.layouts([(text, pdf)], part_chars)[0]
+    def layout(self, text: str, part_chars: int, reading: Reading | None = None) -> Layout:
+        return self.layouts([(text, reading or Reading())], part_chars)[0]
 
-    def _layout(self, text: str, part_chars: int, pdf: bool, readable: bool) -> Layout:
+    def _layout(self, text: str, part_chars: int, reading: Reading, readable: bool) -> Layout:
         version = code_version()
         if not version:
-            return parts.layout(text, part_chars, pdf=pdf)
+            return parts.layout(text, part_chars, reading)
         digest = text_digest(text)
-        name = record_name(digest, part_chars, pdf)
+        name = record_name(digest, part_chars, reading)
         if readable:
             data = self.guard.read(self.folder / name)
             if data is not None:
-                found = decoded(data, digest, len(text), max(1, part_chars), pdf, version)
+                found = decoded(data, digest, len(text), max(1, part_chars), reading, version)
                 if found is not None:
                     return found
-        made = parts.layout(text, part_chars, pdf=pdf)
+        made = parts.layout(text, part_chars, reading)
         self._write(name, encoded(made, digest, len(text), version))
         return made
 
@@ -204,7 +208,7 @@ def encoded(found: Layout, digest: str, length: int, version: str) -> bytes:
     pages = [list(part.pages) if part.pages is not None else None for part in found.parts]
     record = {
         "schema": SCHEMA, "code": version, "digest": digest, "length": length, "size": found.size,
-        "pdf": found.pdf, "paged": found.paged,
+        "reading": found.reading.key, "paged": found.paged,
         "starts": list(found.starts),
         "pages": pages if any(p is not None for p in pages) else None,
         "levels": [h.level for h in found.headings],
@@ -214,23 +218,23 @@ def encoded(found: Layout, digest: str, length: int, version: str) -> bytes:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
-def decoded(data: bytes, digest: str, length: int, size: int, pdf: bool, version: str) -> Layout | None:
+def decoded(data: bytes, digest: str, length: int, size: int, reading: Reading, version: str) -> Layout | None:
     """The layout a record holds if it is one of this text (`digest`, `length`), divided as asked
-    (`size`, `pdf`) by this code (`version`), and whole; None for anything else."""
+    (`size`, `reading`) by this code (`version`), and whole; None for anything else."""
     try:
         record = json.loads(data.decode("utf-8", "surrogatepass"))
-        return _checked(record, digest, length, size, pdf, version)
+        return _checked(record, digest, length, size, reading, version)
     except (ValueError, TypeError, KeyError, IndexError, RecursionError):
         return None
 
 
-def _checked(record: Any, digest: str, length: int, size: int, pdf: bool, version: str) -> Layout | None:
+def _checked(record: Any, digest: str, length: int, size: int, reading: Reading, version: str) -> Layout | None:
     if not isinstance(record, dict) or record.get("schema") != SCHEMA or record.get("code") != version:
         return None
     if (record.get("digest"), record.get("length"), record.get("size")) != (digest, length, size):
         return None
     paged = record.get("paged")
-    if record.get("pdf") is not pdf or not isinstance(paged, bool):
+    if record.get("reading") != reading.key or not isinstance(paged, bool):
         return None
     starts, pages = record["starts"], record["pages"]
     levels, heading_starts, titles = record["levels"], record["heading_starts"], record["titles"]
@@ -244,7 +248,7 @@ def _checked(record: Any, digest: str, length: int, size: int, pdf: bool, versio
                 for p in pages)):
             return None
         pages = [tuple(p) if p is not None else None for p in pages]
-    return stored_layout(starts, pages, levels, titles, heading_starts, length, size, pdf, paged)
+    return stored_layout(starts, pages, levels, titles, heading_starts, length, size, reading, paged)
 
 
 def _offsets(values: Any, length: int) -> bool:

@@ -5,11 +5,27 @@ end to end, so every character is in one part and `read` reaches all of it:
 
 - a text is cut into parts of at most `part_chars` characters (a rule of the research), at a
   heading where one starts in the last quarter of the part, else at a paragraph break (not
-  inside a fenced code block), else at a line break, a space, or exactly there;
+  inside a code block), else at a line break, a space, or exactly there;
 - a PDF's text (`sources/extract.py` writes `[Page N]` on a line of its own before each page)
   follows its pages: one part per page, a page longer than `part_chars` going on in the next
   part; each part knows its pages. The markers are read back tolerantly (a person may edit the
   attachment's markdown): any line `[page N]`, whatever the case and spacing, starts page N.
+
+Where the cuts fall is recorded with each attachment when it is attached: the version of the
+cutting that made them (`cuts: 2` in its front matter; none is version 1, what every attachment
+made before issue 46 had), so that no later change of the cutting moves a part a citation names.
+A `Reading` is that version and the text's form (markdown, reStructuredText, text that is one of
+those, plain text and code, a PDF's), from its content type and source:
+
+- version 1 (`_legacy_*`, frozen): cut at `#` headings outside fenced code, as read by a line
+  pattern (a code comment after a glued fence was a heading to it);
+- version 2: cut at the headings as written (engine/retrieval/structure.py: CommonMark's `#` and
+  underlined titles, reStructuredText's titles; none in plain text, code and PDFs), never at a
+  blank line inside code (fenced, indented, raw HTML, a literal block).
+
+Every version's headings, sections and outline are the text's structure as written: they move no
+cut, so a source attached before gets them too. A change that moves a cut is a new version
+(tests/engine/test_engine_parts.py keeps each version's cuts of a few texts).
 
 `NAME#N`, `NAME#N-M` (and the citation `[[NAME#N]]`): the part is the last `#` followed by
 digits (and a range) at the end; the rest is the name. A name that itself ends in `#` and
@@ -23,11 +39,18 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from threading import Lock
 from typing import Callable, Generic, Iterator, Sequence, TypeVar, overload
+from urllib.parse import urlsplit
+
+from . import structure
+from .structure import MARKDOWN, PDF, PLAIN, RST, TEXT, Heading, inside
 
 PAGE_LINE = "[Page {number}]"  # what sources/extract.py writes before each page of a PDF
 PDF_TYPE = "application/pdf"
+CUTS = 2  # the version of the cutting new attachments get (`cuts: 2` in their front matter)
+LEGACY_CUTS = 1  # an attachment that records none: made before issue 46
 
 # Line patterns, each found after a line break (a literal the regex engine scans for fast;
 # `^` with re.M tries every position) or at the text's start (`_lines`).
@@ -60,16 +83,76 @@ def page_line(number: int) -> str:
     return PAGE_LINE.format(number=number)
 
 
-def is_pdf_type(content_type: str) -> bool:
-    """Whether an attachment's `content_type` says its text is a PDF's (its parts follow pages)."""
-    return content_type.split(";")[0].strip().lower() == PDF_TYPE
+_MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/html", "application/xhtml+xml"})
+_RST_TYPES = frozenset({"text/x-rst", "text/prs.fallenstein.rst"})
+_TEXT_TYPES = frozenset({"", "text/plain"})
+_MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdown", ".mkd"})
+_RST_SUFFIXES = frozenset({".rst", ".rest"})
+_TEXT_SUFFIXES = frozenset({"", ".txt", ".text"})
 
 
 @dataclass(frozen=True)
-class Heading:
-    level: int
-    title: str
-    start: int  # offset of the heading's line in the text
+class Reading:
+    """How a source's text is divided: the version of the cutting recorded with it, and its form
+    (structure.MARKDOWN, RST, TEXT: one of those by what it holds, PLAIN: code and data, PDF)."""
+
+    cuts: int = CUTS
+    form: str = TEXT
+
+    @property
+    def pdf(self) -> bool:
+        return self.form == PDF
+
+    @property
+    def key(self) -> str:
+        """What names it in records and the index (`2-markdown`)."""
+        return f"{self.cuts}-{self.form}"
+
+    @staticmethod
+    def of_key(key: str) -> Reading | None:
+        cuts, _, form = key.partition("-")
+        if not cuts.isdigit() or int(cuts) not in (LEGACY_CUTS, CUTS) or form not in (MARKDOWN, RST, TEXT, PLAIN, PDF):
+            return None
+        return Reading(int(cuts), form)
+
+
+PDF_READING = Reading(CUTS, PDF)
+
+
+def reading_of(content_type: str, cuts: str = "", source: str = "") -> Reading:
+    """The reading of an attachment from what it records: `cuts`, the version of the cutting (none:
+    version 1, what every attachment made before cuts were recorded had; one this code does not
+    know: the newest it knows), its content type and its source (a path's or an address's suffix
+    tells a markdown, reStructuredText or code file served as plain text)."""
+    recorded = cuts.strip()
+    version = LEGACY_CUTS if not recorded else int(recorded) if recorded in ("1", "2") else CUTS
+    return Reading(version, form_of(content_type, source))
+
+
+def form_of(content_type: str, source: str = "") -> str:
+    kind = content_type.split(";")[0].strip().lower()
+    if kind == PDF_TYPE:
+        return PDF
+    if kind in _MARKDOWN_TYPES:
+        return MARKDOWN
+    if kind in _RST_TYPES:
+        return RST
+    if kind not in _TEXT_TYPES:
+        return PLAIN
+    suffix = _suffix(source)
+    if suffix in _MARKDOWN_SUFFIXES:
+        return MARKDOWN
+    if suffix in _RST_SUFFIXES:
+        return RST
+    return TEXT if suffix in _TEXT_SUFFIXES else PLAIN
+
+
+def _suffix(source: str) -> str:
+    """The suffix of a source's file name (of an address's path), lower-cased; "" if none."""
+    path = urlsplit(source).path if "://" in source else source
+    name = path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    return name[dot:].lower() if dot > 0 else ""
 
 
 @dataclass(frozen=True)
@@ -141,9 +224,14 @@ class Layout:
     headings: Sequence[Heading]
     paged: bool
     size: int = 4_000  # the part_chars it was divided with
-    pdf: bool = False  # divided as a PDF's text was asked for
+    reading: Reading = Reading()  # the cutting and form it was divided by
     starts: tuple[int, ...] = ()  # each part's start, for look-ups by offset
     heading_starts: tuple[int, ...] = ()
+
+    @property
+    def pdf(self) -> bool:
+        """Divided as a PDF's text (its pages followed)."""
+        return self.reading.pdf
 
     @property
     def count(self) -> int:
@@ -163,13 +251,26 @@ class Layout:
 
     def headings_in(self, part: Part) -> tuple[Heading, ...]:
         starts = self.heading_starts
-        return self.headings[bisect_left(starts, part.start):bisect_left(starts, part.end)]
+        return tuple(self.headings[bisect_left(starts, part.start):bisect_left(starts, part.end)])
 
     def heading_text(self, part: Part) -> str:
         """What the index ranks as the part's headings: the section it continues and the
         headings that start in it."""
         own = [h.title for h in self.headings_in(part) if h.start > part.start]  # (one it starts with is in its section)
         return " \n".join(([part.section] if part.section else []) + own)
+
+    def section_at(self, offset: int) -> str:
+        """The headings above `offset` in the text, outermost first: the nearest of each level
+        before it (one that starts there included), a deeper one ended by a shallower one
+        (`Ownership › Borrowing`)."""
+        index = bisect_right(self.heading_starts, offset) - 1
+        return self._sections[index] if index >= 0 else ""
+
+    @cached_property
+    def _sections(self) -> list[str]:
+        """The section in force after each heading (made once, when first asked for)."""
+        return section_titles([h.level for h in self.headings], [h.title for h in self.headings],
+                              self.heading_starts, self.heading_starts)
 
 
 # -- dividing a text ----------------------------------------------------------------------------------
@@ -180,21 +281,23 @@ _CACHE_SIZE = 512  # layouts are small (offsets); the texts are not kept
 _LOCK = Lock()
 
 
-def layout(text: str, part_chars: int, *, pdf: bool = False) -> Layout:
-    """The parts of `text` (see the module's docstring). `pdf`: the text is a PDF's (its
-    pages are followed even if something was written before the first page marker); a text
-    that starts with a page marker is read as pages too. Cached by the text's hash and length
-    (Python keeps a string's hash): an unchanged attachment is divided once per process."""
-    found = cached(text, part_chars, pdf=pdf)
+def layout(text: str, part_chars: int, reading: Reading | None = None, *, pdf: bool = False) -> Layout:
+    """The parts of `text` (see the module's docstring), divided by `reading` (by default the
+    newest cutting of a text whose form it tells by what it holds; `pdf`: of a PDF's). A PDF's
+    pages are followed even if something was written before the first page marker; a text that
+    starts with a page marker is read as pages too. Cached by the text's hash and length (Python
+    keeps a string's hash): an unchanged attachment is divided once per process."""
+    reading = reading or Reading(CUTS, PDF if pdf else TEXT)
+    found = cached(text, part_chars, reading)
     if found is None:
-        found = _divide(text, max(1, part_chars), pdf)
-        remember(text, part_chars, found, pdf=pdf)
+        found = _divide(text, max(1, part_chars), reading)
+        remember(text, part_chars, found, reading)
     return found
 
 
-def cached(text: str, part_chars: int, *, pdf: bool = False) -> Layout | None:
+def cached(text: str, part_chars: int, reading: Reading) -> Layout | None:
     """The layout `layout` would return if this process has it already, else None."""
-    key = (hash(text), len(text), part_chars, pdf)
+    key = (hash(text), len(text), part_chars, reading)
     with _LOCK:
         found = _CACHE.get(key)
         if found is not None:
@@ -208,117 +311,107 @@ def forget_all() -> None:
         _CACHE.clear()
 
 
-def remember(text: str, part_chars: int, found: Layout, *, pdf: bool = False) -> None:
+def remember(text: str, part_chars: int, found: Layout, reading: Reading) -> None:
     """Keep `found` as the layout of `text` in this process (one read back from disk:
     engine/retrieval/layout_store.py, which checks that it is this text's)."""
     with _LOCK:
-        _CACHE[(hash(text), len(text), part_chars, pdf)] = found
+        _CACHE[(hash(text), len(text), part_chars, reading)] = found
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
 
 
-def _divide(text: str, size: int, pdf: bool) -> Layout:
-    fences = _fenced(text)
-    headings = tuple(h for h in _headings(text) if not fences.inside(h.start))
+class _Code:
+    """Code blocks: (start, end) offsets, in order; no cut at a blank line inside one."""
+
+    def __init__(self, spans: Sequence[tuple[int, int]]) -> None:
+        self.spans = list(spans)
+        self.starts = [a for a, _ in self.spans]
+
+    def inside(self, offset: int) -> bool:
+        return inside(self.spans, self.starts, offset)
+
+
+def _divide(text: str, size: int, reading: Reading) -> Layout:
+    written = structure.read(text, reading.form)
+    headings = written.headings
+    if reading.cuts == LEGACY_CUTS:
+        fences = _legacy_fenced(text)
+        cut_at = [start for start in _legacy_headings(text) if not fences.inside(start)]
+        code = fences
+    else:
+        cut_at = [h.start for h in headings]
+        code = _Code(written.code)
     pages = [start for start, _ in _PAGES.finditer(text)]
     numbers = [int(m.group(1)) for _, m in _PAGES.finditer(text)] if pages else []
-    paged = bool(pages) and (pdf or not text[: pages[0]].strip())
+    paged = bool(pages) and (reading.pdf or not text[: pages[0]].strip())
     spans: list[tuple[int, int, tuple[int, int] | None]] = []
-    cut_at = [h.start for h in headings]
     if paged:
         preamble = text[: pages[0]]
         if preamble.strip():
-            spans += [(a, b, None) for a, b in _cuts(text, 0, pages[0], size, cut_at, fences)]
+            spans += [(a, b, None) for a, b in _cuts(text, 0, pages[0], size, cut_at, code)]
         for index, (page_start, number) in enumerate(zip(pages, numbers)):
             start = 0 if index == 0 and not preamble.strip() else page_start
             end = pages[index + 1] if index + 1 < len(pages) else len(text)
-            spans += [(a, b, (number, number)) for a, b in _cuts(text, start, end, size, cut_at, fences)]
+            spans += [(a, b, (number, number)) for a, b in _cuts(text, start, end, size, cut_at, code)]
     else:
-        spans = [(a, b, None) for a, b in _cuts(text, 0, len(text), size, cut_at, fences)]
+        spans = [(a, b, None) for a, b in _cuts(text, 0, len(text), size, cut_at, code)]
     sections = section_titles([h.level for h in headings], [h.title for h in headings], [h.start for h in headings],
                               [a for a, _, _ in spans])
     parts = tuple(Part(n, a, b, pages, section) for n, ((a, b, pages), section) in enumerate(zip(spans, sections), 1))
-    return Layout(parts, headings, paged, size, pdf, tuple(p.start for p in parts), tuple(h.start for h in headings))
+    return Layout(parts, headings, paged, size, reading, tuple(p.start for p in parts), tuple(h.start for h in headings))
 
 
-# A heading as a web page's extraction writes it, `# [Title](#title-1)`: its title is `Title`.
-_LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\([^()\s]*(?:\([^()\s]*\)[^()\s]*)*(?:\s+\"[^\"\n]*\")?\)")
-_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")  # markdown's backslash escapes of punctuation
+plain_title = structure.plain_title  # a heading's title as a person reads it (links by their text)
 
 
-def plain_title(title: str) -> str:
-    """A heading's title as a person reads it: links by their text, escapes undone."""
+# -- version 1 of the cutting (frozen: the parts of every attachment made before issue 46) ---------------
+
+
+def _legacy_headings(text: str) -> list[int]:
+    """Where version 1 saw a heading: a `#` line whose title (as `_legacy_title` read it) is not empty."""
+    return [start for start, match in _HEADINGS.finditer(text) if _legacy_title(match.group(2))]
+
+
+# Version 1's heading title, as a web page's extraction writes it (`# [Title](#title-1)`: `Title`):
+# only whether it is empty matters to its cuts.
+_LEGACY_LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\([^()\s]*(?:\([^()\s]*\)[^()\s]*)*(?:\s+\"[^\"\n]*\")?\)")
+_LEGACY_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def _legacy_title(title: str) -> str:
     if "[" in title:
-        title = _LINK.sub(lambda m: m.group(1), title)
-    return _ESCAPED.sub(r"\1", title).strip() if "\\" in title else title.strip()
+        title = _LEGACY_LINK.sub(lambda m: m.group(1), title)
+    return _LEGACY_ESCAPED.sub(r"\1", title).strip() if "\\" in title else title.strip()
 
 
-def _headings(text: str) -> list[Heading]:
-    found = []
-    for start, match in _HEADINGS.finditer(text):
-        title = plain_title(match.group(2))
-        if title:
-            found.append(Heading(len(match.group(1)), title, start))
-    return found
-
-
-class _Fences:
-    """Fenced code blocks: (start, end) offsets, in order, and their starts for look-ups."""
-
-    def __init__(self, spans: list[tuple[int, int]]) -> None:
-        self.spans = spans
-        self.starts = [a for a, _ in spans]
-
-    def inside(self, offset: int) -> bool:
-        index = bisect_right(self.starts, offset) - 1
-        return index >= 0 and self.spans[index][0] < offset < self.spans[index][1]
-
-
-def _underline(text: str, start: int, match: re.Match[str]) -> bool:
-    """Whether the `~~~` or backtick line at `start` underlines the title above it, as
-    reStructuredText writes titles (`Title` over `~~~~~` or `` ````` ``: as long as the title or
-    longer, a blank line after it), rather than opening a code block. A fence opens code, so the
-    line after it is rarely blank."""
-    fence = match.group(1)
-    if start == 0:
-        return False
-    end = text.find("\n", start)
-    if text[start:len(text) if end < 0 else end].strip() != fence:
-        return False
-    above = text[text.rfind("\n", 0, start - 1) + 1:start - 1].rstrip()
-    after = "" if end < 0 else text[end + 1:len(text) if (n := text.find("\n", end + 1)) < 0 else n]
-    return (bool(above.strip()) and len(fence) >= len(above) and not after.strip()
-            and not _FENCES.first.match(above))
-
-
-def _fenced(text: str, titles: bool = False) -> _Fences:
-    """The (start, end) offsets of fenced code blocks (an unclosed one runs to the end). With
-    `titles`, a line that underlines a title (`_underline`) opens none: the outline reads
-    reStructuredText so. The cuts do not: a `~~~` or backtick underline opens a block there, as
-    CommonMark reads it, because reading it otherwise would move the cuts, and so the part
-    numbers that citations already written name (docs/decisions.md)."""
+def _legacy_fenced(text: str) -> _Code:
+    """Version 1's code blocks: a fence line (as CommonMark reads one at a line's start, whatever the
+    containers) opens one, the next fence line of its kind and length closes it, an unclosed one
+    runs to the end."""
     spans = []
     opening: tuple[int, str] | None = None
     for start, match in _FENCES.finditer(text):
         fence = match.group(1)
         if opening is None:
-            if not (titles and _underline(text, start, match)):
-                opening = (start, fence)
+            opening = (start, fence)
         elif fence[0] == opening[1][0] and len(fence) >= len(opening[1]):
             spans.append((opening[0], match.end()))
             opening = None
     if opening is not None:
         spans.append((opening[0], len(text)))
-    return _Fences(spans)
+    return _Code(spans)
+
+
+# -- cuts ----------------------------------------------------------------------------------------------
 
 
 def _cuts(text: str, start: int, end: int, size: int, headings: list[int],
-          fences: _Fences) -> list[tuple[int, int]]:
+          code: _Code) -> list[tuple[int, int]]:
     """[start, end) cut into spans of at most `size` characters (see the module's docstring)."""
     out = []
     while end - start > size:
         low, high = start + max(1, size * 3 // 4), start + size
-        cut = _heading_cut(headings, low, high) or _paragraph_cut(text, low, high, fences)
+        cut = _heading_cut(headings, low, high) or _paragraph_cut(text, low, high, code)
         if cut is None:
             line = text.rfind("\n", low, high)
             space = text.rfind(" ", low, high) if line < 0 else -1
@@ -335,7 +428,7 @@ def _heading_cut(headings: list[int], low: int, high: int) -> int | None:
     return headings[index] if index >= 0 and headings[index] > low else None
 
 
-def _paragraph_cut(text: str, low: int, high: int, fences: _Fences) -> int | None:
+def _paragraph_cut(text: str, low: int, high: int, code: _Code) -> int | None:
     """Just after the last blank line in [low, high) that is not inside a code block."""
     at = high
     while True:
@@ -343,20 +436,21 @@ def _paragraph_cut(text: str, low: int, high: int, fences: _Fences) -> int | Non
         if found < 0:
             return None
         cut = found + 2
-        if not fences.inside(cut):
+        if not code.inside(cut):
             return cut
         at = found + 1
 
 
 def section_titles(levels: Sequence[int], titles: Sequence[str], heading_starts: Sequence[int],
                    starts: Sequence[int]) -> list[str]:
-    """For each part start, the titles of the headings in force there, outermost first (the
-    headings as parallel lists, in order), a title repeated by the heading below it shown once."""
+    """For each offset of `starts` (in order), the titles of the headings in force there,
+    outermost first (the headings as parallel lists, in order; one that starts there included),
+    a title repeated by the heading below it shown once."""
     out = []
     stack: list[tuple[int, str]] = []
     index, count = 0, len(levels)
     for start in starts:
-        while index < count and heading_starts[index] <= start:  # one the part starts with too
+        while index < count and heading_starts[index] <= start:
             level = levels[index]
             while stack and stack[-1][0] >= level:
                 stack.pop()
@@ -368,7 +462,7 @@ def section_titles(levels: Sequence[int], titles: Sequence[str], heading_starts:
 
 
 def stored_layout(starts: list[int], pages: list[tuple[int, int] | None] | None, levels: list[int],
-                  titles: list[str], heading_starts: list[int], length: int, size: int, pdf: bool,
+                  titles: list[str], heading_starts: list[int], length: int, size: int, reading: Reading,
                   paged: bool) -> Layout:
     """A layout from its offsets (checked by the caller: in order, inside a text of `length`),
     its parts and headings made only when asked for."""
@@ -383,83 +477,63 @@ def stored_layout(starts: list[int], pages: list[tuple[int, int] | None] | None,
     def heading(index: int) -> Heading:
         return Heading(levels[index], titles[index], heading_starts[index])
 
-    return Layout(Built(len(starts), part), Built(len(levels), heading), paged, size, pdf, tuple(starts),
+    return Layout(Built(len(starts), part), Built(len(levels), heading), paged, size, reading, tuple(starts),
                   tuple(heading_starts))
 
 
 # -- outlines ----------------------------------------------------------------------------------------------
 
+OUTLINE_PAGE = 200  # entries of a whole outline one `///outline NAME PAGE` shows
 
-def outline(found: Layout, max_lines: int = 40, text: str = "") -> tuple[list[str], int]:
+
+def outline(found: Layout, max_lines: int = 40) -> tuple[list[str], int]:
     """The lines of an outline for the prompt, and how many headings (or pages) it leaves out:
     the headings, each with the part it starts in, down to the deepest level whose headings
     all fit in `max_lines` (the first `max_lines` of the top level if even those do not);
-    for a PDF's text, its pages with their parts. A text with no `#` heading is outlined by its
-    underlined titles (`text` given: reStructuredText, setext markdown)."""
+    for a PDF's text, its pages with their parts."""
     if found.paged:
-        return _page_outline(found, max_lines)
-    headings = found.headings or (underlined_titles(text) if text else ())
+        lines = _page_outline(found)
+        return lines[:max_lines], max(0, len(lines) - max_lines)
+    headings = found.headings
     if not headings:
         return [], 0
-    top = min(h.level for h in headings)
-    chosen = [h for h in headings if h.level == top]
+    levels = [h.level for h in headings]
+    top = min(levels)
+    counts = [levels.count(level) for level in range(7)]
+    deepest = top
     for level in range(top + 1, 7):
-        deeper = [h for h in headings if h.level <= level]
-        if len(deeper) > max_lines:
+        if sum(counts[top:level + 1]) > max_lines:
             break
-        chosen = deeper
-    lines = [f"{'  ' * (h.level - top)}- {h.title} (#{found.part_at(h.start)})" for h in chosen[:max_lines]]
+        deepest = level
+    chosen = [h for h in headings if h.level <= deepest][:max_lines]
+    lines = [_outline_line(found, h, top) for h in chosen]
     return lines, len(headings) - len(lines)
 
 
-# Underlined titles: a title line, and under it a line of one punctuation character repeated, at
-# least as long as the title (`=` and `-` from three: setext markdown), an overline of the same
-# character allowed (reStructuredText). They outline a text that has no `#` heading; they move no
-# cut and name no section (that would renumber the parts of documents already cited, and a
-# section line takes a passage's room: docs/decisions.md).
-_UNDERLINE = re.compile(r"\n([^\n]{1,200})\n([=\-~^\"'`#*+:._])\2{2,}[ \t]*(?=\n|$)")
-_KEPT_TITLES: dict[tuple[int, int], tuple[Heading, ...]] = {}  # by (length, hash) of the text: not the text itself
-MAX_TITLES = 10_000  # an outline shows 40 lines; a hostile text of a million titles is not read through
+def whole_outline(found: Layout, first: int = 0, count: int | None = None) -> list[str]:
+    """The lines of the outline (those from `first`, `count` of them, or all): each heading with
+    the part it starts in, indented by its level; a PDF's pages with their parts. What
+    `///outline` pages through, OUTLINE_PAGE lines a page."""
+    end = None if count is None else first + count
+    if found.paged:
+        return _page_outline(found)[first:end]
+    headings = found.headings
+    if not headings:
+        return []
+    top = min(h.level for h in headings)
+    return [_outline_line(found, h, top) for h in headings[first:end]]
 
 
-def underlined_titles(text: str) -> tuple[Heading, ...]:
-    """The underlined titles of `text` outside code blocks, levels by the order in which their
-    styles first appear (as docutils assigns them), at most six levels; the first MAX_TITLES."""
-    key = (len(text), hash(text))
-    kept = _KEPT_TITLES.get(key)
-    if kept is not None:
-        return kept
-    fences = _fenced(text, titles=True)
-    styles: list[tuple[str, bool]] = []
-    found = []
-    for match in _UNDERLINE.finditer("\n" + text):
-        title_line, char = match.group(1), match.group(2)
-        start = match.start()  # of the title line, in `text` (the "\n" added before it)
-        underline = match.group(0).rsplit("\n", 1)[1].rstrip()
-        title = title_line.strip()
-        if (set(title) <= set(char) or (len(underline) < len(title) and char not in "=-")
-                or fences.inside(start) or title.startswith(("- ", "* ", "+ ", "|", ".. "))):
-            continue
-        above = text[text.rfind("\n", 0, max(0, start - 1)) + 1:max(0, start - 1)].strip() if start else ""
-        overline = bool(above) and set(above) == {char}
-        if (above and not overline) or (title_line[0].isspace() and not overline):  # apart from a paragraph;
-            continue  # only an overlined title may be inset
-        style = (char, overline)
-        if style not in styles:
-            styles.append(style)
-        level = styles.index(style) + 1
-        if level <= 6:
-            found.append(Heading(level, plain_title(title), start))
-            if len(found) == MAX_TITLES:
-                break
-    kept = tuple(found)
-    if len(_KEPT_TITLES) >= 32:
-        _KEPT_TITLES.clear()
-    _KEPT_TITLES[key] = kept
-    return kept
+def outline_size(found: Layout) -> int:
+    """How many entries `whole_outline` has (without making them)."""
+    return len(_page_outline(found)) if found.paged else len(found.headings)
 
 
-def _page_outline(found: Layout, max_lines: int) -> tuple[list[str], int]:
+def _outline_line(found: Layout, heading: Heading, top: int) -> str:
+    return f"{'  ' * (heading.level - top)}- {heading.title} (#{found.part_at(heading.start)})"
+
+
+def _page_outline(found: Layout) -> list[str]:
     """Runs of pages that are one part each, then each page split over several parts."""
     lines = []
     run: list[Part] = []
@@ -477,8 +551,7 @@ def _page_outline(found: Layout, max_lines: int) -> tuple[list[str], int]:
     by_page: dict[tuple[int, int] | None, list[Part]] = {}
     for part in found.parts:
         by_page.setdefault(part.pages, []).append(part)
-    pages = list(by_page.items())
-    for pages_of, parts in pages:
+    for pages_of, parts in by_page.items():
         if pages_of is None:
             flush()
             lines.append(f"- before the first page: #{parts[0].number}" + (f"–#{parts[-1].number}" if len(parts) > 1 else ""))
@@ -491,10 +564,13 @@ def _page_outline(found: Layout, max_lines: int) -> tuple[list[str], int]:
             flush()
             lines.append(f"- page {pages_of[0]}: #{parts[0].number}–#{parts[-1].number}")
     flush()
-    return lines[:max_lines], max(0, len(lines) - max_lines)
+    return lines
 
 
 # -- names of parts --------------------------------------------------------------------------------------
+
+
+IN = "in:"  # `///find in:NAME WORDS`: find's words searched in the one source NAME
 
 
 def split_reference(text: str) -> tuple[str, int | None, int | None]:

@@ -10,19 +10,23 @@ of a third of the questions the parts hold: docs/decisions.md, issue 32):
    nothing), any of them matching (stemmed), by BM25 with a part's headings (the section it
    continues, the headings in it) weighted above its text; very common English words are left
    out of a query that has others.
-2. In each, the windows of a passage's size that start at a match are scored like BM25: each
-   query word's weight (its rarity among the parts searched, from the index), saturating with
-   repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words its part's headings hold;
-   a part's best `PASSAGES_PER_PART` windows that do not overlap much are its passages.
+2. In each, the windows of a passage's size that start at a match or at a heading are scored
+   like BM25: each query word's weight (its rarity among the parts searched, from the index),
+   saturating with repeats (`K1`), plus `HEADING_WEIGHT` of the weights of the words the
+   headings above the window and in it hold (a heading's own line counts there only); a part's
+   best window is its passage (`PASSAGES_PER_PART`), unless it is the only part that matches:
+   then its best windows that do not overlap much, as many as asked.
 3. The best passages of all win; or, with semantic search (`Semantic`: the query's vector and
    the stored vectors, engine/retrieval/vectors.py), the best `FUSION_DEPTH` (at least as many as asked)
    of this ranking and of the windows nearest the query in meaning are fused by reciprocal rank
    (`FUSION_K`). A near window that overlaps a lexical passage of its part by a third is that
    passage, left where the words put it; when a third of it or more lies beside that passage,
-   it is also a passage of its own, next in its ranking; at most `PASSAGES_PER_PART` a part.
+   it is also a passage of its own, next in its ranking; at most `PASSAGES_PER_PART` a part
+   (or as many as asked, when one part holds every match).
 
 A passage is widened to whole words and starts at a line or sentence where one begins shortly
-before, with its section first and `…` where the part goes on.
+before, with the headings above it in its source first (the nearest of each level before its
+first character: `Layout.section_at`) and `…` where the part goes on.
 """
 
 from __future__ import annotations
@@ -31,16 +35,18 @@ import math
 import os
 import re
 import sqlite3
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Hashable, Sequence
 
 from .index import MARK_CLOSE, MARK_OPEN, Hit, Index, Source
+from .parts import Part
 from .vectors import StoreUnusable, VectorStore, nearest
 
 PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
-PASSAGES_PER_PART = 3  # a part (4,000 characters) holds about three passages (1,200)
+PASSAGES_PER_PART = 1  # a find that filled its places with one part's windows showed the same part thrice (issue 46)
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009), the usual choice
 FUSION_DEPTH = 10  # how far down each ranking the fusion looks (at least as far as it answers)
@@ -117,10 +123,18 @@ def rank(query: str, sources: Sequence[Source], index: Index, ids: dict[str, int
         return Ranked([])
     by_key = {source.key: source for source in sources}
     lexical = _lexical(words, ids, by_key, index, limit)
+    per_part = limit if len({(w.key, w.number) for w in lexical}) == 1 else PASSAGES_PER_PART
     near, note = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else ([], "")
-    chosen = _fused(lexical, near, limit) if near else lexical[:limit]
-    return Ranked([Passage(w.key, w.number, _passage(w.plain, w.start, w.section), w.score) for w in chosen],
-                  (note,) if note else ())
+    chosen = _fused(lexical, near, limit, per_part) if near else lexical[:limit]
+    return Ranked([Passage(w.key, w.number, _passage(w.plain, w.start, _label(by_key[w.key], w)), w.score)
+                   for w in chosen], (note,) if note else ())
+
+
+def _label(source: Source, window: _Window) -> str:
+    """The headings above the window's first character in its source."""
+    layout = source.layout
+    start = layout.part(window.number).start if window.number <= layout.count else 0
+    return layout.section_at(start + window.start)
 
 
 def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source], index: Index,
@@ -129,6 +143,7 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
     hits = index.lexical(words, ids, max(CANDIDATES, 4 * limit))
     if not hits:
         return []
+    per_part = limit if len(hits) == 1 else PASSAGES_PER_PART  # one part holds every match: its best windows
     total, found = index.frequencies(words, ids)
     weights = {word: _idf(total, found.get(word, 0)) for word in words}
     windows: list[_Window] = []
@@ -136,10 +151,50 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
         source = by_key[hit.key]
         part = source.layout.part(hit.number) if hit.number <= source.layout.count else None
         section = part.section if part is not None else ""
-        headings = source.layout.heading_text(part) if part is not None else ""
-        windows += _windows(hit, section, headings, words, weights)
+        headings = _Headings(source, part, words, weights) if part is not None else None
+        windows += _windows(hit, section, headings, words, weights, per_part)
     windows.sort(key=lambda w: -w.score)
     return windows
+
+
+class _Headings:
+    """A part's headings as its windows meet them: where each starts and where its line of words
+    ends (offsets in the part), and what a window's headings are worth (those above its start and
+    those in it, each distinct word's weight once)."""
+
+    def __init__(self, source: Source, part: Part, words: Sequence[str], weights: dict[str, float]) -> None:
+        self.layout, self.part, self.words, self.weights = source.layout, part, words, weights
+        text = source.text
+        self.lines: list[tuple[int, int]] = []
+        for heading in self.layout.headings_in(part):
+            end = _line_end(text, heading.start)
+            if _ADORNMENT.fullmatch(text[heading.start:end].strip()):  # an overline: the title is the next line
+                end = _line_end(text, end + 1)
+            self.lines.append((heading.start - part.start, end - part.start))
+        self.starts_of_lines = [a for a, _ in self.lines]
+        self.starts = [a for a in self.starts_of_lines if a > 0]
+        self._memo: dict[tuple[int, int], float] = {}
+
+    def on_a_line(self, offset: int) -> bool:
+        index = bisect_right(self.starts_of_lines, offset) - 1
+        return index >= 0 and self.lines[index][0] <= offset < self.lines[index][1]
+
+    def score(self, start: int, end: int) -> float:
+        layout, at = self.layout, self.part.start
+        first = bisect_right(layout.heading_starts, at + start) - 1
+        last = bisect_left(layout.heading_starts, at + end)
+        if (first, last) not in self._memo:
+            titles = [layout.section_at(at + start)] + [layout.headings[k].title for k in range(first + 1, last)]
+            self._memo[(first, last)] = _heading_score(" ".join(titles), self.words, self.weights)
+        return self._memo[(first, last)]
+
+
+_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}")
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end < 0 else end
 
 
 def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple[list[_Window], str]:
@@ -184,7 +239,7 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple
     return out, note
 
 
-def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Window]:
+def _fused(lexical: list[_Window], near: list[_Window], limit: int, per_part: int) -> list[_Window]:
     """The two rankings' best fused by reciprocal rank (`fuse`: a passage high
     in either comes first, one in both before one in either). A window of the semantic ranking
     that overlaps one of the lexical ranking's in the same part by a third or more is the same
@@ -210,7 +265,7 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int) -> list[_Win
     chosen: list[_Window] = []
     for kind, n in order:
         window = lexical[n] if kind == "lexical" else near[n]
-        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= PASSAGES_PER_PART:
+        if sum(1 for w in chosen if (w.key, w.number) == (window.key, window.number)) >= per_part:
             continue
         chosen.append(window)
         if len(chosen) == limit:
@@ -257,19 +312,30 @@ def _word_of_folded(token: str, words: tuple[str, ...]) -> str | None:
     return best
 
 
-def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weights: dict[str, float]) -> list[_Window]:
-    """The part's best windows of about PASSAGE_CHARS characters, scored like BM25 (each word's
-    weight, saturating with repeats), plus the words its headings hold."""
+def _windows(hit: Hit, section: str, headings: _Headings | None, words: Sequence[str], weights: dict[str, float],
+             per_part: int) -> list[_Window]:
+    """The part's best `per_part` windows of about PASSAGE_CHARS characters, scored like BM25 (each
+    word's weight, saturating with repeats), plus the words the headings above and in it hold.
+    A window starts shortly before a match, or at a heading (a section's start reads well); the
+    words of a heading's own line count as the heading's only (session 38: a part's first window,
+    which held its title, won over the window that held the answer: docs/decisions.md)."""
     plain, matches = _unmark(hit.marked)
-    head = _heading_score(headings, words, weights)
     room = PASSAGE_CHARS - (len(section) + 3 if section and len(section) < PASSAGE_CHARS // 4 else 0) - 2
+
+    def head(start: int) -> float:
+        return headings.score(start, start + room) if headings is not None else 0.0
+
     if not matches:
-        return [_Window(hit.key, hit.number, plain, 0, min(len(plain), room), section, head)]
+        return [_Window(hit.key, hit.number, plain, 0, min(len(plain), room), section, head(0))]
     lead = min(room // 6, 200)
-    tagged = [(at, _word_of(token, words)) for at, token in matches[:400]]
+    tagged = [(at, None if headings is not None and headings.on_a_line(at) else _word_of(token, words))
+              for at, token in matches[:400]]
+    offsets = [at for at, _ in tagged]
+    starts = [(max(0, offset - lead), index) for index, offset in enumerate(offsets)]
+    if headings is not None:
+        starts += [(at, bisect_left(offsets, at)) for at in headings.starts if bisect_left(offsets, at) < len(offsets)]
     scored = []
-    for index, (offset, _) in enumerate(tagged):
-        start = max(0, offset - lead)
+    for start, index in starts:
         counts: dict[str, int] = {}
         for at, word in tagged[index:]:
             if at >= start + room - lead // 2:
@@ -277,14 +343,14 @@ def _windows(hit: Hit, section: str, headings: str, words: Sequence[str], weight
             if word is not None:
                 counts[word] = counts.get(word, 0) + 1
         score = sum(weights.get(word, 0.0) * n * (K1 + 1) / (n + K1) for word, n in counts.items())
-        scored.append((score + head, start))
+        scored.append((score + head(start), start))
     scored.sort(key=lambda item: (-item[0], item[1]))
     out: list[_Window] = []
     last = max(0, len(plain) - room)  # a passage starts no later (`_passage`): two windows beyond it are one passage
     for score, start in scored:
         if all(abs(start - other.start) >= room // 2 and min(start, last) != min(other.start, last) for other in out):
             out.append(_Window(hit.key, hit.number, plain, start, min(len(plain), start + room), section, score))
-        if len(out) == PASSAGES_PER_PART:
+        if len(out) == per_part:
             break
     return out
 

@@ -16,7 +16,7 @@ from difflib import get_close_matches
 from typing import Iterable, Sequence, TypeVar
 
 from ..core.names import title_key
-from ..retrieval.parts import is_pdf_type, layout, split_reference
+from ..retrieval.parts import layout, split_reference
 from .model import Attachment
 
 _LINK = re.compile(r"\[\[([^\[\]\n|]+)(?:\|([^\[\]\n]*))?\]\]")
@@ -113,7 +113,7 @@ def missing_part(name: str, attachment: Attachment, first: int | None, last: int
     (None: every part it names is there, or it cites the whole)."""
     if first is None:
         return None
-    count = layout(attachment.content, part_chars, pdf=is_pdf_type(attachment.content_type)).count
+    count = layout(attachment.content, part_chars, attachment.reading).count
     last = first if last is None else last
     if 1 <= first <= last <= count:
         return None

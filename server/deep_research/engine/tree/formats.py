@@ -275,6 +275,8 @@ def render_breakdown(children: list[Problem]) -> str:
 
 
 def render_attachment(attachment: Attachment) -> str:
+    """An attachment's file: what it records (its name, when it was added, where it came from, the
+    cutting its parts are made by), then its text."""
     meta = front_matter(name=attachment.name, added=attachment.added, **attachment.origin())  # only those set
     return f"{meta}\n{attachment.content.rstrip()}\n"
 

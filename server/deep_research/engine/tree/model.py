@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ..core.state import ProblemPath, Status
+from ..retrieval.parts import CUTS, LEGACY_CUTS, Reading, reading_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .staleness import Basis
@@ -63,10 +64,27 @@ class Attachment:
     fetched: str = ""
     content_type: str = ""
     sha256: str = ""
+    # The version of the cutting its parts are made by (engine/retrieval/parts.py), recorded when it
+    # is attached (`attached`); "" when its file records none: attached before issue 46, version 1.
+    cuts: str = ""
 
     def origin(self) -> dict[str, str]:
-        """The source fields that are set, as `Draft.add_attachment` takes them."""
+        """The fields of where it came from (and how it is cut) that are set, as `Draft.add_attachment`
+        takes them: a copy keeps its parts."""
         return {key: value for key in ORIGIN_FIELDS if (value := getattr(self, key))}
 
+    @property
+    def reading(self) -> Reading:
+        """How its text is divided into parts (the cutting recorded with it, its form)."""
+        return reading_of(self.content_type, self.cuts, self.source)
 
-ORIGIN_FIELDS = ("source", "final_url", "fetched", "content_type", "sha256")
+    def attached(self) -> Attachment:
+        """As it is written when it is attached: with the newest cutting recorded, unless it records one."""
+        return self if self.cuts else replace(self, cuts=str(CUTS))
+
+    def copied(self) -> dict[str, str]:
+        """What a copy of it records (`Draft.add_attachment`'s `origin`): its parts stay the same."""
+        return {**self.origin(), "cuts": self.cuts or str(LEGACY_CUTS)}
+
+
+ORIGIN_FIELDS = ("source", "final_url", "fetched", "content_type", "sha256", "cuts")

@@ -30,7 +30,7 @@ from enum import Enum
 from threading import Lock
 from typing import Sequence
 
-from ..retrieval.parts import Layout, is_pdf_type, layout, part_name, split_reference
+from ..retrieval.parts import Layout, layout, part_name, split_reference
 from .citations import Citation, without_code
 from .model import Attachment
 
@@ -181,14 +181,14 @@ def folded_parts(source: Attachment, part_chars: int) -> Folded:
     folded once)."""
     global _kept
     text = source.content
-    pdf = is_pdf_type(source.content_type)
-    key = (hash(text), len(text), part_chars, pdf)
+    reading = source.reading
+    key = (hash(text), len(text), part_chars, reading)
     with _LOCK:
         found = _FOLDED.get(key)
         if found is not None:
             _FOLDED.move_to_end(key)
             return found
-    found = Folded(text, layout(text, part_chars, pdf=pdf))
+    found = Folded(text, layout(text, part_chars, reading))
     with _LOCK:
         _FOLDED[key] = found
         _kept += len(text)
@@ -405,7 +405,7 @@ def _numbers(plain: str, cited: list[Cited], part_chars: int, out: Review) -> No
         out.numbers += len(claims)
         texts = []
         for item in items:
-            shape = layout(item.source.content, part_chars, pdf=is_pdf_type(item.source.content_type))
+            shape = layout(item.source.content, part_chars, item.source.reading)
             last = item.last if item.last is not None else item.first
             for number in range(item.first, min(last, shape.count) + 1):
                 part = shape.part(number)

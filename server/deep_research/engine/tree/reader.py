@@ -26,7 +26,7 @@ from typing import Sequence
 from ..core.names import name_key
 from ..core.state import NAME_SEPARATOR, ROOT, ProblemPath
 from ..retrieval.layout_store import LayoutStore
-from ..retrieval.parts import Layout, is_pdf_type
+from ..retrieval.parts import Layout
 from ..store import ATTACHMENTS, CRITERIA, DEFINITION, REPORT, SUBPROBLEMS, Entry, FileCache, Guard
 from . import formats
 from .model import Attachment, Criterion, Problem
@@ -130,7 +130,7 @@ class Tree:
     def layouts(self, items: Sequence[Attachment], part_chars: int) -> list[Layout]:
         """The parts of each of `items` (engine/retrieval/parts.py's `layout`), kept on disk between
         processes (engine/retrieval/layout_store.py)."""
-        return self.layout_store.layouts([(a.content, is_pdf_type(a.content_type)) for a in items], part_chars)
+        return self.layout_store.layouts([(a.content, a.reading) for a in items], part_chars)
 
 
 def is_problem_folder(entry: Entry) -> bool:

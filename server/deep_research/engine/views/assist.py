@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from enum import Enum
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from ..core.names import expand_home, find_title
 from ..core.state import Phase, ProblemPath, Status
@@ -23,7 +23,8 @@ from ..language import commands
 from ..language.budgets import Refusals
 from ..language.commands import ArgType, CommandSpec, Form, Growth
 from ..language.parser import BLOCK_CLOSE, BLOCK_OPEN, LINE_PREFIX, SHUTDOWN, Command, ParsedMessage, Section
-from ..retrieval.parts import Layout, is_pdf_type, layout, part_name, split_reference
+from ..execution.reading import named_page, scoped
+from ..retrieval.parts import IN, OUTLINE_PAGE, Layout, layout, outline_size, part_name, split_reference, whole_outline
 from ..settings.rules import DEFAULT_PART_CHARS
 from ..store import DEFINITION, is_own_entry
 from ..tree import accounting
@@ -119,7 +120,7 @@ class Snapshot:
         return part[6] if len(part) > 6 else self._part_chars
 
     def layout(self, attachment: Attachment) -> Layout:
-        return layout(attachment.content, self.part_chars, pdf=is_pdf_type(attachment.content_type))
+        return layout(attachment.content, self.part_chars, attachment.reading)
 
     @property
     def refused(self) -> Refusals:
@@ -239,7 +240,81 @@ def _complete_argument(spec: CommandSpec, argument, prefix: str, line: str, pos:
         return _paths(snap, prefix[start:], Pos(pos.line, start), len(line))
     if argument.type is ArgType.PART:
         return _parts(snap, snap.readable, prefix[start:], replace, closing="")
+    if argument.type is ArgType.SOURCE:
+        return _outline_pages(snap, prefix[start:], replace)
+    if argument.type is ArgType.WORDS and prefix[start:].lower().startswith(IN):
+        return _scopes(snap, prefix[start:], Span(Pos(pos.line, start), Pos(pos.line, pos.col)))
     return []
+
+
+def _outline_pages(snap: Snapshot, typed: str, replace: Span) -> list[Candidate]:
+    """Completion of `///outline NAME [PAGE]`: the sources visible here, each with its outline's
+    size; once a source's name and a space are typed, its outline's pages."""
+    named = [(a.name, a) for a, _ in snap.readable]
+    name, page, found = named_page(typed.rstrip() + (" 1" if typed.endswith(" ") else ""), named)
+    if found is not None and typed.endswith(" ") and page is not None:
+        entries = outline_size(snap.layout(found))
+        pages = max(1, -(-entries // OUTLINE_PAGE))
+        written = typed.rstrip()
+        return [Candidate(label=f"{written} {n}", kind=ItemKind.ATTACHMENT,
+                          detail=f"entries {(n - 1) * OUTLINE_PAGE + 1:,}–{min(entries, n * OUTLINE_PAGE):,} of {entries:,}",
+                          documentation=_outline_markdown(found, snap.layout(found), n), replace=replace,
+                          text=f"{written} {n}", filter_text=f"{written} {n}", sort_text=f"{n:06d}")
+                for n in range(1, min(pages, MAX_PARTS_LISTED) + 1)]
+    items = []
+    for attachment in _each_name_once(snap.readable):
+        shape = snap.layout(attachment)
+        entries = outline_size(shape)
+        items.append(Candidate(
+            label=attachment.name, kind=ItemKind.ATTACHMENT,
+            detail=(f"{entries:,} outline entr{'y' if entries == 1 else 'ies'}" if entries else "no headings")
+            + f" · {shape.count:,} part{'s' if shape.count != 1 else ''}",
+            documentation=_outline_markdown(attachment, shape, 1), replace=replace, text=attachment.name,
+            filter_text=attachment.name, sort_text=f"{len(items):04d}"))
+    return items
+
+
+def _each_name_once(scope: Sequence[tuple[Attachment, Path]]) -> Iterator[Attachment]:
+    """The sources of `scope` in order, a name seen once hiding the later ones (as `read` finds them)."""
+    seen: set[str] = set()
+    for attachment, _file in scope:
+        key = citations.key(attachment.name)
+        if key not in seen:
+            seen.add(key)
+            yield attachment
+
+
+def _scopes(snap: Snapshot, typed: str, replace: Span) -> list[Candidate]:
+    """Completion of `///find in:NAME`: the sources visible here (in double quotes when the name
+    holds a space), while the name is typed."""
+    rest = typed[len(IN):]
+    if (" " in rest and not rest.startswith('"')) or (rest.startswith('"') and rest.count('"') >= 2):
+        return []  # the name is written: the words follow
+    items = []
+    for attachment in _each_name_once(snap.readable):
+        written = IN + (f'"{attachment.name}"' if " " in attachment.name else attachment.name) + " "
+        count = snap.layout(attachment).count
+        items.append(Candidate(
+            label=written.rstrip(), kind=ItemKind.ATTACHMENT,
+            detail=f"search {count:,} part{'s' if count != 1 else ''} of this source only",
+            documentation=_part_markdown(attachment, snap.layout(attachment), 1, 400), replace=replace,
+            text=written, filter_text=written.rstrip(), sort_text=f"{len(items):04d}"))
+    return items
+
+
+def _outline_markdown(attachment: Attachment, shape: Layout, page: int) -> str:
+    """A page of a source's outline for hover and completion: its size and the page's first entries."""
+    entries = outline_size(shape)
+    if not entries:
+        return f"**{attachment.name}** has no headings ({shape.count:,} part{'s' if shape.count != 1 else ''})."
+    pages = -(-entries // OUTLINE_PAGE)
+    if not 1 <= page <= pages:
+        return (f"**{attachment.name}**'s outline has {entries:,} entries in {pages:,} "
+                f"page{'s' if pages != 1 else ''} of {OUTLINE_PAGE}: there is no page {page:,}.")
+    first = (page - 1) * OUTLINE_PAGE
+    shown = whole_outline(shape, first, 12)
+    return (f"**{attachment.name}**: outline page {page} of {pages} ({entries:,} entries, {OUTLINE_PAGE} a page)"
+            "\n\n" + "\n".join(shown) + ("\n- …" if entries > first + 12 else ""))
 
 
 MAX_LISTED = 200  # entries offered per folder: completion lists a folder, never a tree
@@ -423,12 +498,7 @@ def _parts(snap: Snapshot, scope: tuple[tuple[Attachment, Path], ...], typed: st
                 text=label + closing, filter_text=label, sort_text=f"{part.number:06d}"))
         return items
     items = []
-    seen: set[str] = set()
-    for attachment, _file in scope:
-        key = citations.key(attachment.name)
-        if key in seen:
-            continue
-        seen.add(key)
+    for attachment in _each_name_once(scope):
         count = snap.layout(attachment).count
         items.append(Candidate(
             label=attachment.name, kind=ItemKind.ATTACHMENT,
@@ -571,6 +641,21 @@ def hover(parsed: ParsedMessage, pos: Pos, snapshot: Snapshot | Callable[[], Sna
         if found is None:
             return HoverInfo(f"No attachment or context item visible here is named “{value.strip()}”.", span)
         return HoverInfo(_reference_markdown(snap, *found), span)
+    if argument.type is ArgType.SOURCE:
+        name, page, attachment = named_page(value, [(a.name, a) for a, _ in snap.readable])
+        if attachment is None:
+            return HoverInfo(f"No attachment or context item visible here is named “{name}”.", span)
+        return HoverInfo(_outline_markdown(attachment, snap.layout(attachment), page or 1), span)
+    if argument.type is ArgType.WORDS and value.strip().lower().startswith(IN):
+        name, words = scoped(value.strip())
+        found = citations.resolve(name or "", [(a.name, a) for a, _ in snap.readable])
+        if found is None:
+            return HoverInfo(f"No attachment or context item visible here is named “{name}”: `in:` names the one "
+                             "source to search." if name else "`in:` names the one source to search: `in:NAME WORDS`.",
+                             span)
+        count = snap.layout(found).count
+        return HoverInfo(f"Searches **{found.name}** only ({count:,} part{'s' if count != 1 else ''}) for "
+                         f"“{words}”." if words else f"Searches **{found.name}** only: the words follow its name.", span)
     cited = _citation_at(target, pos)
     if cited is not None:
         found = citations.resolve_part(cited[0], [(a.name, a) for a, _ in snap.citable])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from ..retrieval.parts import Heading, Layout, outline, part_name, underlined_titles
+from ..retrieval.parts import OUTLINE_PAGE, Heading, Layout, outline, part_name
 from ..tree.model import Attachment
 
 LONG_SOURCES_CHARS = 8_000  # what all long sources of a section show together
@@ -82,7 +82,7 @@ def _outline(name: str, shape: Layout, text: str, room: int, how: str) -> str:
     """The outline's block in about `room` characters ("" when it has no line to show)."""
     what = "pages" if shape.paged else "headings"
     title = f"Outline ({what}, each with its part #N):"
-    lines, total, spaced = outline_lines(shape, text, room - len(title) - 120)
+    lines, total, spaced = outline_lines(shape, text, room - len(title) - 160 - 2 * len(name))  # and the rest line
     if not lines:
         return ""
     rest = _rest_of_outline(name, len(lines), total, spaced, how)
@@ -90,12 +90,16 @@ def _outline(name: str, shape: Layout, text: str, room: int, how: str) -> str:
 
 
 def _rest_of_outline(name: str, shown: int, total: int, spaced: bool, how: str) -> str:
-    """The line after an outline shown in part: how much of it is shown."""
+    """The line after an outline shown in part: how much of it is shown, and the command that
+    shows it all (`///outline`, OUTLINE_PAGE entries a page; SPEC §14)."""
     if shown >= total:
         return ""
+    pages = -(-total // OUTLINE_PAGE)
+    whole = (f"{how}`///outline {name}` shows all {total:,}"
+             + (f" ({pages:,} pages: `///outline {name} 2` the next)" if pages > 1 else ""))
     if spaced:
-        return f"- ({shown:,} of its {total:,} headings, evenly spaced through it)"
-    return f"- … and {total - shown:,} more"
+        return f"- ({shown:,} of its {total:,} headings, evenly spaced through it: {whole})"
+    return f"- … and {total - shown:,} more: {whole}."
 
 
 _OUTLINES: OrderedDict[tuple, tuple[list[str], int, bool]] = OrderedDict()  # by the text and the room
@@ -126,7 +130,7 @@ def _outline_lines(shape: Layout, text: str, room: int, most: int) -> tuple[list
         lines, more = outline(shape, most)
         kept = _within(lines, room)
         return kept, len(lines) + more, False
-    headings: list[Heading] = list(shape.headings) or list(underlined_titles(text))
+    headings: list[Heading] = list(shape.headings)
     if not headings:
         return [], 0, False
     levels = [h.level for h in headings]
