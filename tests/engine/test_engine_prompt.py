@@ -223,7 +223,8 @@ def test_six_long_sources_are_each_named_with_an_outline_through_the_whole_of_it
         shape = layout(content, 4000)
         assert body.startswith(f'{shape.count}">\nOutline (headings, each with its part #N):\n- {name} chapter 0 (#1)\n')
         assert f"- {name} chapter 119 (#{shape.count})" in body, "the outline reaches the source's end"
-        assert "of its 120 headings, evenly spaced through it)" in body
+        assert "of its 120 headings, evenly spaced through it: once the problem is defined, " \
+               f"`///outline {name}` shows all 120)" in body, "and how to see it all"
         assert "Part 1 of" not in body and "chapter 0 of book" not in body, "no first part"
         assert f"nce the problem is defined, `///read {name}#1` reads part 1" in body
     ok(research, define())
