@@ -55,6 +55,7 @@ none at their ends, so that "taken" (which ignores case and spacing) is exact.
 from __future__ import annotations
 
 import os
+from typing import Sequence
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,10 +221,15 @@ def attachable(root: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def _reading(draft, rules: Rules) -> dict:
-    """What a message's reads and finds so far leave to the rest of it (`GrammarInputs`)."""
+def _reading(draft, rules: Rules, queries: Sequence[str]) -> dict:
+    """What a message's reads and finds so far leave to the rest of it (`GrammarInputs`). The
+    queries searched are those of `queries` (its finds as written: SmolLM2 wrote
+    `///find 10% of current current problem` three times a message) and their words as the
+    engine keys them."""
     read_room, find_room = reading_room(rules, draft.answered, TITLE_CHARS)
-    return {"searched": searched(draft.shown), "read_room": read_room, "find_room": find_room}
+    written = {q for q in queries if not q.startswith(IN)}  # `in:NAME` searches one source: another search
+    return {"searched": tuple(sorted(set(searched(draft.shown)) | written)), "read_room": read_room,
+            "find_room": find_room}
 
 
 def _search(config) -> bool:
@@ -288,7 +294,7 @@ class MessageGrammar:
             # the new session would not show (`read`, `find`)
             focus_change=not analysis.needs and all(o.status.value == "ok" and not (o.spec and o.spec.answers)
                                                     for o in analysis.outcomes),
-            **_reading(analysis.draft, self.rules),
+            **_reading(analysis.draft, self.rules, [c.argument for c in found if c.name == "find" and c.argument]),
         )
         if not _narrower(inputs, self.inputs):
             return None

@@ -95,13 +95,10 @@ def _find_size(passages: int, query: int) -> int:
 FIND_KEY = "find "  # a find's key among what a message showed (`Draft.shown`): this, then its query's words
 
 
-IN_KEY = "in:"  # then the source's key, for a find of one source (`///find in:NAME WORDS`)
-
-
 def searched(shown: frozenset[str]) -> tuple[str, ...]:
     """The queries (their words) the finds of a message searched in every source, of what it showed."""
     return tuple(sorted(key[len(FIND_KEY):] for key in shown
-                        if key.startswith(FIND_KEY) and not key.startswith(FIND_KEY + IN_KEY)))
+                        if key.startswith(FIND_KEY) and not key.startswith(FIND_KEY + IN)))
 
 
 def reading_room(rules: Rules, answered: int, query: int) -> tuple[bool, bool]:
@@ -303,7 +300,7 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError("There is nothing to search here: no attachment of the current problem or of its parents, "
                            "and no context. Attach sources first (`///attach_url`, `///attach_file`, `///search`).",
                            arg.span)
-    searched = FIND_KEY + (f"{IN_KEY}{citations.key(scope[0].name)} " if within is not None else "") + " ".join(
+    searched = FIND_KEY + (f"{IN}{citations.key(scope[0].name)} " if within is not None else "") + " ".join(
         ranking.query_words(query))
     if searched in draft.shown:
         return Result("These words were already searched in this message; nothing repeated.",
