@@ -221,6 +221,12 @@ def attachable(root: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _searches(name: str) -> bool:
+    """Whether the command `name` searches the sources (its argument is a line of words)."""
+    spec = commands.COMMANDS.get(name)
+    return spec is not None and any(a.type is ArgType.WORDS for a in spec.arguments)
+
+
 def _reading(draft, rules: Rules, queries: Sequence[str]) -> dict:
     """What a message's reads and finds so far leave to the rest of it (`GrammarInputs`). The
     queries searched are those of `queries` (its finds as written: SmolLM2 wrote
@@ -294,7 +300,7 @@ class MessageGrammar:
             # the new session would not show (`read`, `find`)
             focus_change=not analysis.needs and all(o.status.value == "ok" and not (o.spec and o.spec.answers)
                                                     for o in analysis.outcomes),
-            **_reading(analysis.draft, self.rules, [c.argument for c in found if c.name == "find" and c.argument]),
+            **_reading(analysis.draft, self.rules, [c.argument for c in found if c.argument and _searches(c.name)]),
         )
         if not _narrower(inputs, self.inputs):
             return None
