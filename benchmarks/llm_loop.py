@@ -38,6 +38,9 @@ a session, with the lowest), and the median first token. The goal line: the root
 on at least two child reports within the rounds, with >= 95% of the commands run, on every seed.
 With `--parallel N` (one number) the same runs go through `run --parallel N` on a llama-server
 with N slots, and it also prints the delegations that ran and the researchers that had rounds.
+With `--attach FILE` (issue 46) the research holds FILE's text as an attachment from the start (a
+book: the model meets a long source), `--instruction` sets the research's instruction, and it
+also prints how many `read`, `find` and `outline` commands the model wrote and how many ran.
 
 `--parallel 1,4` measures parallel research instead (issue 24): on a llama-server with 4
 slots (`-np 4`, each 8,192 tokens of context), for each seed a research whose root has
@@ -310,6 +313,7 @@ class Convergence:
     seconds: float = 0.0
     delegations: int = 0  # `delegate` commands that ran (with --parallel)
     researchers: int = 0  # researchers that had rounds
+    reading: Counter = field(default_factory=Counter)  # `read`, `find`, `outline` written ((name, False)) and run
 
 
 class Watch(Collect):
@@ -330,14 +334,18 @@ class Watch(Collect):
             self.result.root_report_round = report.round
 
 
+READING = ("read", "find", "outline")
+
+
 async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budgets: str, base: Path,
-                       parallel: int = 1) -> Convergence:
+                       parallel: int = 1, attach: Path | None = None, instruction: str = INSTRUCTION) -> Convergence:
     result = Convergence(seed)
     root = base / f"converge-seed{seed}-parallel{parallel}"
     root.mkdir(parents=True)
     toml = "".join(f"{pair.split('=')[0].strip()} = {int(pair.split('=')[1])}\n" for pair in budgets.split(",") if pair)
     (root / CONFIG_FILE).write_text(toml + OFFLINE, encoding="utf-8")
-    research = Research.create(root, INSTRUCTION)
+    attachments = [(attach.name, attach.read_text(encoding="utf-8"))] if attach else None
+    research = Research.create(root, instruction, attachments=attachments)
     client = ModelClient(url, None, None)
     settings = Settings(approval=ApprovalMode.DELETE, grammar="on", max_rounds=rounds, max_reply_tokens=reply_tokens,
                         seed=seed, parallel=parallel)
@@ -357,6 +365,10 @@ async def converge_one(url: str, seed: int, rounds: int, reply_tokens: int, budg
         encoding="utf-8").splitlines() if line.strip()]
     result.delegations = sum(r.get("command") == "delegate" and r.get("status") == "ok" for r in journal)
     result.researchers = len({r.get("researcher", MAIN) for r in journal if r.get("record") == "round"})
+    for record in journal:
+        if record.get("command") in READING and "index" in record:
+            result.reading[(record["command"], False)] += 1
+            result.reading[(record["command"], True)] += record.get("status") == "ok"
     tree = research.tree
     stack = [()]
     while stack:
@@ -385,6 +397,9 @@ def print_convergence(results: list[Convergence], rounds: int) -> None:
               f"{(f'{100 * f.lowest_share:.0f}%' if f.lowest_share is not None else '-'):>7} "
               f"{(f'{statistics.median(f.first_token_ms) / 1000:.1f} s' if f.first_token_ms else '-'):>12} "
               f"{r.seconds:>6.0f}s")
+        if r.reading:
+            print("       reading: " + ", ".join(f"{c} {r.reading[(c, True)]}/{r.reading[(c, False)]} ran"
+                                                 for c in READING))
         if r.delegations or r.researchers > 1:
             print(f"       delegations {r.delegations}, researchers with rounds {r.researchers}")
         if r.stopped:
@@ -538,6 +553,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="one seed, 2 rounds per mode, short replies (CI)")
     parser.add_argument("--converge", action="store_true", help="does the model finish a research? (see above)")
     parser.add_argument("--budgets", default=CONVERGE_BUDGETS, help=f"with --converge (default {CONVERGE_BUDGETS})")
+    parser.add_argument("--attach", type=Path, help="with --converge: a long source (a text file) the research holds")
+    parser.add_argument("--instruction", default=INSTRUCTION, help="with --converge: the research's instruction")
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.rounds, args.reply_tokens, args.cost_pairs = "1", 2, 48, 1
@@ -610,14 +627,14 @@ def converge(install, seeds: list[int], args) -> int:
     parallel = int(args.parallel) if args.converge and args.parallel else 1  # --converge --parallel 4: one N
     print(f"SmolLM2-135M on llama-server ({args.threads} thread(s), {parallel} slot(s)), one research per seed with "
           f"the grammar, --parallel {parallel}, budgets {args.budgets}, up to {rounds} rounds, replies <= "
-          f"{reply_tokens} tokens. {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start "
+          f"{reply_tokens} tokens{f', {args.attach.name} attached' if args.attach else ''}. {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start "
           "(a shared machine).")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
             llama_server(install, threads=args.threads, slots=parallel, context=parallel * 8192) as url:
         for seed in seeds:
             results.append(asyncio.run(converge_one(url, seed, rounds, reply_tokens, args.budgets, Path(tmp),
-                                                    parallel)))
+                                                    parallel, args.attach, args.instruction)))
     print_convergence(results, rounds)
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     return 0

@@ -416,7 +416,9 @@ def test_the_libraries_use_the_engine_as_listed() -> None:
 AUTOPILOT_ENGINE = {"research", "language.approval", "core.state", "core.text", "settings.table", "settings.rules",
                     "language.budgets", "language.commands", "language.parser", "language.incremental",
                     "language.analysis", "views.prompt", "tree.staleness", "execution.evidence", "store",
-                    "tree.citations", "retrieval.parts"}  # a citation's key and an attachment's parts: NAME#N
+                    "tree.citations", "retrieval.parts",  # a citation's key and an attachment's parts: NAME#N
+                    "execution.reading",  # what a message's reads and finds leave to the rest of it
+                    "views.source_view"}  # the prompt's sample words for `find`
 AUTOPILOT_STORE = {"Guard", "atomic_write", "bookkeeping", "is_own_entry"}  # its document read and drafted;
 # the layout's names (what is the research's own, never attached)
 

@@ -203,7 +203,8 @@ class _Repl:
             lines.append(f"  criteria {focus.criteria_met} of {len(focus.criteria)} done; "
                          f"{len(children)} subproblem(s), {still_open} open; report {'written' if focus.report is not None else 'not written'}; "
                          f"{focus.status.value}")
-        sent = sum(1 for e in research.transcript() if e.role == "assistant")
+        recent = research.recent()  # the session's end: its messages before are counted, not read
+        sent = recent.earlier_messages + sum(1 for e in recent.entries if e.role == "assistant")
         left = len(undo.history(research.root))
         lines.append(f"Messages: {state.messages} executed; {sent} in this session (session {state.session}); "
                      f"{left} can be undone.")

@@ -412,6 +412,32 @@ def test_read_takes_names_and_parts_that_exist_and_find_a_line_of_words(gbnf, tm
     assert gbnf.accepts(after, "///read Notes#2\n")
 
 
+def test_a_find_of_the_prompts_sample_words_or_again_and_a_read_past_a_full_reply_are_ruled_out(gbnf, tmp_path) -> None:
+    """Issue 46 (SmolLM2 with a book): it wrote `///find WORDS`, copied from the prompt, seven times
+    a message. Not the sample words, not a query the message searched (it would show nothing), and
+    no read or find once the reply's sources are full (it would fail)."""
+    research = Research.create(tmp_path / "r", "Teach tiling.")
+    research.execute(DEFINE)
+    research.execute("<<< add_attachment\n///name\nNotes\n///content\n" + "Tiles fit the cache. " * 400 + "\n>>>\n")
+    research.execute(BREAK_DOWN)
+    assert "`///find WORDS` searches every source" in research.prompt()
+    steps = MessageGrammar(research)
+    first = steps.first()
+    assert not gbnf.accepts(first, "///find WORDS\n") and not gbnf.accepts(first, "///find words\n")
+    assert gbnf.accepts(first, "///find words about tiles\n")
+    after = steps.next("///find tile cache\n")
+    assert after and not gbnf.accepts(after, "///find tile cache\n") and gbnf.accepts(after, "///find tile size\n")
+    # as written, not only as the engine keys its words (SmolLM2 repeated `10% of current current problem`)
+    written = MessageGrammar(research)
+    written.first()
+    again = written.next("///find 10% of the tiles\n")
+    assert again and not gbnf.accepts(again, "///find 10% of the tiles\n") and gbnf.accepts(again, "///find tiles\n")
+    finds = "".join(f"///find tile {n}\n" for n in range(3))  # three finds: room for a part, not a fourth
+    assert gbnf.accepts_in_steps(MessageGrammar(research), finds + "///read Notes#2\n")
+    for more in ("///find tile 3\n", "///read Notes#2\n///read Notes#3\n"):
+        assert not gbnf.accepts_in_steps(MessageGrammar(research), finds + more), more
+
+
 def test_find_in_one_source_and_an_outlines_pages_are_those_that_exist(gbnf) -> None:
     """`in:NAME` names a source visible here (in quotes when it holds a space); `///outline` a
     source that has an outline, and one of its pages."""

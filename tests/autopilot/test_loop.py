@@ -15,6 +15,7 @@ from deep_research.autopilot.loop import (
     ApprovalRequest, Decision, Observer, RunResult, RunStatus, Settings,
 )
 from deep_research.engine.core.state import Phase, Status
+from deep_research.engine.language import commands
 from deep_research.engine.language.commands import ApprovalMode
 from deep_research.engine.research import Research
 from tests.autopilot.conftest import ROUND_KEYS, GatedExecutor, rounds
@@ -308,6 +309,9 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
     assert "define_problem" not in second["grammar"]
     budget = int((4096 - 500) * 0.8)
     assert len(second["messages"][0]["content"]) <= budget * 4
+    focus_down = commands.COMMANDS["focus_down"]  # the help names every command, briefly
+    assert f"`{focus_down.usage()}`: {focus_down.summary}" in second["messages"][0]["content"]
+    assert focus_down.doc not in second["messages"][0]["content"]
     assert "Teach tiling." in second["messages"][0]["content"], "the instruction is never cut"
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from deep_research.engine.research import Research
 from deep_research.engine.retrieval.parts import layout
 from deep_research.engine.views.prompt import ATTACHMENT_CHARS, ATTACHMENTS_TOTAL
+from deep_research.engine.views.source_view import LONG_SOURCES_CHARS
 
 from dr_engine_support import (
-    GOOD_REPORT, ROOT_TITLE, attachment, block, line, new_research, ok, report, subproblem,
+    GOOD_REPORT, ROOT_TITLE, attachment, block, define, line, new_research, ok, report, subproblem,
 )
 
 NO_PROBLEM_HEADINGS = [
@@ -200,6 +201,34 @@ def test_every_attachment_is_named_whatever_the_budget(research: Research) -> No
     assert f'<attachment name="Source {count - 1}" problem="{ROOT_TITLE}" parts="4">' in section
     assert f"no room for them here: `///read Source {count - 1}#1` reads it" in section
     assert len(section) < ATTACHMENTS_TOTAL + 3_000
+
+
+def book(number: int, chapters: int = 120) -> str:
+    """A long source (~60,000 characters) of `chapters` top-level headings."""
+    return "".join(f"# Book {number} chapter {c}\n\n" + f"Text of chapter {c} of book {number} about caches. " * 10
+                   + "\n\n" for c in range(chapters))
+
+
+def test_six_long_sources_are_each_named_with_an_outline_through_the_whole_of_it(root: Path) -> None:
+    """Issue 46: six long sources share what one had; each is named with its size and an outline
+    that spans it (evenly spaced headings when not even the top level fits), and no first part."""
+    books = [(f"Book {n}", book(n)) for n in range(6)]
+    research = Research.create(root, "Compare the books.", attachments=books)
+    first = research.prompt()
+    assert len(first) < 16_000
+    section = first.split("# Attachments", 1)[1].split("# Context", 1)[0]
+    assert len(section) < LONG_SOURCES_CHARS + 1_500
+    for name, content in books:
+        body = section.split(f'<attachment name="{name}" parts="', 1)[1].split("</attachment>", 1)[0]
+        shape = layout(content, 4000)
+        assert body.startswith(f'{shape.count}">\nOutline (headings, each with its part #N):\n- {name} chapter 0 (#1)\n')
+        assert f"- {name} chapter 119 (#{shape.count})" in body, "the outline reaches the source's end"
+        assert "of its 120 headings, evenly spaced through it: once the problem is defined, " \
+               f"`///outline {name}` shows all 120)" in body, "and how to see it all"
+        assert "Part 1 of" not in body and "chapter 0 of book" not in body, "no first part"
+        assert f"nce the problem is defined, `///read {name}#1` reads part 1" in body
+    ok(research, define())
+    assert len(research.prompt()) < len(first) + 10_000  # the problem form's help and the problem
 
 
 def test_long_context_is_shown_by_its_first_part_too(root: Path) -> None:

@@ -55,7 +55,7 @@ def sources_of(reply: str) -> str:
         return ""
     section = reply.split("## Sources\n\n", 1)[1].split("\n\n## Continue", 1)[0]
     note, entries = section.split("\n\n", 1)
-    assert note.startswith("What these show stays in this session only")
+    assert note.startswith("From your next message on, the prompt may show these by name only")
     return entries
 
 

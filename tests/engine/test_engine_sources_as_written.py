@@ -129,8 +129,8 @@ def test_outline_pages_and_what_is_beyond_them(root: Path) -> None:
     assert 'named "Lng". Did you mean "Long"? Visible here: "Long"; "Plain".' in errors(missing.reply)
     # the prompt's outline of it says how to see the rest
     ok(research, attachment("Longer", long * 3))
-    assert f"- … and 1,310 more: `///outline Longer` shows all 1,350 (7 pages: `///outline Longer 2` the next)." in (
-        research.prompt())
+    assert ("- (40 of its 1,350 headings, evenly spaced through it: `///outline Longer` shows all 1,350 (7 pages: "
+            "`///outline Longer 2` the next))") in research.prompt()
 
 
 def test_an_outline_of_100000_headings_pages_through_them(root: Path) -> None:

@@ -55,6 +55,7 @@ none at their ends, so that "taken" (which ignores case and spacing) is exact.
 from __future__ import annotations
 
 import os
+from typing import Sequence
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +72,9 @@ from ..engine.retrieval.parts import IN, OUTLINE_PAGE, layout, outline_size, spl
 from ..engine.settings.rules import DEFAULT_REPORT_MAX_WORDS, Rules
 from ..engine.store import Guard, is_own_entry
 from ..engine.tree import citations, staleness
+from ..engine.execution.reading import reading_room, searched
 from ..engine.views.prompt import EXAMPLE_WORDING, example_texts
+from ..engine.views.source_view import FIND_SAMPLE
 
 # A problem that may be broken down is, before work on its parts and its report: into this many
 # parts (or max_breadth).
@@ -128,6 +131,11 @@ class GrammarInputs:
     readable: tuple[tuple[str, int], ...] = ()
     # The pages of each one's outline (`///outline NAME PAGE`), in the same order; 0: it has none.
     outlines: tuple[int, ...] = ()
+    # In the message so far: the queries its finds searched (again, a find would show nothing), and
+    # whether its reply has room for another read and another find (past it, they fail).
+    searched: tuple[str, ...] = ()
+    read_room: bool = True
+    find_room: bool = True
 
     @classmethod
     def of(cls, research, config=None, reply_chars: int | None = None, researcher: str = MAIN) -> GrammarInputs:
@@ -213,6 +221,23 @@ def attachable(root: Path) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+def _searches(name: str) -> bool:
+    """Whether the command `name` searches the sources (its argument is a line of words)."""
+    spec = commands.COMMANDS.get(name)
+    return spec is not None and any(a.type is ArgType.WORDS for a in spec.arguments)
+
+
+def _reading(draft, rules: Rules, queries: Sequence[str]) -> dict:
+    """What a message's reads and finds so far leave to the rest of it (`GrammarInputs`). The
+    queries searched are those of `queries` (its finds as written: SmolLM2 wrote
+    `///find 10% of current current problem` three times a message) and their words as the
+    engine keys them."""
+    read_room, find_room = reading_room(rules, draft.answered, TITLE_CHARS)
+    written = {q for q in queries if not q.startswith(IN)}  # `in:NAME` searches one source: another search
+    return {"searched": tuple(sorted(set(searched(draft.shown)) | written)), "read_room": read_room,
+            "find_room": find_room}
+
+
 def _search(config) -> bool:
     from ..engine.settings.table import search_provider
 
@@ -275,6 +300,7 @@ class MessageGrammar:
             # the new session would not show (`read`, `find`)
             focus_change=not analysis.needs and all(o.status.value == "ok" and not (o.spec and o.spec.answers)
                                                     for o in analysis.outcomes),
+            **_reading(analysis.draft, self.rules, [c.argument for c in found if c.argument and _searches(c.name)]),
         )
         if not _narrower(inputs, self.inputs):
             return None
@@ -323,6 +349,8 @@ def _narrower(new: GrammarInputs, old: GrammarInputs) -> bool:
         or new.phase is not old.phase
         or bool(set(new.held) - set(old.held))  # delegated: not again, not entered
         or (new.waiting and not old.waiting)  # the problem cannot be left now
+        or bool(set(new.searched) - set(old.searched))  # searched: not again
+        or (old.read_room and not new.read_room) or (old.find_room and not new.find_room)  # the reply is full
     )
 
 
@@ -441,13 +469,17 @@ class _Builder:
             return None
         if argument.type is ArgType.URL and not self.inputs.fetch:
             return None
-        if argument.type is ArgType.PART:  # a name visible here, with a part it has
-            return self._parts() if self.inputs.readable else None
+        if argument.type is ArgType.PART:  # a name visible here, with a part it has, while the reply has room
+            return self._parts() if self.inputs.readable and self.inputs.read_room else None
         if argument.type is ArgType.WORDS:  # a line of words, where there is something to search
-            # starting with a letter or digit: a line of punctuation alone (`*/`) is no query, and the engine refuses it
-            if not self.inputs.readable:
+            if not (self.inputs.readable and self.inputs.find_room):
                 return None
-            words = self._line_except(set(), self.title_examples | {IN}, TITLE_CHARS, words=True, alnum_first=True)
+            # not the prompt's sample words (a small model copies `///find WORDS`), nor a query this
+            # message searched; starting with a letter or digit: a line of punctuation alone (`*/`)
+            # is no query, and the engine refuses it
+            samples = {FIND_SAMPLE, argument.placeholder} if self.examples else set()
+            words = self._line_except(samples | set(self.inputs.searched), self.title_examples | {IN}, TITLE_CHARS,
+                                      words=True, alnum_first=True)
             scopes = [_literal(IN + (f'"{name}"' if " " in name else name) + " ")
                       for name, _count in self.inputs.readable if '"' not in name]  # `in:NAME`: one source only
             return f"(({' | '.join(scopes)}) {words} | {words})" if scopes else words

@@ -50,6 +50,8 @@ from .tree.reader import Tree, attachment_files, ordered_attachments, problem_na
 from .views.prompt import (
     Bookkeeping, Conversation, Entry, Fit, Section, render_conversation, render_prompt, view_sections,
 )
+from .views.session import Recent, read_recent
+from .views.session import parse as parse_session
 from .views.reply import render_reply
 
 
@@ -316,7 +318,7 @@ class Research:
         message = self.root / MESSAGE_FILE
         if not message.exists():
             tx.write(message, "")
-        transcript = self.transcript(before.session)
+        transcript = self.recent(before.session)
         reopened = reopen and before.phase in (Phase.FINISHED, Phase.SHUT_DOWN)
         if reopened:
             draft.set_status(ROOT, RootStatus.OPEN)
@@ -325,7 +327,7 @@ class Research:
                 f"The user reopened the research (it had {'finished' if before.phase is Phase.FINISHED else 'been shut down'}). "
                 "A new session starts at the root problem: read the instruction and the context again, they may have changed."
             ), now())
-            transcript = [note]
+            transcript = Recent([note])
             tx.write(book / STATE, state.to_json())
             tx.append(session_file(self.root, state.session), note.to_json())
             record = {"message": state.messages, "session": state.session, "command": "reopen", "kind": "update",
@@ -334,7 +336,7 @@ class Research:
         for path, content in draft.files().items():
             tx.write(path, content)
         self._write_prompts(tx, draft, state, {MAIN: transcript},
-                            Bookkeeping(given, context_now, pending_now, transcript, self.rules()))
+                            Bookkeeping(given, context_now, pending_now, [], self.rules()))
         if not new and (instruction.strip() or context or attachments or reopened):
             undoing.forget_all(tx)  # what the user gave changes the prompt: see engine/undo.py
         tx.commit(self.cache)
@@ -517,15 +519,25 @@ class Research:
         return read_attachments(bookkeeping(self.root) / PENDING_ATTACHMENTS, self.cache)
 
     def transcript(self, session: int | None = None) -> list[Entry]:
+        """The whole session (the current one by default), every entry of its log."""
         number = self.state().session if session is None else session
-        entries = self.cache.read(session_file(self.root, number), _parse_transcript)
+        entries = self.cache.read(session_file(self.root, number), parse_session)
         return list(entries or [])
 
-    def bookkeeping(self, transcript: list[Entry] | None = None, researcher: str = MAIN) -> Bookkeeping:
-        return Bookkeeping(
-            self.instruction(), self.context(), self.pending_attachments(),
-            self.transcript(self.state(researcher).session) if transcript is None else transcript, self.rules(),
-        )
+    def recent(self, session: int | None = None) -> Recent:
+        """The end of the session (the current one by default) that its prompt can show: its log
+        read from its end only (engine/views/session.py)."""
+        number = self.state().session if session is None else session
+        return read_recent(self.guard, session_file(self.root, number))
+
+    def bookkeeping(self, session: Recent | list[Entry] | None = None, researcher: str = MAIN) -> Bookkeeping:
+        """What the user gave, and the session (by default the end of `researcher`'s)."""
+        if session is None:
+            session = self.recent(self.state(researcher).session)
+        if isinstance(session, list):
+            session = Recent(session)
+        return Bookkeeping(self.instruction(), self.context(), self.pending_attachments(), session.entries,
+                           self.rules(), session.earlier, session.earlier_messages)
 
     def prompt(self, max_tokens: int | None = None, researcher: str = MAIN) -> str:
         """What the assistant (researcher `researcher`) sees now; with `max_tokens`, shortened
@@ -534,7 +546,8 @@ class Research:
 
     def conversation(self, max_tokens: int | None = None, researcher: str = MAIN) -> Conversation:
         """The prompt as chat turns for a model endpoint (engine.prompt.render_conversation)."""
-        return render_conversation(self.tree, self.state(researcher), self.bookkeeping(researcher=researcher),
+        state = self.state(researcher)
+        return render_conversation(self.tree, state, self.bookkeeping(self.transcript(state.session), researcher),
                                    max_tokens)
 
     def sections(self, researcher: str = MAIN, fit: Fit = Fit()) -> list[Section]:
@@ -661,9 +674,9 @@ class Research:
             tx.append(book / JOURNAL, "".join(_dumps(r) for r in journal))
             if entries:
                 tx.append(session_file(self.root, state.session), "".join(e.to_json() for e in entries))
-                transcript_now = self.transcript(state.session) + entries
                 tx.write(self.prompt_file(researcher, state),
-                         render_prompt(self.tree, state, self.bookkeeping(transcript_now, researcher)))
+                         render_prompt(self.tree, state, self.bookkeeping(self.recent(state.session).plus(entries),
+                                                                          researcher)))
             tx.commit(self.cache)
 
     def _commit(
@@ -686,14 +699,13 @@ class Research:
         tx.write(book / STATE, after.to_json())
         turn = [Entry("assistant", text.rstrip(), now()), Entry("system", reply, now())]
         tx.append(session_file(self.root, before.session), "".join(e.to_json() for e in turn))
-        transcripts: dict[str, list[Entry]] = {}
-        if after.ended:
-            transcript = self.transcript(before.session) + turn
-        elif after.session != before.session:
-            transcript = [Entry("system", _session_note(analysis, before, after), now())]
-            tx.append(session_file(self.root, after.session), transcript[0].to_json())
+        transcripts: dict[str, Recent] = {}
+        if after.session != before.session and not after.ended:
+            note = Entry("system", _session_note(analysis, before, after), now())
+            transcript = Recent([note])
+            tx.append(session_file(self.root, after.session), note.to_json())
         else:
-            transcript = self.transcript(before.session) + turn
+            transcript = self.recent(before.session).plus(turn)
         transcripts[after.researcher] = transcript
         known = {seat.name for seat in before.seats()}
         for seat in after.delegated():
@@ -705,7 +717,7 @@ class Research:
                 tx.write(document, "")
             opening = Entry("system", _delegation_note(draft, after, seat), now())
             tx.append(session_file(self.root, seat.session), opening.to_json())
-            transcripts[seat.name] = [opening]
+            transcripts[seat.name] = Recent([opening])
         extra = [_dumps({**record, "message": record.get("message", after.messages)}) for record in journal]
         tx.append(book / JOURNAL, "".join(_journal_records(analysis, before, after) + extra))
         prompt = self._write_prompts(tx, draft, after, transcripts)
@@ -736,24 +748,25 @@ class Research:
         except Exception:  # derived data: never the reason a message fails
             log.exception("indexing the new attachments of %s failed; the next find will", self.root)
 
-    def _write_prompts(self, tx: Transaction, draft: Draft, after: State, transcripts: dict[str, list[Entry]],
+    def _write_prompts(self, tx: Transaction, draft: Draft, after: State, transcripts: dict[str, Recent],
                        book: Bookkeeping | None = None) -> str:
         """Write every working researcher's prompt as it is after the message into `tx` (a
         message may change what the others see: a report they wait for, a parent they show);
         the transaction leaves a prompt that did not change alone. `transcripts` are the
         sessions the message changed, by researcher; `book` what the user gave, if it changes
         in the same transaction. Returns the writer's own prompt."""
-        book = book or self.bookkeeping(transcript=[])
+        book = book or self.bookkeeping([])
         views = [after] if after.ended else []
         views += [after.view(seat.name) for seat in after.seats()]
         own = ""
         for view in views:
             if view is None:
                 continue
-            transcript = transcripts.get(view.researcher)
-            if transcript is None:
-                transcript = self.transcript(view.session)
-            text = render_prompt(draft, view, replace(book, transcript=transcript))
+            session = transcripts.get(view.researcher)
+            if session is None:
+                session = self.recent(view.session)
+            text = render_prompt(draft, view, replace(book, transcript=session.entries, earlier=session.earlier,
+                                                      earlier_messages=session.earlier_messages))
             if view.researcher == after.researcher:
                 own = text
             if not view.ended:
@@ -817,11 +830,6 @@ def _delegation_note(draft: Draft, after: State, seat: Seat) -> str:
         f"goes to {above}. If it cannot be solved, use `///fail_task_and_focus_up` with the reason. "
         "This is the first session."
     )
-
-
-def _parse_transcript(text: str) -> list[Entry]:
-    entries = (Entry.from_json(line) for line in text.splitlines() if line.strip())
-    return [e for e in entries if e is not None]
 
 
 def _session_note(analysis: Analysis, before: State, after: State) -> str:

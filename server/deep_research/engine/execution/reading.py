@@ -1,7 +1,8 @@
 """`///read` and `///find`: whole sources within reach (SPEC §13).
 
 Both answer in the reply, in its `## Sources` section (engine/views/reply.py), and write nothing:
-what they show stays in the session's transcript until the focus changes.
+what they show stays in the session's log until the focus changes, and the prompt shows it whole
+while it is in the newest reply, by name after (engine/views/session.py).
 
 - `///read NAME#N` (`NAME`: part 1; `NAME#N-M`: at most `READ_PARTS` parts) shows parts of an
   attachment visible here (the current problem's, then its parents', nearest first: a nearer one
@@ -89,6 +90,23 @@ def sources_limit(rules: Rules) -> int:
 def _find_size(passages: int, query: int) -> int:
     """The most a find's entry takes: its passages, their tags, its first line."""
     return passages * (ranking.PASSAGE_MAX_CHARS + _TAG_CHARS) + query + 200
+
+
+FIND_KEY = "find "  # a find's key among what a message showed (`Draft.shown`): this, then its query's words
+
+
+def searched(shown: frozenset[str]) -> tuple[str, ...]:
+    """The queries (their words) the finds of a message searched in every source, of what it showed."""
+    return tuple(sorted(key[len(FIND_KEY):] for key in shown
+                        if key.startswith(FIND_KEY) and not key.startswith(FIND_KEY + IN)))
+
+
+def reading_room(rules: Rules, answered: int, query: int) -> tuple[bool, bool]:
+    """Whether a reply that holds `answered` characters of sources has room for one more `read`
+    of one part, and for one more `find` of a query of `query` characters (else they fail)."""
+    limit = sources_limit(rules)
+    return (answered + rules.part_chars + 2 * _TAG_CHARS <= limit,
+            answered + _find_size(rules.find_results, query) <= limit)
 
 
 def readable(draft: Draft, path: ProblemPath | None = None) -> list[Readable]:
@@ -282,7 +300,7 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError("There is nothing to search here: no attachment of the current problem or of its parents, "
                            "and no context. Attach sources first (`///attach_url`, `///attach_file`, `///search`).",
                            arg.span)
-    searched = "find " + (f"in:{citations.key(scope[0].name)} " if within is not None else "") + " ".join(
+    searched = FIND_KEY + (f"{IN}{citations.key(scope[0].name)} " if within is not None else "") + " ".join(
         ranking.query_words(query))
     if searched in draft.shown:
         return Result("These words were already searched in this message; nothing repeated.",

@@ -6,8 +6,9 @@ current session's transcript follows, newest last, then the size estimate.
 
 With a token budget (`max_tokens`, for a model's context) the prompt is shortened to fit,
 in a fixed order, each cut marked where it happens: first the oldest turns of the session
-transcript, then the subproblem definitions in the breakdowns, then attachments, then
-child reports. The instruction, the current problem's definition and criteria, and the
+transcript, then the subproblem definitions in the breakdowns (SPEC §10 fixes these two
+first), then the commands' help (each command with its one-line summary from the command
+table instead of its paragraph), then attachments, then child reports. The instruction, the current problem's definition and criteria, and the
 newest turn are never cut.
 
 The prompt speaks of problems, criteria, attachments and reports, never of files,
@@ -26,12 +27,14 @@ from ..core.text import attribute
 from ..execution.operations import FAILED_HEADING, NO_REASON
 from ..language import budgets, commands
 from ..language.commands import ArgType, Finish, Form, Growth
-from ..retrieval.parts import OUTLINE_PAGE, Layout, outline, part_name
+from ..retrieval.parts import Layout
 from ..settings.rules import Rules
 from ..tree import staleness
 from ..tree.formats import status_label
 from ..tree.model import Attachment, Problem
-from .reply import SOURCES_HEADING
+from .reply import CONTINUE_HEADING, SOURCES_HEADING
+from .session import SESSION_CHARS, SESSION_MESSAGES, Entry, by_name
+from .source_view import long_rooms, shown_long
 
 RULE = "======================"
 ATTACHMENT_CHARS = 8_000  # one attachment is cut after this many characters
@@ -69,34 +72,16 @@ class TreeView(Protocol):
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One turn of the transcript."""
-
-    role: str  # "assistant" or "system"
-    text: str
-    at: str = ""
-
-    def to_json(self) -> str:
-        return json.dumps({"role": self.role, "text": self.text, "at": self.at}, ensure_ascii=False) + "\n"
-
-    @classmethod
-    def from_json(cls, line: str) -> Entry | None:
-        try:
-            raw = json.loads(line)
-            return cls(str(raw["role"]), str(raw["text"]), str(raw.get("at", "")))
-        except (ValueError, KeyError, TypeError):
-            return None
-
-
-@dataclass(frozen=True)
 class Bookkeeping:
     """What the user gave the research, and the session so far."""
 
     instruction: str
     context: list[Attachment]
     pending_attachments: list[Attachment]
-    transcript: list[Entry]
+    transcript: list[Entry]  # the session's entries (its last ones: `earlier` come before them)
     rules: Rules = Rules()
+    earlier: int = 0  # entries of the session before `transcript`
+    earlier_messages: int = 0  # of them, the assistant's messages
 
 
 @dataclass(frozen=True)
@@ -104,6 +89,7 @@ class Fit:
     """How far the parts that may be shortened are cut (None: not at all)."""
 
     definition_chars: int | None = None  # of each subproblem definition in a breakdown
+    brief_help: bool = False  # the commands' help as their one-line summaries
     attachments_total: int = ATTACHMENTS_TOTAL
     report_chars: int | None = None  # of each child report
 
@@ -119,7 +105,7 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: i
     characters / 4) if it can be, in the order the module's docstring gives."""
     budget = None if max_tokens is None else max_tokens * 4 - len(_size_line("x" * max_tokens * 4)) - 4
     fitted = _fitted(view, state, book, budget)
-    text = _head(fitted.sections) + "\n\n" + _transcript(*fitted.shown, state=state)
+    text = _head(fitted.sections) + "\n\n" + _transcript(*fitted.shown)
     return text + "\n\n" + _size_line(text) + "\n"
 
 
@@ -127,28 +113,52 @@ def render_prompt(view: TreeView, state: State, book: Bookkeeping, max_tokens: i
 class _Fitted:
     sections: list[Section]  # the head (everything before the session), fitted
     fit: Fit  # how its parts were cut
-    shown: tuple[list[Entry], int, int]  # the session's entries to show, and how many entries and messages were left out
+    # the session's entries to show, how many entries and messages were left out, and whether
+    # what earlier replies showed is named only
+    shown: tuple[list[Entry], int, int, bool]
 
 
-def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None) -> _Fitted:
-    """The head and the session's entries to show, fitted to `budget` characters."""
+def _fitted(view: TreeView, state: State, book: Bookkeeping, budget: int | None, *, whole: bool = False) -> _Fitted:
+    """The head and the session's entries to show, fitted to `budget` characters. The session
+    is bounded (engine/views/session.py) unless `whole` (a conversation's turns, kept as sent)."""
     fit = Fit()
     sections = view_sections(view, state, book, fit)
     head = _head(sections)
-    shown: tuple[list[Entry], int, int] = (book.transcript, 0, 0)
+    entries, dropped, assistants, named = book.transcript, book.earlier, book.earlier_messages, False
+    room = None
+    if not whole:
+        entries, left_out, messages = _last_messages(entries, SESSION_MESSAGES)
+        dropped, assistants, room = dropped + left_out, assistants + messages, SESSION_CHARS
+        shortened = by_name(entries)
+        entries, named = shortened, any(a is not b for a, b in zip(shortened, entries))
     if budget is not None:
-        if _length(head, _transcript(*shown, state=state)) > budget:
-            shown = _fit_transcript(book.transcript, budget - len(head) - 2)
+        room = budget - len(head) - 2 if room is None else min(room, budget - len(head) - 2)
+    shown = (entries, dropped, assistants, named)
+    if room is not None and len(_transcript(*shown)) > room:
+        kept, left_out, messages = _fit_transcript(entries, room - (len(NAMED_NOTE) if named else 0))
+        shown = (kept, dropped + left_out, assistants + messages, named)
+    if budget is not None:
         steps = [replace(fit, definition_chars=n) for n in _DEFINITION_STEPS]
+        steps.append(replace(steps[-1], brief_help=True))
         steps += [replace(steps[-1], attachments_total=n) for n in _ATTACHMENT_STEPS]
         steps += [replace(steps[-1], report_chars=n) for n in _REPORT_STEPS]
         for step in steps:
-            if _length(head, _transcript(*shown, state=state)) <= budget:
+            if _length(head, _transcript(*shown)) <= budget:
                 break
             fit = step
             sections = view_sections(view, state, book, fit)
             head = _head(sections)
     return _Fitted(sections, fit, shown)
+
+
+def _last_messages(entries: list[Entry], count: int) -> tuple[list[Entry], int, int]:
+    """`entries` from the `count`-th last message of the assistant on (all of them if it has
+    fewer), and how many entries and messages come before (as `session.read_recent` reads them)."""
+    messages = [i for i, e in enumerate(entries) if e.role == "assistant"]
+    if len(messages) < count:
+        return entries, 0, 0
+    first = messages[-count]
+    return entries[first:], first, len(messages) - count
 
 
 # -- the view as sections ------------------------------------------------------------------------
@@ -271,8 +281,8 @@ def render_conversation(view: TreeView, state: State, book: Bookkeeping, max_tok
     same way (the oldest turns first, then the head's parts). `deep-research prompt` and
     `prompt.md` stay the single text of `render_prompt`."""
     budget = None if max_tokens is None else max_tokens * 4 - 200
-    fitted = _fitted(view, state, book, budget)
-    head, (entries, dropped, assistants) = _head(fitted.sections), fitted.shown
+    fitted = _fitted(view, state, book, budget, whole=True)
+    head, (entries, dropped, assistants, _) = _head(fitted.sections), fitted.shown
     turns: list[Turn] = []
     for entry in entries:
         role = "assistant" if entry.role == "assistant" else "user"
@@ -400,7 +410,7 @@ def _problem_form(view: TreeView, state: State, book: Bookkeeping, fit: Fit) -> 
         _plain("title", "# Deep Research Interface"),
         _plain("introduction", "## Introduction\n\n" + _INTRODUCTION.format(
             **asdict(book.rules), closing=budgets.closing_moves(), fan_out=budgets.fan_out_line(book.rules))),
-        _plain("commands", "## Block Commands\n\n" + _command_help()),
+        _plain("commands", "## Block Commands\n\n" + _command_help(fit.brief_help)),
         _current_attachments(view, chain, fit.attachments_total, book.rules.part_chars),
         _context(view, book),
         _plain("instruction", _instruction(book)),
@@ -483,15 +493,17 @@ are flagged too.
 SHUT_DOWN_DEEP_RESEARCHER anywhere in a message and the system stops."""
 
 
-def _command_help() -> str:
+def _command_help(brief: bool = False) -> str:
+    """Every command of the table with its usage and its doc; `brief`: with its one-line
+    summary instead (a prompt fitted to a small context)."""
     specs = commands.valid_in(Phase.IN_FOCUS)
     lines = ["One-line commands (the argument follows on the same line):", ""]
     for spec in (s for s in specs if s.form is not Form.BLOCK):
-        lines.append(f"- `{spec.usage()}`: {spec.doc}")
+        lines.append(f"- `{spec.usage()}`: {spec.summary if brief else spec.doc}")
     lines += ["", "Block commands (each section's text follows on the lines after its `///name`):", ""]
     for spec in (s for s in specs if s.form is Form.BLOCK):
         sections = ", ".join(f"`///{a.name}` ({a.doc})" for a in spec.arguments)
-        lines.append(f"- `<<< {spec.name}` with {sections}: {spec.doc}")
+        lines.append(f"- `<<< {spec.name}` with {sections}: {spec.summary if brief else spec.doc}")
     example = next(s for s in specs if s.grows is Growth.SUBPROBLEMS)  # how a problem is broken down
     lines += ["", "Example:", "", "```", _worded(example.example()), "```"]
     return "\n".join(lines)
@@ -519,73 +531,27 @@ def _attachments_section(key: str, intro: str, items: list[tuple[Attachment, str
 def _sources(key: str, items: list[tuple[Attachment, str | None]], tag: str, each: int, total: int,
              part_chars: int, view: TreeView, reading: bool) -> tuple[Item, ...]:
     """One item per source, none left out for lack of room (SPEC §13): whole when it fits its
-    share (`each` characters at most, of what is left of `total`), else its outline and first part
-    and how to read on, else (nothing left) its name and size in parts. `reading`: `read` and
-    `find` can run now (not before the problem is defined). Each item's key is `key`, its owner
-    and its name; its lead the opening tag, its body what is shown of the source."""
+    share (`each` characters at most, of what is left of `total`); else, in what is left then,
+    shared among the long ones, its outline and how to read on (engine/views/source_view.py),
+    or (no room left) its name and size in parts. `reading`: `read` and `find` can run now (not
+    before the problem is defined). Each item's key is `key`, its owner and its name; its lead
+    the opening tag, its body what is shown of the source."""
     shapes = view.layouts([a for a, _ in items], part_chars)  # kept on disk between processes
     left = total
+    whole = []
+    for attachment, _ in items:
+        whole.append(len(attachment.content) <= min(each, max(left, 0)))
+        left -= len(attachment.content) if whole[-1] else 0
+    rooms = iter(long_rooms(whole.count(False), left))
     out = []
-    for (attachment, owner), shape in zip(items, shapes):
-        body = _shown(attachment, shape, min(each, max(left, 0)), reading)
-        left -= len(body)
-        whole = body == attachment.content
+    for (attachment, owner), shape, shown_whole in zip(items, shapes, whole):
+        body = attachment.content if shown_whole else shown_long(attachment, shape, next(rooms), reading)
         attrs = f' name="{attribute(attachment.name)}"'
         attrs += f' source="{attribute(attachment.source)}"' if attachment.source else ""
         attrs += f' problem="{attribute(owner)}"' if owner else ""
-        attrs += f' parts="{shape.count}"' if shape.count > 1 or not whole else ""
+        attrs += f' parts="{shape.count}"' if shape.count > 1 or not shown_whole else ""
         out.append(Item(f"{key}\n{owner or ''}\n{attachment.name}", f"<{tag}{attrs}>\n", body, f"\n</{tag}>", "\n"))
     return tuple(out)
-
-
-OUTLINE_LINES = 40  # headings (or runs of pages) an outline shows at most
-
-
-def _shown(attachment: Attachment, shape: Layout, room: int, reading: bool) -> str:
-    """What the prompt shows of a source in `room` characters (see `_sources`)."""
-    text, name, count = attachment.content, attachment.name, shape.count
-    if len(text) <= room:
-        return text
-    how = "" if reading else "once the problem is defined, "
-    if count == 1:  # one part, longer than the room: its start
-        note = f"[… cut to fit the prompt: {how}`///read {part_name(name, 1)}` shows it whole …]"
-        kept = max(0, room - len(note) - 1)
-        return (text[:kept] + "\n" + note).lstrip("\n") if kept >= 200 else note
-    read_on = (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
-               f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find WORDS` searches every source …]")
-    if room < len(read_on) + 300:
-        return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
-    lines, more = outline(shape, OUTLINE_LINES)
-    entries = len(lines) + more
-    kept_lines: list[str] = []
-    used = 0
-    for line in lines:
-        if used + len(line) + 1 > room // 3:
-            more += len(lines) - len(kept_lines)
-            break
-        kept_lines.append(line)
-        used += len(line) + 1
-    parts = []
-    if kept_lines:
-        what = "pages" if shape.paged else "headings"
-        parts.append(f"Outline ({what}, each with its part #N):\n" + "\n".join(kept_lines)
-                     + (f"\n{_rest_of_outline(name, more, entries, how)}" if more else ""))
-    first = shape.text(text, 1)
-    space = room - len(read_on) - sum(len(p) + 2 for p in parts) - 20
-    if len(first) > space:
-        cut_note = f"\n[… part 1 is cut here: `///read {part_name(name, 1)}` shows it whole …]"
-        first = first[: max(0, space - len(cut_note))].rstrip() + cut_note
-    parts.append(f"Part 1 of {count:,}:\n{first}")
-    parts.append(read_on)
-    return "\n\n".join(parts)
-
-
-def _rest_of_outline(name: str, more: int, entries: int, how: str) -> str:
-    """The line after an outline the prompt shows in part: how many entries it leaves out, and the
-    command that shows them all (`///outline`, OUTLINE_PAGE entries a page)."""
-    pages = -(-entries // OUTLINE_PAGE)
-    return (f"- … and {more:,} more: {how}`///outline {name}` shows all {entries:,}"
-            + (f" ({pages:,} pages: `///outline {name} 2` the next)" if pages > 1 else "") + ".")
 
 
 def _cut(text: str, budget: int, what: str = "attachment") -> tuple[str, str]:
@@ -782,10 +748,10 @@ def _fit_transcript(entries: list[Entry], room: int) -> tuple[list[Entry], int, 
     newest = max((i for i, e in enumerate(entries) if e.role == "assistant"), default=len(entries) - 1)
     newest = max(newest, 0)
     shown = list(entries)
-    overhead = 40  # the tags around each entry
+    overhead = 60  # the tags around each entry and the blank line after it
 
     def size(items: list[Entry]) -> int:
-        return sum(len(e.text) + overhead for e in items) + 120
+        return sum(len(e.text) + overhead for e in items) + 260  # the heading, and the note of what is left out
 
     for index in range(newest):
         if size(shown) <= room:
@@ -817,7 +783,8 @@ def _sources_cut(entries: list[Entry], excess: int) -> list[Entry]:
         if excess <= 0 or at < 0:
             continue
         start = at + len(heading)
-        end = entry.text.find("\n\n## ", start)
+        # up to the reply's closing (a part's own `## ` headings are not the end of the section)
+        end = entry.text.rfind(f"\n\n{CONTINUE_HEADING}\n\n", start)
         end = len(entry.text) if end < 0 else end
         keep = max(0, end - start - excess - 200)
         note = (f"\n[… cut to fit the prompt: {end - start - keep:,} more characters of these sources are not shown; "
@@ -827,11 +794,15 @@ def _sources_cut(entries: list[Entry], excess: int) -> list[Entry]:
     return out
 
 
-def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, *, state: State | None = None) -> str:
+NAMED_NOTE = (" In the replies before your newest message, the parts, passages and outlines they showed are named "
+              "only (`<part name=\"NAME#N\" of=\"…\"/>`): the same `///read NAME#N` or `///find` shows them again.")
+
+
+def _transcript(entries: list[Entry], dropped: int = 0, assistants: int = 0, named: bool = False) -> str:
     head = RULE + "\n# Current Session\n\n"
     if not entries and not dropped:
         return head + "This is the start of a new session: nothing has been said yet. Write your first message."
-    parts = ["Your messages and the system's replies in this session, oldest first."]
+    parts = ["Your messages and the system's replies in this session, oldest first." + (NAMED_NOTE if named else "")]
     if dropped:
         parts.append(f"[… cut to fit the prompt: the first {dropped} entries of this session "
                      f"({assistants} of your messages and the system's replies) are not shown …]")

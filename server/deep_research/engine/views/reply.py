@@ -8,6 +8,7 @@ from ..core.text import Severity
 from ..language.analysis import Analysis, Outcome, Status
 
 SOURCES_HEADING = "## Sources"  # what `read` and `find` show, after the Errors Report (SPEC §13)
+CONTINUE_HEADING = "## Continue"  # the reply's closing, when the session goes on
 STATUS_WORDS = {Status.OK: "done", Status.FAILED: "FAILED", Status.SKIPPED: "NOT RUN"}
 
 
@@ -80,8 +81,9 @@ def _sources(analysis: Analysis) -> str:
     return SOURCES_HEADING + "\n\n" + SOURCES_NOTE + "\n\n" + "\n\n".join(entries)
 
 
-SOURCES_NOTE = ("What these show stays in this session only, until the focus changes: keep what matters with "
-                "`<<< add_attachment`, or cite its part as `[[NAME#N]]`.")
+SOURCES_NOTE = ("From your next message on, the prompt may show these by name only (the same command shows them "
+                "again), and a focus change ends them: keep what matters with `<<< add_attachment`, or cite its part as "
+                "`[[NAME#N]]`.")
 
 
 def _orphans(analysis: Analysis, *, errors: bool):
@@ -111,20 +113,20 @@ def _closing(analysis: Analysis, focus_title: str | None) -> str:
         return ""  # a new session starts; its prompt says what to do
     if after.phase is Phase.NO_PROBLEM:
         return (
-            "## Continue\n\nNo problem is defined yet. Define it with a `<<< define_problem` block "
+            f"{CONTINUE_HEADING}\n\nNo problem is defined yet. Define it with a `<<< define_problem` block "
             "(sections `///title` and `///content`, closed by `>>>`)."
         )
     title = f' "{focus_title}"' if focus_title else ""
     running = after.delegations(after.focus)
     if running:
         return (
-            "## Continue\n\n"
+            f"{CONTINUE_HEADING}\n\n"
             f"Delegated subproblems of the current problem{title} are still being researched by their own "
             "researchers. Work on what does not depend on them, or end your next message without a command and "
             "wait: their reports will come under Child Reports when they end."
         )
     return (
-        "## Continue\n\n"
+        f"{CONTINUE_HEADING}\n\n"
         f"Continue the investigation of the current problem{title}. Read the reports above, fix any "
         "failed command, and take the next step: refine the criteria, break the problem down, record "
         "what you find as attachments, focus down into a subproblem, or, once every criterion is done, "
