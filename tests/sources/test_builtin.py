@@ -76,6 +76,17 @@ def test_a_builtin_model_that_cannot_start_leaves_find_to_the_words_and_says_why
     assert find(research)[1] == warnings and own.starts == 1  # not tried again at once: no wait for each find
 
 
+def test_a_builtin_model_that_crashes_as_it_starts_says_how(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A native crash (onnxruntime 1.17 did so): faulthandler's last line is `<no Python frame>`."""
+    crash = "import faulthandler, ctypes; faulthandler.enable(); ctypes.string_at(0)"
+    server(monkeypatch, [sys.executable, "-c", crash])
+    research = tides_research(tmp_path / "r")
+    assert execute_sync(research, "///attach_file kitchen.md\n", Config()).executed
+    _, warnings = find(research)
+    assert len(warnings) == 1 and "could not start (Fatal Python error: Segmentation fault; " in warnings[0], warnings
+    assert "no Python frame" not in warnings[0]
+
+
 def test_without_the_semantic_extra_find_says_how_to_install_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = server(monkeypatch)

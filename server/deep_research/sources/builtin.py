@@ -156,8 +156,16 @@ class Builtin:
         readers[1].join(2)  # its last words
         if not ready.is_set():
             raise Unavailable(f"the builtin embedding model did not start within {timeout:g} seconds")
-        last = errors[-1] if errors else _status(process.returncode)
-        raise Unavailable(f"the builtin embedding model could not start ({last[:300]})")
+        raise Unavailable(f"the builtin embedding model could not start ({_last_words(errors, process.returncode)[:300]})")
+
+
+def _last_words(errors: list[str], code: int | None) -> str:
+    """What the server said as it ended: a native crash's `Fatal Python error: …` line and how it
+    ended (faulthandler's last line, `<no Python frame>`, says nothing), else its last line."""
+    fatal = next((line for line in reversed(errors) if line.startswith("Fatal Python error")), None)
+    if fatal:
+        return f"{fatal}; {_status(code)}"
+    return errors[-1] if errors else _status(code)
 
 
 def _status(code: int | None) -> str:
