@@ -432,7 +432,8 @@ def test_a_find_of_the_prompts_sample_words_or_again_and_a_read_past_a_full_repl
     written.first()
     again = written.next("///find 10% of the tiles\n")
     assert again and not gbnf.accepts(again, "///find 10% of the tiles\n") and gbnf.accepts(again, "///find tiles\n")
-    finds = "".join(f"///find tile {n}\n" for n in range(3))  # three finds: room for a part, not a fourth
+    # two finds (each counted at its most: five passages of up to two excerpts): room for a part, not a third
+    finds = "".join(f"///find tile {n}\n" for n in range(2))
     assert gbnf.accepts_in_steps(MessageGrammar(research), finds + "///read Notes#2\n")
     for more in ("///find tile 3\n", "///read Notes#2\n///read Notes#3\n"):
         assert not gbnf.accepts_in_steps(MessageGrammar(research), finds + more), more

@@ -52,7 +52,8 @@ PASSAGE_CHARS = 1_200
 CANDIDATES = 40  # parts the full-text index proposes, whose windows are then ranked
 PASSAGES_PER_PART = 1  # a find that filled its places with one part's windows showed the same part thrice (issue 46)
 EXCERPTS = 2  # a passage's excerpts of its part at most: one a part lost 3-14 points at 10 (docs/decisions.md, issue 46)
-PASSAGE_MAX_CHARS = EXCERPTS * (PASSAGE_CHARS + 2)  # a passage's text at most, its excerpts apart by a blank line
+SECOND_EXCERPT_CHARS = 600  # dev: 600 and 800 alike, 400 worse, 1,200 3 points better but a find then fills a reply alone
+PASSAGE_MAX_CHARS = PASSAGE_CHARS + 2 + SECOND_EXCERPT_CHARS  # a passage's text at most, its excerpts a blank line apart
 NEAR_WINDOWS_PER_PART = 3  # near windows a part brings to the fusion (chosen on the dev questions: 1, 2, 3)
 K1 = 1.2  # BM25's saturation of repeated words
 FUSION_K = 60  # reciprocal rank fusion's constant (Cormack et al. 2009), the usual choice
@@ -159,7 +160,7 @@ def _text(window: _Window, source: Source) -> str:
     """A passage's text: its window with the headings above it, then its second excerpt if any."""
     text = _passage(window.plain, window.start, _label(source, window))
     if window.also is not None:
-        text += "\n\n" + _passage(window.also.plain, window.also.start, _label(source, window.also))
+        text += "\n\n" + _passage(window.also.plain, window.also.start, _label(source, window.also), SECOND_EXCERPT_CHARS)
     return text
 
 
