@@ -166,6 +166,26 @@ def bench_time(base: Path, problems: int, runs: int, chosen: list[str]) -> None:
                               str(out)], runs)
         print(f"compile --format {fmt:<8} (fresh process)          {seconds:7.2f} s   x{seconds / floor:5.2f} the floor, "
               f"{out.stat().st_size / 1e6:6.2f} MB")
+    if "md" in chosen:  # a research in use: the prompt and find have kept every source's layout on disk
+        keep_layouts(root)
+        seconds = median_run([sys.executable, "-m", "deep_research", "compile", str(root), "--format", "md", "-o",
+                              str(base / "report.md")], runs)
+        print(f"compile --format md, layouts kept (a research in use) {seconds:5.2f} s   x{seconds / floor:5.2f} the floor")
+
+
+def keep_layouts(root: Path) -> None:
+    """Write the parts' layouts of every attachment, as the prompt and `find` of a research in use
+    have (engine/retrieval/layout_store.py)."""
+    from deep_research.engine.retrieval.layout_store import LayoutStore
+    from deep_research.engine.settings.rules import Rules
+    from deep_research.engine.store import FileCache
+    from deep_research.engine.tree.reader import read_attachments
+
+    store, cache = LayoutStore(root), FileCache()
+    for folder, _dirs, _names in os.walk(root):
+        if os.path.basename(folder) == ATTACHMENTS:
+            found = read_attachments(Path(folder), cache)
+            store.layouts([(a.content, a.reading) for a in found], Rules().part_chars)
 
 
 # -- accuracy by mutation -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ check; each problem's state said plainly. And bad input: a sentence, nothing wri
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from deep_research.compiled import NothingToCompile, build, render
 from deep_research.compiled.md import shift_headings
 from deep_research.engine.research import Research
+from deep_research.engine.retrieval.parts import forget_all
 
 from dr_compiled_support import REPEATED, TITLE, sample
 
@@ -125,3 +127,17 @@ def test_a_title_of_punctuation_only(tmp_path: Path) -> None:
 def test_report_headings_move_below_their_section() -> None:
     text = "# Top\nSetext\n======\n```\n# not a heading\n```\n###### deep"
     assert shift_headings(text, 3) == "#### Top\n#### Setext\n```\n# not a heading\n```\n###### deep"
+
+
+def test_a_compile_reads_the_research_and_writes_nothing_in_it(research: Research) -> None:
+    """Not even the parts' layouts it had to divide (derived data the prompt keeps): a compile
+    may run beside a message, or over someone else's research."""
+    shutil.rmtree(research.root / ".deep-research" / "parts", ignore_errors=True)
+    forget_all()  # as a fresh process: every source divided again
+
+    def files() -> dict[str, bytes]:
+        return {str(p.relative_to(research.root)): p.read_bytes() for p in sorted(research.root.rglob("*")) if p.is_file()}
+
+    before = files()
+    render(build(research.root), "md")
+    assert files() == before

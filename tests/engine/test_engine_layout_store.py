@@ -184,6 +184,23 @@ def test_records_are_bounded(store: LayoutStore, root: Path, monkeypatch: pytest
         assert store.layout(text, PART_CHARS) == divided(text)
     assert 3 <= len(list((root / ".deep-research" / FOLDER).iterdir())) <= 6
 
+    many = [book_text(seed, chapters=1) for seed in range(100, 112)]  # at once: written together, pruned once
+    assert store.layouts([(text, Reading()) for text in many], PART_CHARS) == [divided(text) for text in many]
+    assert 3 <= len(list((root / ".deep-research" / FOLDER).iterdir())) <= 6
+
+
+def test_a_reader_that_keeps_nothing_reads_the_records_and_writes_none(store: LayoutStore, root: Path) -> None:
+    """`compile` reads the research only: it uses the records the prompt kept, and writes none."""
+    other = book_text(2)
+    store.layout(TEXT, PART_CHARS)
+    record = json.loads(record_of(root).read_bytes())
+    record["starts"] = [0, 10]  # a record it reads is used as it is
+    record_of(root).write_text(json.dumps(record))
+    forget_all()
+    found = store.layouts([(TEXT, Reading()), (other, Reading())], PART_CHARS, keep=False)
+    assert found[0].count == 2 and found[1] == divided(other)
+    assert not record_of(root, other).exists()
+
 
 _CHILD = """
 import json, sys

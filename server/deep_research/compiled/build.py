@@ -265,6 +265,10 @@ class _Builder:
     def attachments(self, path: ProblemPath, number: str) -> list[Attachment]:
         found = [a for a, _ in self.tree.attachment_files(path)]
         self.files += len(found)
+        # Their layouts, from the records the prompt and `find` keep on disk (dividing every source
+        # again was ~45% of a fresh compile), none written (a compile only reads the research):
+        # every later `layout` of them is this process's cache's.
+        self.tree.layouts(found, self.rules.part_chars, keep=False)
         for attachment in found:
             key = source_key(attachment)
             self.keys[id(attachment)] = key

@@ -22,7 +22,9 @@ never trusted over the markdown:
   folder there is left alone and the layout kept in memory). Two processes writing one text's
   record write the same bytes, so no lock is needed; nothing is synced, since a record lost or
   torn by a crash is garbage, divided again.
-- **bounded**: past `MAX_RECORDS` records, the oldest half is removed when one is written.
+- **bounded**: past `MAX_RECORDS` records, the oldest half is removed when records are written
+  (counted by name; the folder is looked at once a call, not once a record).
+- **a reader may keep nothing** (`keep=False`): `compile` reads records and writes none.
 
 What one costs: the digest (~1.5 ms a MB) and reading the record; dividing is ~10 ms a MB.
 """
@@ -85,25 +87,30 @@ class LayoutStore:
         self.guard = guard or Guard(self.root)
         self.folder = self.root / BOOKKEEPING / FOLDER
 
-    def layouts(self, sources: Sequence[tuple[str, Reading]], part_chars: int) -> list[Layout]:
+    def layouts(self, sources: Sequence[tuple[str, Reading]], part_chars: int, *, keep: bool = True) -> list[Layout]:
         """The layout of each (text, its reading) in `sources`: from this process's cache, else
-        from its record, else divided (and its record written)."""
+        from its record, else divided (and, if `keep`, its record written: all of them at the end,
+        with one look at the folder's size, not one a record; a reader that writes nothing, as
+        `compile`, passes keep=False)."""
         out: list[Layout] = []
         readable: bool | None = None  # whether the folder is the research's own: looked at once, when needed
+        made: dict[str, bytes] = {}  # records to write
         for text, reading in sources:
             found = parts.cached(text, part_chars, reading)
             if found is None:
                 if readable is None:
                     readable = self._own_folder()
-                found = self._layout(text, part_chars, reading, readable)
+                found = self._layout(text, part_chars, reading, readable, made)
                 parts.remember(text, part_chars, found, reading)
             out.append(found)
+        if made and keep:
+            self._write(made)
         return out
 
     def layout(self, text: str, part_chars: int, reading: Reading | None = None) -> Layout:
         return self.layouts([(text, reading or Reading())], part_chars)[0]
 
-    def _layout(self, text: str, part_chars: int, reading: Reading, readable: bool) -> Layout:
+    def _layout(self, text: str, part_chars: int, reading: Reading, readable: bool, made: dict[str, bytes]) -> Layout:
         version = code_version()
         if not version:
             return parts.layout(text, part_chars, reading)
@@ -115,9 +122,9 @@ class LayoutStore:
                 found = decoded(data, digest, len(text), max(1, part_chars), reading, version)
                 if found is not None:
                     return found
-        made = parts.layout(text, part_chars, reading)
-        self._write(name, encoded(made, digest, len(text), version))
-        return made
+        divided = parts.layout(text, part_chars, reading)
+        made[name] = encoded(divided, digest, len(text), version)
+        return divided
 
     def _own_folder(self) -> bool:
         """Whether the records' folder is the research's own (a folder, reached through no link)."""
@@ -126,8 +133,8 @@ class LayoutStore:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def _write(self, name: str, data: bytes) -> None:
-        """Put a record in place; derived data, so a failure only means dividing again next time."""
+    def _write(self, records: dict[str, bytes]) -> None:
+        """Put records in place; derived data, so a failure only means dividing again next time."""
         try:
             folder = self._open_folder()
         except OSError as error:
@@ -136,7 +143,8 @@ class LayoutStore:
         if folder is None:
             return
         try:
-            _write_at(folder, name, data)
+            for name, data in records.items():
+                _write_at(folder, name, data)
             _prune(folder)
         except OSError as error:
             log.debug("a layout of %s is not kept: %s", self.root, error)
@@ -182,18 +190,20 @@ def _write_at(folder: int, name: str, data: bytes) -> None:
 
 def _prune(folder: int) -> None:
     """Past MAX_RECORDS records, remove the older half (by when they were written); and the
-    temporaries a stopped process left."""
+    temporaries a stopped process left. Records are counted by name: only past the bound, or for
+    a temporary, is an entry's time asked for (a stat a record made a compile of 1,000 sources
+    spend 2 s here)."""
     records, stale = [], []
     now = time.time_ns()
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.name.endswith(_SUFFIX):
-                records.append((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name))
+                records.append(entry)
             elif entry.name.startswith(_TEMPORARY) and now - entry.stat(follow_symlinks=False).st_mtime_ns > _STALE_NS:
                 stale.append(entry.name)
-    if len(records) > MAX_RECORDS:
-        records.sort()
-        stale += [name for _, name in records[: len(records) - MAX_RECORDS // 2]]
+        if len(records) > MAX_RECORDS:
+            dated = sorted((entry.stat(follow_symlinks=False).st_mtime_ns, entry.name) for entry in records)
+            stale += [name for _, name in dated[: len(dated) - MAX_RECORDS // 2]]
     for name in stale:
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=folder)

@@ -127,10 +127,10 @@ class Tree:
         """The problem's attachments with their files, oldest first."""
         return attachment_files(self.folder(path) / ATTACHMENTS, self.cache)
 
-    def layouts(self, items: Sequence[Attachment], part_chars: int) -> list[Layout]:
+    def layouts(self, items: Sequence[Attachment], part_chars: int, *, keep: bool = True) -> list[Layout]:
         """The parts of each of `items` (engine/retrieval/parts.py's `layout`), kept on disk between
-        processes (engine/retrieval/layout_store.py)."""
-        return self.layout_store.layouts([(a.content, a.reading) for a in items], part_chars)
+        processes (engine/retrieval/layout_store.py; `keep=False`: read from there, never written)."""
+        return self.layout_store.layouts([(a.content, a.reading) for a in items], part_chars, keep=keep)
 
 
 def is_problem_folder(entry: Entry) -> bool:
