@@ -179,6 +179,11 @@ async def test_a_prompt_over_the_context_says_what_to_cut(model: ScriptedModel) 
                    extra={"type": "exceed_context_size_error", "n_prompt_tokens": 9000, "n_ctx": 8192}))
     error = await failure(model, retries=0)
     assert error.kind == "context" and "about 100 tokens" in error.message and "--max-prompt-tokens" in error.message
+    assert error.prompt_tokens is None, "this server did not say its count in the message"
+    model.add(Fail(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in 9146 "
+                   "tokens. Please reduce the length of the messages.", code="context_length_exceeded"))
+    error = await failure(model, retries=0)
+    assert (error.kind, error.prompt_tokens) == ("context", 9146), "OpenAI's count: the autopilot fits with it"
 
 
 async def test_a_refused_grammar_suggests_turning_it_off(model: ScriptedModel) -> None:

@@ -315,6 +315,42 @@ async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_pat
     assert "Teach tiling." in second["messages"][0]["content"], "the instruction is never cut"
 
 
+def dense_tokenizer(script: list, context: int, tokens_per_char: float = 0.4):
+    """A llama-server whose tokenizer makes `tokens_per_char` tokens of a character (numbers and
+    code: SmolLM2 made 9,146 tokens of a prompt fitted to 6,226 at 4 characters a token) and that
+    refuses a prompt over its context as llama-server does, with its count; else `script`'s steps."""
+    def respond(body: dict):
+        tokens = int(sum(len(m["content"]) for m in body["messages"]) * tokens_per_char)
+        if tokens > context:
+            return Fail(400, f"request ({tokens} tokens) exceeds the available context size ({context} tokens), try "
+                        "increasing it", extra={"type": "exceed_context_size_error", "n_prompt_tokens": tokens,
+                                                "n_ctx": context})
+        return script.pop(0) if script else Say("I wait.\n")
+    return respond
+
+
+async def test_a_prompt_the_model_counts_longer_is_fitted_again_with_its_count(tmp_path: Path) -> None:
+    """The prompt is fitted at 4 characters a token; a tokenizer that makes more of a text of
+    numbers refuses it: the round is asked again, fitted with the server's count, and the run goes on."""
+    research = Research.create(tmp_path / "r", "Teach tiling.", attachments=[("Versions", "1.2.3 4.5.6 " * 3000)])
+    with ScriptedModel(llama_cpp=True, context=8192) as llama:
+        llama.respond = dense_tokenizer([Say(DEFINE), Say(FOCUS_DOWN)], 8192, tokens_per_char=0.55)
+        result = await run(research, llama, max_rounds=2, max_reply_tokens=500)
+    fits = [sum(len(m["content"]) for m in r["messages"]) * 0.55 <= 8192 for r in llama.requests]
+    assert fits == [True, False, True], "the second round's prompt refused once, then fitted with the server's count"
+    assert (result.status, result.rounds) == (RunStatus.LIMIT, 2), result.message
+    assert research.state().messages == 2 and research.tree.problem(()).definition, "both replies ran"
+
+
+async def test_a_prompt_refused_again_stops_the_run_with_what_to_set(tmp_path: Path) -> None:
+    research = Research.create(tmp_path / "r", "Teach tiling.", attachments=[("Versions", "1.2.3 4.5.6 " * 3000)])
+    with ScriptedModel(llama_cpp=True, context=4096) as llama:
+        llama.respond = dense_tokenizer([], 4096, tokens_per_char=5.0)  # nothing fits: refused twice, then a stop
+        result = await run(research, llama, max_rounds=2, max_reply_tokens=500)
+    assert (result.status, len(llama.requests)) == (RunStatus.ERROR, 2)
+    assert "longer than the model's context" in result.message and "--max-prompt-tokens" in result.message
+
+
 async def test_each_round_is_pinned_to_a_llama_server_slot(tmp_path: Path) -> None:
     """llama-server with several slots: every request of a round (the grammar's continuations
     too) names the researcher's slot, so its conversation stays in that slot's cache; a run

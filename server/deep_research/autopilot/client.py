@@ -30,6 +30,7 @@ import email.utils
 import inspect
 import json
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -48,10 +49,11 @@ BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0  # seconds, when the server does not say 
 class ModelError(Exception):
     """A failure of the model call, as one plain sentence for the user."""
 
-    def __init__(self, message: str, kind: str = "error") -> None:
+    def __init__(self, message: str, kind: str = "error", prompt_tokens: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.kind = kind  # unreachable, auth, not-found, context, rate-limit, server, cut, malformed, refused
+        self.prompt_tokens = prompt_tokens  # a context error: the prompt's tokens, when the server counted them
 
 
 @dataclass
@@ -577,7 +579,7 @@ class ModelClient:
                 return ModelError(
                     f"the prompt (about {tokens:,} tokens) is longer than the model's context at {url} ({detail}). "
                     "Set --max-prompt-tokens (or max_prompt_tokens in deep-research.toml) below the context size, "
-                    "leaving room for the reply", "context",
+                    "leaving room for the reply", "context", counted_tokens(detail),
                 )
             if error.status_code >= 500:
                 return ModelError(f"the model endpoint {url} failed (HTTP {error.status_code}: {detail})", "server")
@@ -632,6 +634,22 @@ def _detail(error: Exception) -> str:
             return str(message)[:300]
     message = getattr(error, "message", None) or str(error)
     return str(message)[:300]
+
+
+_COUNTED = (
+    re.compile(r"request \((\d+) tokens\) exceeds"),  # llama.cpp's server
+    re.compile(r"(?:resulted in|requested) (\d+) tokens"),  # OpenAI's
+    re.compile(r"prompt is too long: (\d+) tokens"),  # Anthropic's compatible endpoint
+)
+
+
+def counted_tokens(detail: str) -> int | None:
+    """The prompt's tokens as a server that refused it for its context counted them, if it says."""
+    for pattern in _COUNTED:
+        found = pattern.search(detail)
+        if found:
+            return int(found.group(1))
+    return None
 
 
 def _is_context_error(detail: str, body: object) -> bool:

@@ -300,6 +300,9 @@ class _Round:
 # -- one researcher --------------------------------------------------------------------------------
 
 
+DENSITY_MARGIN = 1.05  # the prompt is fitted with this much more than the densest tokens per character seen
+
+
 class Pilot:
     """One researcher's seat in a run: its conversation, document, slot and rounds."""
 
@@ -309,6 +312,7 @@ class Pilot:
         self.document = document
         self.turns = Turns(name)  # the session as chat turns, kept so that the server's prompt cache serves them
         self.tokens_per_char = 0.25  # the endpoint's prompt tokens per character, learnt from its usage
+        self.densest = 0.25  # the most tokens per character seen: what the prompt is fitted with
         self.slot: int | None = None  # the server slot of its last round (llama-server's id_slot)
         self.idle = 0  # rounds in a row in which no command ran
         self.rounds = 0  # rounds it had in this run
@@ -390,7 +394,7 @@ class Pilot:
         crew, research = self.crew, self.research
         tick = time.monotonic()
         state = research.state(self.name)
-        messages = self.turns.messages(research, crew.prompt_tokens)
+        messages = self.turns.messages(research, self._fit_tokens())
         prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
         number, limit = crew.budget.admit(prompt)
         if limit:
@@ -407,6 +411,12 @@ class Pilot:
         crew.observer.round_started(number, list(self.focus), crew.budget.tokens, time.monotonic() - crew.budget.started,
                                     researcher=self.name)
         failed = await self._ask(this, messages, prompt, grammar, slot)
+        if isinstance(failed, ModelError):  # refused for its length, the server's count learnt: fitted again, once
+            messages = self.turns.messages(research, self._fit_tokens())
+            prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
+            failed = await self._ask(this, messages, prompt, grammar, slot, again=True)
+        if isinstance(failed, ModelError):  # (asked again, a refusal is a stop: never here)
+            return self._stop(RunStatus.ERROR, failed.message)
         if failed is not None:
             return failed
         text = this.reply.text
@@ -427,10 +437,22 @@ class Pilot:
         except NoSuchResearcher:
             return self._gone(this)
 
+    def _fit_tokens(self) -> int | None:
+        """The prompt's budget in the engine's tokens (4 characters each): the model's
+        `max_prompt_tokens`, less as its tokenizer makes more tokens of a character than that (a
+        text of numbers and code: SmolLM2 made 9,146 tokens of a prompt fitted to 6,226 of 4)."""
+        tokens = self.crew.prompt_tokens
+        if tokens is None or self.densest <= 0.25:
+            return tokens
+        return max(1, int(tokens * 0.25 / (self.densest * DENSITY_MARGIN)))
+
     async def _ask(self, this: _Round, messages: list[dict[str, str]], prompt: int,
-                   grammar: MessageGrammar | str | None, slot: int | None) -> Stop | None:
+                   grammar: MessageGrammar | str | None, slot: int | None, *, again: bool = False
+                   ) -> Stop | ModelError | None:
         """The model's reply, streamed into the document as it comes, into `this` (None), or the
-        stop of a model error (the partial reply kept as a draft). Cancelled: the draft kept."""
+        stop of a model error (the partial reply kept as a draft). Cancelled: the draft kept. A
+        first refusal of a prompt too long for the model's context, whose tokens the server
+        counted, is returned instead, its density learnt, for the round to be asked again."""
         crew = self.crew
         reserved = prompt + crew.budget.max_reply_tokens
 
@@ -456,6 +478,13 @@ class Pilot:
             raise
         except ModelError as error:
             crew.budget.spend(reserved, 0)
+            chars = sum(len(m["content"]) for m in messages)
+            if not again and error.kind == "context" and error.prompt_tokens and not this.pieces \
+                    and error.prompt_tokens / max(1, chars) > self.densest:
+                self.densest = error.prompt_tokens / max(1, chars)
+                crew.observer.notice(f"{self.name}: the prompt was longer than the model's context "
+                                     f"({error.prompt_tokens:,} tokens); fitted again and asked once more.")
+                return error
             kept = await self._keep_draft(this.pieces)
             self._finish(this.record, "error", error=error.message)
             self._log([this.record])
@@ -466,6 +495,7 @@ class Pilot:
         crew.budget.spend(reserved, reply.prompt_tokens + reply.completion_tokens)
         if not reply.tokens_estimated and reply.prompt_tokens:
             self.tokens_per_char = reply.prompt_tokens / max(1, sum(len(m["content"]) for m in messages))
+            self.densest = max(self.densest, self.tokens_per_char)
         this.record.update(
             model=crew.client.model, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
             tokens_estimated=reply.tokens_estimated, latency_ms=reply.latency_ms,
