@@ -36,7 +36,6 @@ runs): the docs, 30 finds, checked at the 10th and the 30th.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -45,7 +44,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -136,18 +134,11 @@ def sources(args: argparse.Namespace, into: Path) -> tuple[Path, str]:
 
 def baseline_code(ref: str | None, into: Path) -> tuple[Path, str]:
     """The server's code at `ref` (default: the parent of the commit that added the lighter
-    prompt), extracted with `git archive`; its folder and the commit."""
-    if ref is None:
-        added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--",
-                                "server/deep_research/engine/views/source_view.py"],
-                               cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-        ref = (added[-1] + "^") if added else "HEAD"
-    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=REPO, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    archive = subprocess.run(["git", "archive", commit, "server"], cwd=REPO, capture_output=True, check=True).stdout
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(into, filter="data")
-    return into / "server", commit
+    prompt, engine/views/source_view.py); its folder and the commit."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import sources_bench
+
+    return sources_bench.baseline_code(ref, into, added="server/deep_research/engine/views/source_view.py")
 
 
 def cli(code: Path, *argv: str) -> str:

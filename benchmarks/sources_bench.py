@@ -822,7 +822,7 @@ def baseline_ranks(args: argparse.Namespace, embedders: Sequence[str]) -> list[t
     if not args.baseline:
         return []
     with tempfile.TemporaryDirectory() as folder:
-        server, commit = _baseline_code(args.baseline, Path(folder))
+        server, commit = baseline_code(args.baseline, Path(folder))
         out = Path(folder) / "ranks.json"
         command = [sys.executable, __file__, "--retrieval", "--ranks-to", str(out), "--questions", args.questions]
         command += ["--embedders", ",".join(embedders)] if embedders else ["--no-embeddings"]
@@ -897,18 +897,18 @@ def _medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
     return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
 
 
-def _baseline_code(ref: str | None, into: Path) -> tuple[Path, str]:
-    """The server's code before the index (`ref`, or the parent of the commit that added
-    engine/index.py, where the index was first written), extracted with `git archive`; its folder and the commit."""
+def baseline_code(ref: str | None, into: Path, added: str = "server/deep_research/engine/index.py") -> tuple[Path, str]:
+    """The server's code at `ref` (default: the parent of the commit that first added the file
+    `added`: here the index, engine/index.py), extracted with `git archive`; its folder and the commit."""
     import io
     import subprocess
     import tarfile
 
     repo = Path(__file__).resolve().parents[1]
     if ref is None:
-        added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "server/deep_research/engine/index.py"],
+        found = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", added],
                                cwd=repo, capture_output=True, text=True, check=True).stdout.split()
-        ref = (added[-1] + "^") if added else "HEAD"
+        ref = (found[-1] + "^") if found else "HEAD"
     commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=repo, capture_output=True, text=True,
                             check=True).stdout.strip()
     archive = subprocess.run(["git", "archive", commit, "server"], cwd=repo, capture_output=True, check=True).stdout
@@ -956,7 +956,7 @@ def bench_cost(args: argparse.Namespace) -> None:
         print(f"  one ///find, fresh process                        p50 {find:8.0f} ms   x{find / plain:.2f}   "
               f"CPU {find_cpu:6.0f} ms   x{find_cpu / plain_cpu:.2f}")
 
-        baseline, commit = _baseline_code(args.baseline_ref, base / "baseline")
+        baseline, commit = baseline_code(args.baseline_ref, base / "baseline")
         small = Research.create(base / "small", "Attach one source.")
         small.execute(DEFINE)
         (small.root / "source.md").write_text(generated_book(99, 1_000_000, vocabulary), encoding="utf-8")
