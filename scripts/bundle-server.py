@@ -19,6 +19,8 @@ the copy of the sources is always fresh.
     python3 scripts/bundle-server.py [--force]
     python3 scripts/bundle-server.py --print-bundled       # one requirement a line (scripts/lock)
     python3 scripts/bundle-server.py --print-not-bundled   # one requirement a line (scripts/lock)
+    python3 scripts/bundle-server.py --print-on-request-extras   # the extras installed on request (scripts/lock)
+    python3 scripts/bundle-server.py --print-extra NAME    # one requirement a line (scripts/lock)
 """
 
 from __future__ import annotations
@@ -51,11 +53,25 @@ NOT_BUNDLED = {"openai", "trafilatura", "lxml-html-clean", "mcp", "ddgs"}
 EXTRAS_FILE = BUNDLED / "not-bundled.json"
 LOCK = REPO / "requirements" / "bundled.txt"  # scripts/lock writes both
 ON_REQUEST = REPO / "requirements" / "on-request.txt"
+# Extras the extension installs on request too, when a command needs them (compile's docx, odt
+# and pdf need `export`): each with its lock, which holds what ON_REQUEST holds as well, so that
+# one `pip install --require-hashes -r` makes the whole private environment.
+ON_REQUEST_EXTRAS = ("export",)
 
 
 def dependencies(bundled: bool = True) -> list[str]:
     """The runtime dependencies to bundle ([project].dependencies minus NOT_BUNDLED), or with
     `bundled=False` those left out, exactly as pyproject.toml states them."""
+    deps = _project()["dependencies"]
+    return [d for d in deps if (_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) not in NOT_BUNDLED) == bundled]
+
+
+def extra(name: str) -> list[str]:
+    """An extra's requirements, exactly as pyproject.toml states them."""
+    return list(_project()["optional-dependencies"][name])
+
+
+def _project() -> dict:
     text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     try:
         import tomllib
@@ -64,8 +80,7 @@ def dependencies(bundled: bool = True) -> list[str]:
             import tomli as tomllib  # type: ignore[no-redef]
         except ModuleNotFoundError:
             sys.exit("bundle-server needs Python >= 3.11 (tomllib) or the tomli package")
-    deps = tomllib.loads(text)["project"]["dependencies"]
-    return [d for d in deps if (_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) not in NOT_BUNDLED) == bundled]
+    return tomllib.loads(text)["project"]
 
 
 # pip's --python-version picks wheels but evaluates environment markers for the running
@@ -167,12 +182,20 @@ def copy_server() -> int:
     return sum(1 for _ in dest.rglob("*.py"))
 
 
+def _names(requirements: list[str]) -> list[str]:
+    return [_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) for d in requirements]
+
+
 def write_extras() -> list[str]:
     extras = dependencies(bundled=False)
-    names = [_canonical(re.split(r"[\s<>=!~;\[]", d, maxsplit=1)[0]) for d in extras]
     shutil.copyfile(ON_REQUEST, BUNDLED / ON_REQUEST.name)
-    EXTRAS_FILE.write_text(json.dumps({"requirements": extras, "names": names, "lock": ON_REQUEST.name}, indent=1) + "\n",
-                           encoding="utf-8")
+    on_request = {}
+    for name in ON_REQUEST_EXTRAS:
+        lock = REPO / "requirements" / f"{name}.txt"
+        shutil.copyfile(lock, BUNDLED / lock.name)
+        on_request[name] = {"requirements": extra(name), "names": _names(extra(name)), "lock": lock.name}
+    EXTRAS_FILE.write_text(json.dumps({"requirements": extras, "names": _names(extras), "lock": ON_REQUEST.name,
+                                       "extras": on_request}, indent=1) + "\n", encoding="utf-8")
     return extras
 
 
@@ -181,6 +204,12 @@ def main() -> int:
         if flag in sys.argv:
             print("\n".join(dependencies(bundled=bundled)))
             return 0
+    if "--print-on-request-extras" in sys.argv:
+        print(" ".join(ON_REQUEST_EXTRAS))
+        return 0
+    if "--print-extra" in sys.argv:
+        print("\n".join(extra(sys.argv[sys.argv.index("--print-extra") + 1])))
+        return 0
     started = time.monotonic()
     if not (REPO / "server" / "deep_research" / "__init__.py").exists():
         sys.exit("bundle-server: server/deep_research is missing")

@@ -43,7 +43,8 @@ def node_modules() -> Path:
 
 # What `npm run package` reads: the extension, the server it bundles and its dependencies, and
 # the top-level files vsce may take (README, .vscodeignore). Not the extension's tests.
-PACKAGE_INPUTS = ("vscode-client", "server/deep_research", "scripts/bundle-server.py", "node_modules/.package-lock.json")
+PACKAGE_INPUTS = ("vscode-client", "server/deep_research", "scripts/bundle-server.py", "requirements",
+                  "node_modules/.package-lock.json")
 NOT_INPUTS = {"dist", "bundled", "test", "__pycache__", "node_modules"}
 DIGEST = VSIX.parent / ".inputs.sha256"  # the inputs' digest of the .vsix beside it
 BUILT = [VSIX, REPO / "vscode-client" / "dist" / "extension.js", REPO / "vscode-client" / "bundled" / "libs" / "pygls"]

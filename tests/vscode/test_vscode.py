@@ -83,7 +83,7 @@ def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package:
                                                               tmp_path: Path, web) -> None:
     """From a Python without openai or trafilatura: Install (offline, from the wheelhouse), New
     Research's walk-through with a page on loopback, Run Autopilot finishes, Continue Research…,
-    the Explorer's Attach to Research. Screenshots in .test-output/screenshots/vscode-setup/."""
+    the Explorer's Attach to Research, Compile Report as Word (the export packages installed on request). Screenshots in .test-output/screenshots/vscode-setup/."""
     import subprocess
     import sys
 
@@ -107,4 +107,4 @@ def test_setup_from_the_editor_with_nothing_installed_by_hand(extension_package:
                    DR_SCREENSHOTS=str(shots))
         assert len(model.requests) == len(WHOLE_RESEARCH)
     print("screenshots:", *sorted(str(p) for p in shots.glob("*.png")), sep="\n  ")
-    assert len(list(shots.glob("setup-0*.png"))) == 9
+    assert len(list(shots.glob("setup-0*.png"))) == 10

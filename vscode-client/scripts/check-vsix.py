@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the contents of the packaged extension (.vsix).
 
-Asserts that the server package and every bundled library are inside, and that no
+Asserts that the server package (every file of server/deep_research: a stylesheet left out made
+every compile in VS Code fail) and every bundled library are inside, and that no
 TypeScript sources, node_modules, tests, source maps or Python caches are; then
 unpacks it and starts the bundled server with `python -S` (no site-packages, so
 only the bundled libraries can be imported) and completes an LSP `initialize`.
@@ -33,6 +34,7 @@ REQUIRED = [
     "vscode-client/bundled/deep_research/__main__.py",
     "vscode-client/bundled/not-bundled.json",  # what the extension offers to install
     "vscode-client/bundled/on-request.txt",  # ... and their lock, which it installs from
+    "vscode-client/bundled/export.txt",  # ... with the export extra, when compile needs it
     # the server's runtime libraries (pure Python, resolved for 3.10+)
     "vscode-client/bundled/libs/pygls/__init__.py",
     "vscode-client/bundled/libs/lsprotocol/__init__.py",
@@ -70,6 +72,11 @@ def check(vsix: Path) -> list[str]:
     for req in REQUIRED:
         if req not in ext:
             errors.append(f"missing: {req}")
+    packaged = set(ext)
+    for path in sorted((REPO / "server" / "deep_research").rglob("*")):  # the server whole, its data files too
+        relative = path.relative_to(REPO / "server").as_posix()
+        if path.is_file() and "__pycache__" not in relative and f"vscode-client/bundled/{relative}" not in packaged:
+            errors.append(f"missing: vscode-client/bundled/{relative} (the server's own file: .vscodeignore left it out)")
     for n in ext:
         why = forbidden(n)
         if why:

@@ -258,7 +258,22 @@ export function registerCommands(
         );
       } catch (error) {
         // The server's sentence: an unknown format, a missing tool and what to install, no problem yet.
-        void vscode.window.showErrorMessage(`Deep Research: ${error instanceof Error ? error.message : String(error)}`);
+        const said = error instanceof Error ? error.message : String(error);
+        if (/deep-research\[export\]/.test(said) && !/cannot load its libraries/.test(said)) {
+          // pandoc or WeasyPrint missing: the pip line the server gives is for a person's own
+          // Python; here the extension installs the export extra into its private environment.
+          const choice = await vscode.window.showErrorMessage(
+            `Deep Research: ${said.split(/: install /)[0]}. Install the export packages (pandoc, WeasyPrint) into a ` +
+              'private environment of the extension? Your Python is not changed.',
+            'Install',
+            'Not Now',
+          );
+          if (choice === 'Install' && (await vscode.commands.executeCommand<boolean>(ClientCommand.installPackages, 'export'))) {
+            return vscode.commands.executeCommand(ClientCommand.compileReport, uri, format);
+          }
+          return undefined;
+        }
+        void vscode.window.showErrorMessage(`Deep Research: ${said}`);
         return undefined;
       }
       const file = vscode.Uri.parse(result.uri);

@@ -19,7 +19,7 @@ import * as vscode from 'vscode';
 import { ClientCommand } from './protocol';
 import type { PythonFound } from './python';
 
-export interface NotBundled {
+export interface Requirements {
   /** Requirements as pyproject.toml states them, e.g. `openai>=1.40`. */
   requirements: string[];
   /** Their distribution names, e.g. `openai`. */
@@ -28,10 +28,17 @@ export interface NotBundled {
   lock?: string;
 }
 
+export interface NotBundled extends Requirements {
+  /** Extras installed when a command needs them (`export`: compile's docx, odt and pdf), each
+   * with a lock that holds the packages above too. */
+  extras?: Record<string, Requirements>;
+}
+
 /** What the private environment was made from (its marker file). */
 interface Marker {
   base: string;
   requirements: string[];
+  extras?: string[];
   created: string;
 }
 
@@ -147,14 +154,30 @@ export class PythonPackages {
     return choice === 'Install' ? this.install(base) : false;
   }
 
-  /** Makes (or completes) the private environment and restarts the server with it. */
-  install(base: PythonFound): Promise<boolean> {
-    this.installing ??= this.doInstall(base).finally(() => (this.installing = undefined));
+  /** Makes (or completes) the private environment, with `extra` (e.g. `export`) and the extras
+   * it holds already, and restarts the server with it. */
+  install(base: PythonFound, extra?: string): Promise<boolean> {
+    this.installing ??= this.doInstall(base, extra).finally(() => (this.installing = undefined));
     return this.installing;
   }
 
-  private async doInstall(base: PythonFound): Promise<boolean> {
-    const wanted = notBundled(this.context.extensionPath);
+  /** The extras the private environment was given (its marker says). */
+  private extrasHeld(): string[] {
+    return this.marker()?.extras ?? [];
+  }
+
+  private async doInstall(base: PythonFound, extra?: string): Promise<boolean> {
+    const all = notBundled(this.context.extensionPath);
+    const extras = [...new Set([...this.extrasHeld(), ...(extra ? [extra] : [])])].filter((e) => all?.extras?.[e]);
+    if (extra && !all?.extras?.[extra]) {
+      void vscode.window.showErrorMessage(`Deep Research: this build of the extension cannot install the ${extra} packages.`);
+      return false;
+    }
+    // An extra's lock holds the packages of not-bundled.json as well: its install makes the whole environment.
+    const wanted = all && { requirements: [...all.requirements, ...extras.flatMap((e) => all.extras![e].requirements)] };
+    const locks = (extras.length ? extras.map((e) => all!.extras![e].lock) : [all?.lock])
+      .filter((l): l is string => !!l)
+      .map((l) => path.join(this.context.extensionPath, 'vscode-client', 'bundled', l));
     if (!wanted?.requirements.length) {
       void vscode.window.showInformationMessage('Deep Research: the language server needs no further Python packages.');
       return false;
@@ -185,8 +208,9 @@ export class PythonPackages {
         }
         // The lock, when the bundle has one: exact versions, each file checked against its hash
         // (it names every package, lxml's HTML cleaner included, so an old pip needs no update).
-        const lock = wanted.lock ? path.join(this.context.extensionPath, 'vscode-client', 'bundled', wanted.lock) : undefined;
-        const what = lock && fs.existsSync(lock) ? ['--require-hashes', '-r', lock] : wanted.requirements;
+        const what = locks.length && locks.every((l) => fs.existsSync(l))
+          ? ['--require-hashes', ...locks.flatMap((l) => ['-r', l])]
+          : wanted.requirements;
         progress.report({ message: `pip install ${wanted.requirements.join(' ')}` });
         const installed = await run(pip[0], [...pip.slice(1), 'install', '--disable-pip-version-check', '--no-input', ...what], this.output);
         if (installed.code !== 0) {
@@ -195,7 +219,7 @@ export class PythonPackages {
             : '';
           return `pip exited with ${installed.code}${hint}`;
         }
-        const marker: Marker = { base: base.executable, requirements: wanted.requirements, created: new Date().toISOString() };
+        const marker: Marker = { base: base.executable, requirements: wanted.requirements, extras, created: new Date().toISOString() };
         fs.writeFileSync(path.join(this.dir, MARKER), JSON.stringify(marker, null, 1));
         progress.report({ message: 'restarting the language server' });
         return undefined;
@@ -226,13 +250,13 @@ export function registerInstallCommand(
   base: () => PythonFound | undefined,
 ): void {
   context.subscriptions.push(
-    vscode.commands.registerCommand(ClientCommand.installPackages, async () => {
+    vscode.commands.registerCommand(ClientCommand.installPackages, async (extra?: unknown) => {
       const found = base();
       if (!found) {
         void vscode.window.showErrorMessage('Deep Research: no Python 3.10+ was found to make the environment from (see the "Deep Research" output).');
         return false;
       }
-      return packages.install(found);
+      return packages.install(found, typeof extra === 'string' ? extra : undefined);
     }),
   );
 }

@@ -6,7 +6,9 @@
 // 3. Run Autopilot against the scripted model ($DR_MODEL_URL) finishes the research, and offers
 //    the final report (Show Final Report opens it);
 // 4. Continue Research… reopens it with a new instruction (no attachments: Continue);
-// 5. the Explorer's context menu attaches a folder to it (its notes.md; its picture skipped, and said).
+// 5. the Explorer's context menu attaches a folder to it (its notes.md; its picture skipped, and said);
+// 6. Compile Report as Word without pandoc offers the export packages; Install puts them in the
+//    private environment (from the same wheelhouse) and the report is written.
 // Screenshots go to $DR_SCREENSHOTS. Exit code: 0 passed, 1 failed, 2 the environment is missing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -148,6 +150,20 @@ try {
   await waitFor('the attachment in the prompt', () => fs.readFileSync(promptFile, 'utf8').includes('Tiles of 64 were slow'), 10000);
   await page.locator('.notification-toast', { hasText: '1 file attached; skipped photo.png' }).first().waitFor({ timeout: 10000 });
   await shot('setup-08-attached');
+
+  step('Compile Report as Word: pandoc is missing, the export packages are installed on request, the report is written');
+  await runPaletteCommand(page, 'Deep Research: Compile Report');
+  await choose('Deep Research: Compile Report', 'Word');
+  const exportOffer = page.locator('.notification-toast', { hasText: 'Install the export packages' }).first();
+  await exportOffer.waitFor({ timeout: 60000 });
+  if (/pip install/.test(await exportOffer.innerText())) throw new Error(`the offer tells a pip line: ${await exportOffer.innerText()}`);
+  await shot('setup-09-export-offer');
+  await exportOffer.locator('.monaco-button', { hasText: /^Install$/ }).click();
+  const docx = path.join(study, 'report.docx');
+  await waitFor('report.docx, compiled once pandoc is installed', () => fs.existsSync(docx) && fs.statSync(docx).size > 0, 300000, 250);
+  if (fs.readFileSync(docx).subarray(0, 2).toString('latin1') !== 'PK') throw new Error('report.docx is not a Word file');
+  const held = JSON.parse(fs.readFileSync(findFile(dirs.userData, 'deep-research-env.json'), 'utf8'));
+  if (!(held.extras ?? []).includes('export')) throw new Error(`the private environment does not record the export extra: ${JSON.stringify(held)}`);
 
   log('setup UI test: 1 passed, 0 failed');
   exitCode = 0;
