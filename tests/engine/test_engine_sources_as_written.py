@@ -75,6 +75,19 @@ def test_a_part_that_holds_the_words_twice_apart_is_one_passage_of_two_excerpts(
     assert "\n\n" in memo_passages[0] and len(memo_passages[0]) <= PASSAGE_MAX_CHARS
 
 
+def test_a_second_excerpt_shows_what_its_passage_does_not(research: Research) -> None:
+    """The words thick at a part's start, and once more far on: the second excerpt is the best
+    window that shares nothing with the passage, at its own size (one that overlapped the passage
+    was dropped, so the fact at the end was never shown)."""
+    thick = "Batched insert statements carry bound parameters in each batch. " * 22
+    thin = "Unrelated notes about logging and configuration appear here. " * 12
+    book = f"{thick}\n\n{thin}\n\nFor a batched insert the largest batch of bound parameters is 32700.\n"
+    ok(research, attachment("Batches", book) + attachment("Aside", "A batched insert, once."))
+    found = dict(passages(research.execute(line("find", "batched insert bound parameters largest batch")).reply))
+    [text] = [text for name, text in found.items() if name.startswith("Batches#")]
+    assert "32700" in text and "\n\n" in text and len(text) <= PASSAGE_MAX_CHARS, text
+
+
 def test_find_in_one_source(research: Research) -> None:
     reply = research.execute(line("find", 'in:"Release notes" linker')).reply
     found = passages(reply)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from deep_research.engine.retrieval.index import Index, Source
 from deep_research.engine.retrieval.parts import layout
-from deep_research.engine.retrieval.ranking import PASSAGE_CHARS, query_words, rank
+from deep_research.engine.retrieval.ranking import PASSAGE_MAX_CHARS, query_words, rank
 
 TEXTS = {
     "notes/cache.md": "# Caches\n\n" + "".join(
@@ -59,7 +59,7 @@ def test_any_query_is_plain_words_and_ranks_the_same_twice(query: str) -> None:
     first = ranked(query, sources, index, 10)
     assert ranked(query, sources, index, 10) == first  # the same passages, in the same order, with the same scores
     parts = {source.key: source.layout.count for source in sources}
-    assert all(p.key in parts and 1 <= p.number <= parts[p.key] and len(p.text) <= PASSAGE_CHARS for p in first)
+    assert all(p.key in parts and 1 <= p.number <= parts[p.key] and len(p.text) <= PASSAGE_MAX_CHARS for p in first)
     assert len({(p.key, p.number, p.text) for p in first}) == len(first)
     words = query_words(query)
     if not words:

@@ -187,7 +187,7 @@ def _lexical(words: Sequence[str], ids: dict[str, int], by_key: dict[str, Source
         part = source.layout.part(hit.number) if hit.number <= source.layout.count else None
         section = part.section if part is not None else ""
         headings = _Headings(source, part, words, weights) if part is not None else None
-        found = _windows(hit, section, headings, words, weights, per_part)
+        found = _windows(hit, section, headings, words, weights, per_part, excerpt=len(hits) > 1)
         for window in found[1:]:
             window.first = False
         windows += found
@@ -345,12 +345,15 @@ def _word_of_folded(token: str, words: tuple[str, ...]) -> str | None:
 
 
 def _windows(hit: Hit, section: str, headings: _Headings | None, words: Sequence[str], weights: dict[str, float],
-             per_part: int) -> list[_Window]:
+             per_part: int, *, excerpt: bool = False) -> list[_Window]:
     """The part's best `per_part` windows of about PASSAGE_CHARS characters, scored like BM25 (each
     word's weight, saturating with repeats), plus the words the headings above and in it hold.
     A window starts shortly before a match, or at a heading (a section's start reads well); the
     words of a heading's own line count as the heading's only (session 38: a part's first window,
-    which held its title, won over the window that held the answer: docs/decisions.md)."""
+    which held its title, won over the window that held the answer: docs/decisions.md). With
+    `excerpt`: the best window, then the best window of SECOND_EXCERPT_CHARS that shares none of
+    its text (the passage's second excerpt: one that overlapped it was dropped, and one scored at
+    the passage's size but shown at 600 characters often lost what it was chosen for)."""
     plain, matches = _unmark(hit.marked)
     room = PASSAGE_CHARS - (len(section) + 3 if section and len(section) < PASSAGE_CHARS // 4 else 0) - 2
 
@@ -366,20 +369,32 @@ def _windows(hit: Hit, section: str, headings: _Headings | None, words: Sequence
     starts = [(max(0, offset - lead), index) for index, offset in enumerate(offsets)]
     if headings is not None:
         starts += [(at, bisect_left(offsets, at)) for at in headings.starts if bisect_left(offsets, at) < len(offsets)]
-    scored = []
-    for start, index in starts:
-        counts: dict[str, int] = {}
-        for at, word in tagged[index:]:
-            if at >= start + room - lead // 2:
-                break
-            if word is not None:
-                counts[word] = counts.get(word, 0) + 1
-        score = sum(weights.get(word, 0.0) * n * (K1 + 1) / (n + K1) for word, n in counts.items())
-        scored.append((score + head(start), start))
-    scored.sort(key=lambda item: (-item[0], item[1]))
+    def scored(size: int) -> list[tuple[float, int]]:
+        """Each start's score over a window of `size` characters, best first."""
+        out = []
+        for start, index in starts:
+            counts: dict[str, int] = {}
+            for at, word in tagged[index:]:
+                if at >= start + size - lead // 2:
+                    break
+                if word is not None:
+                    counts[word] = counts.get(word, 0) + 1
+            score = sum(weights.get(word, 0.0) * n * (K1 + 1) / (n + K1) for word, n in counts.items())
+            out.append((score + head(start), start))
+        return sorted(out, key=lambda item: (-item[0], item[1]))
+
     out: list[_Window] = []
+    if excerpt:  # a passage and its second excerpt: scored at the excerpt's size, none of it in the passage
+        (score, start), *_ = scored(room)
+        out.append(_Window(hit.key, hit.number, plain, start, min(len(plain), start + room), section, score))
+        small = SECOND_EXCERPT_CHARS - 2  # (its section's line is not counted: it is often the passage's)
+        for score, begin in scored(small):
+            if begin >= out[0].end or begin + small <= out[0].start:  # none of it shown already
+                out.append(_Window(hit.key, hit.number, plain, begin, min(len(plain), begin + small), section, score))
+                break
+        return out
     last = max(0, len(plain) - room)  # a passage starts no later (`_passage`): two windows beyond it are one passage
-    for score, start in scored:
+    for score, start in scored(room):
         if all(abs(start - other.start) >= room // 2 and min(start, last) != min(other.start, last) for other in out):
             out.append(_Window(hit.key, hit.number, plain, start, min(len(plain), start + room), section, score))
         if len(out) == per_part:
