@@ -12,7 +12,7 @@ import pytest
 
 from deep_research.engine.settings.table import Config
 from deep_research.sources import inputs as inputs_module
-from deep_research.sources.inputs import MAX_FOLDER_ENTRIES, InputError, Inputs, prepare_sync
+from deep_research.sources.inputs import MAX_FOLDER_ENTRIES, InputError, Inputs, given_timeout, prepare_sync
 
 from dr_sources_support import ARTICLE, make_pdf
 
@@ -148,3 +148,12 @@ def test_two_folders_with_the_same_names_and_a_folder_outside_the_editors_reach(
     assert [(a.name, a.content) for a in prepared.attachments] == [("notes.md", "From a."), ("notes.md (2)", "From b.")]
     with pytest.raises(InputError, match="outside the workspace"):
         prepare(tmp_path / "a", tmp_path / "r", may_read=lambda real: f"{real} is outside the workspace")
+
+
+def test_a_file_given_has_more_time_to_be_read_the_longer_it_is() -> None:
+    """A page's 20 s for a small file; a book of 1.9 MB (which took over 20 s on a loaded machine)
+    about 48 s; a hostile 10 MB file no more than two minutes; a page limit set higher is kept."""
+    assert given_timeout(20.0, 10_000) == pytest.approx(20.1, abs=0.1)
+    assert 45 < given_timeout(20.0, 1_900_000) < 50
+    assert given_timeout(20.0, 10 * 1024 * 1024) == 120.0
+    assert given_timeout(300.0, 10 * 1024 * 1024) == 300.0

@@ -47,6 +47,11 @@ MAX_FOLDER_ENTRIES = 10_000  # entries listed in one folder's tree before it is 
 # The instruction is shown in every prompt: longer belongs in a context file (the same for every
 # front end: the editors had this limit, the command line a larger one for a file, MCP none).
 MAX_INSTRUCTION_CHARS = 100_000
+# A file the user gives `new` or `continue` (not a message's `attach_file`, which keeps a page's
+# limit): its text may take longer the longer it is. Six books given at once, on a loaded machine,
+# lost 2-4 of them to a page's 20 s (a 1.9 MB HTML book took over 20 s to extract).
+GIVEN_SECONDS_PER_MB = 15.0
+GIVEN_MAX_SECONDS = 120.0
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # What a folder's files may be: text, markdown, code, HTML and PDF (others are skipped, by name).
 TEXT_SUFFIXES = frozenset("""
@@ -322,7 +327,7 @@ async def _read_below(path: Path, folder: Path, limits: Limits) -> Found:
     if folder not in real.parents:
         raise SourceError("a link out of the folder: not followed")
     file = await asyncio.to_thread(read_user_file, real, shown="it")  # its sentences follow the file's name
-    found = await text_of(file, timeout=limits.extract_timeout)
+    found = await text_of(file, timeout=given_timeout(limits.extract_timeout, len(file.data)))
     if not found.text.strip():
         raise SourceError("no readable text")
     return found
@@ -363,13 +368,20 @@ def _typed(text: str, number: int) -> Attachment:
     return Attachment(name, text.strip())
 
 
+def given_timeout(page_seconds: float, size: int) -> float:
+    """The seconds a given file's text may take: a page's, and GIVEN_SECONDS_PER_MB more for each
+    megabyte, at most GIVEN_MAX_SECONDS (or a page's, if that is more)."""
+    grown = page_seconds + GIVEN_SECONDS_PER_MB * size / (1024 * 1024)
+    return max(page_seconds, min(grown, GIVEN_MAX_SECONDS))
+
+
 async def _read(real: Path, given: Path, limits: Limits) -> Found:
     """A file the user gave, read and its text extracted within the pages' limit."""
     from .files import read_user_file, text_of
 
     try:
         file = await asyncio.to_thread(read_user_file, real, shown=str(given))
-        return await text_of(file, timeout=limits.extract_timeout)
+        return await text_of(file, timeout=given_timeout(limits.extract_timeout, len(file.data)))
     except SourceError as error:
         raise InputError(error.message) from None
 
