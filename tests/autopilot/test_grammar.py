@@ -74,20 +74,6 @@ def test_a_subproblem_is_solved_and_left_in_one_message_as_the_grammar_follows_i
     assert gbnf.accepts_in_steps(MessageGrammar(research), FINISH), "the root, on its two closed subproblems"
 
 
-def test_a_criterion_the_problem_has_is_not_added_again(gbnf, tmp_path) -> None:
-    """One it had before the message, in any case or spacing (the copy SmolLM2 makes of what its
-    prompt shows); one the message adds waits for the next grammar (no request more for it)."""
-    research = Research.create(tmp_path / "r", "Teach tiling.")
-    (research.root / "deep-research.toml").write_text("max_depth = 1\n", encoding="utf-8")  # a leaf: no breakdown first
-    for message in (DEFINE, BREAK_DOWN, FOCUS_DOWN.split("Anything")[0], "///add_criteria The tile size is justified\n"):
-        research.execute(message)
-    steps = MessageGrammar(research)
-    assert not gbnf.accepts(steps.first(), "///add_criteria the tile  size is justified\n")
-    assert gbnf.accepts(steps.first(), "///add_criteria The tile size is measured\n")
-    research.execute("///add_criteria Loop order is explained\n")
-    assert not gbnf.accepts(MessageGrammar(research).first(), "///add_criteria Loop order is explained\n")
-
-
 @pytest.mark.parametrize("text", [
     "///add_criterias Misspelt\n",                      # unknown command
     "///focus_up please\n",                             # an argument where none is taken

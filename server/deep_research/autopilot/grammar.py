@@ -126,10 +126,6 @@ class GrammarInputs:
     # Parallel research: the researcher's own subtree only.
     held: tuple[str, ...] = ()  # subproblems another researcher holds (delegated): not to enter or change
     waiting: bool = False  # delegations of the current problem are running: it cannot be left
-    # The current problem's criteria as written: `add_criteria` does not add one again (SmolLM2
-    # copied a criterion it saw, and the copy took one of the problem's few places). One the
-    # message adds is not a reason to continue under a new grammar (a request more each time).
-    criteria: tuple[str, ...] = ()
     # What `read` may name (the attachments visible here, nearest first, then the context items),
     # each with its number of parts; `find` needs one of them.
     readable: tuple[tuple[str, int], ...] = ()
@@ -181,7 +177,6 @@ class GrammarInputs:
             give_up=rounds >= rules.rounds_per_problem + FAIL_AFTER,
             held=tuple(child.title for child in children if state.held_by_other(child.path) is not None),
             waiting=state.waiting(),
-            criteria=tuple(c.text for c in focus.criteria) if focus else (),
             **_readable(view, state.focus, context, rules.part_chars),
             **more,
         )
@@ -499,8 +494,6 @@ class _Builder:
             return "url"
         taken = set({Named.SUBPROBLEM: self.inputs.subproblems, Named.ATTACHMENT: self.inputs.attachments}.get(
             argument.names_new, ()))
-        if spec.grows is Growth.CRITERIA and argument.type is ArgType.LINE:  # the current problem's: not again
-            taken |= set(self.inputs.criteria)
         if argument.type is not ArgType.TEXT:  # one line: a title, a name, a criterion, a path, a query
             return self._line_except(taken, self.title_examples, TITLE_CHARS, words=True)
         first = self._line_except(taken, self.examples)
