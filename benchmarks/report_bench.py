@@ -58,6 +58,33 @@ for folder, _dirs, names in os.walk(sys.argv[1]):
             total += len(handle.read())
 print(total)
 """
+# Where a fresh `compile --format md` spends its time, phase by phase (in one fresh process, as the
+# CLI runs it), and the one step a quote check cannot skip without a cache: folding each source.
+PHASES = """
+import os, sys, time
+from pathlib import Path
+started = time.perf_counter()
+from deep_research.compiled import build, render
+from deep_research.engine.tree.quotes import fold
+imported = time.perf_counter()
+compilation = build(Path(sys.argv[1]))
+built = time.perf_counter()
+data = render(compilation, "md")
+rendered = time.perf_counter()
+with open(sys.argv[2], "wb") as handle:
+    handle.write(data)
+written = time.perf_counter()
+texts = []
+for folder, _dirs, names in os.walk(sys.argv[1]):
+    if os.path.basename(folder) == "Attachments":
+        for name in names:
+            with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                texts.append(handle.read())
+read = time.perf_counter()
+for text in texts:
+    fold(text)
+print(imported - started, built - imported, rendered - built, written - rendered, time.perf_counter() - read)
+"""
 
 
 # -- a research on disk ----------------------------------------------------------------------------
@@ -171,6 +198,21 @@ def bench_time(base: Path, problems: int, runs: int, chosen: list[str]) -> None:
         seconds = median_run([sys.executable, "-m", "deep_research", "compile", str(root), "--format", "md", "-o",
                               str(base / "report.md")], runs)
         print(f"compile --format md, layouts kept (a research in use) {seconds:5.2f} s   x{seconds / floor:5.2f} the floor")
+        breakdown(root, base / "report.md", floor)
+
+
+def breakdown(root: Path, out: Path, floor: float) -> None:
+    """Where the md compile's time goes, against what x2 of the floor leaves."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
+    start = median_run([sys.executable, "-c", "pass"], 3)
+    done = subprocess.run([sys.executable, "-c", PHASES, str(root), str(out)], capture_output=True, text=True,
+                          env=env, check=True)
+    imports, built, rendered, written, folded = (float(x) for x in done.stdout.split())
+    print(f"  where it goes: Python's start {start:.2f} s, imports {imports:.2f} s, build (walk, read, resolve and "
+          f"check every citation) {built:.2f} s, render {rendered:.2f} s, write {written:.2f} s")
+    print(f"  x2 of the floor is {2 * floor:.2f} s; Python's start, the imports and the render alone take "
+          f"{start + imports + rendered:.2f} s, and folding every source's text once (what a quote check "
+          f"does, short of a cache) {folded:.2f} s")
 
 
 def keep_layouts(root: Path) -> None:
