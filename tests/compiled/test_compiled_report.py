@@ -141,3 +141,26 @@ def test_a_compile_reads_the_research_and_writes_nothing_in_it(research: Researc
     before = files()
     render(build(research.root), "md")
     assert files() == before
+
+
+def _one_problem(root: Path, report: str, *attachments) -> Research:
+    """A root problem with `attachments` and `report` (a research as someone else may hand it over)."""
+    from deep_research.engine.tree.model import Attachment
+
+    from dr_compiled_support import attach, block
+
+    research = Research.create(root, "")
+    research.execute(block("define_problem", title="T", content="What?"))
+    for name, text, source in attachments:
+        attach(research, (), Attachment(name, text, "2026-01-01T00:00:00+00:00", source=source,
+                                        fetched="2026-01-01T00:00:00+00:00" if source else ""))
+    research.execute(block("write_report", content=report))
+    return research
+
+
+def test_an_address_with_a_bad_port_is_shown_not_a_crash(tmp_path: Path) -> None:
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nIt is 48 KiB [[S#1]].\n\nConclusion: y.",
+                            ("S", "The L1 is 48 KiB.", "https://example.org:99999/a"),
+                            ("U", "Unused.", "http://example.org:port/b"))
+    text = render(build(research.root), "md").decode("utf-8")
+    assert "Address: <https://example.org:99999/a>" in text and "http://example.org:port/b" in text

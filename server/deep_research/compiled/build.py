@@ -191,10 +191,11 @@ def url_key(url: str) -> str:
     default port, an empty path as `/`."""
     try:
         parts = urlsplit(url.strip())
+        port = parts.port  # ValueError for a port that is no number, or out of range
     except ValueError:
         return url.strip()
     host = (parts.hostname or "").lower()
-    port = parts.port if parts.port not in (None, 80, 443) else None
+    port = port if port not in (None, 80, 443) else None
     netloc = host + (f":{port}" if port else "")
     return urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", parts.query, ""))
 
