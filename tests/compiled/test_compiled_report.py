@@ -164,3 +164,19 @@ def test_an_address_with_a_bad_port_is_shown_not_a_crash(tmp_path: Path) -> None
                             ("U", "Unused.", "http://example.org:port/b"))
     text = render(build(research.root), "md").decode("utf-8")
     assert "Address: <https://example.org:99999/a>" in text and "http://example.org:port/b" in text
+
+
+def test_a_quoted_citation_in_a_table_cell_is_its_mark_in_html(tmp_path: Path) -> None:
+    """The `|` of `[[NAME#N|"words"]]` does not split the cell: the page shows the mark, and the
+    entry's links back to it and the check's link to the misquote lead somewhere."""
+    report = ("Summarized problem definition: x.\n\n| size | source |\n|---|---|\n"
+              '| 48 KiB | [[S#1|"48 KiB per core"]] |\n| 32 KiB | [[S#1|the manual]] |\n| 9 | [[S#1|"nine"]] |\n\n'
+              "Conclusion: y.")
+    research = _one_problem(tmp_path / "r", report, ("S", "The L1 data cache is 48 KiB per core.", ""))
+    html = render(build(research.root), "html").decode("utf-8")
+    summary = html[html.index('<section id="summary">'):html.index('<nav id="contents"')]
+    assert "[[S#1" not in summary and '<td>9</td>\n<td><a class="cite" id="c3"' in summary
+    assert '<td><a class="cite" id="c1" href="#ref-1"' in html and "<td>the manual <a class=\"cite\" id=\"c2\"" in html
+    anchors = set(re.findall(r'id="([^"]+)"', html))
+    assert {"c1", "c2", "c3"} <= anchors
+    assert all(target in anchors for target in re.findall(r'href="#([^"]*)"', html))
