@@ -95,6 +95,14 @@ def test_numbers_the_cited_parts_do_not_hold_are_warnings() -> None:
     assert flag.kind == "numbers" and "64" in flag.message and "48" not in flag.message, "one sentence only"
 
 
+
+def test_a_decimal_number_matches_with_its_thousands_separators_added() -> None:
+    """As 4800 matches 4,800 (rules.md: separators dropped or added), 1234.5 matches 1,234.5."""
+    source = Attachment("Accounts", "Revenue was $1,234.56 million; costs were $980.1 million.")
+    for claim in ("$1,234.56", "$1234.56"):
+        assert not review(f"Revenue was {claim} million [[Accounts#1]].", [source]).flags, claim
+    assert [f.kind for f in review("Revenue was $1234.57 million [[Accounts#1]].", [source]).flags] == ["numbers"]
+
 HOSTILE = {
     "10,000 characters": "[[Intel manual#1|\"" + "x" * 10_000 + "\"]]",
     "an empty quote": '[[Intel manual#1|""]]',

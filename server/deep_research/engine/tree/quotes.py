@@ -276,6 +276,9 @@ def _forms(number: str) -> list[str]:
         forms.append(number.replace(",", "."))
     elif number.count(".") == 1 and "," not in number:
         forms.append(number.replace(".", ","))
+        whole, fraction = number.split(".")
+        if len(whole) > 3 and not whole.startswith("0"):
+            forms.append(f"{int(whole):,}.{fraction}")  # 1234.5 as 1,234.5
     return forms
 
 
