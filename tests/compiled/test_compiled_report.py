@@ -180,3 +180,15 @@ def test_a_quoted_citation_in_a_table_cell_is_its_mark_in_html(tmp_path: Path) -
     anchors = set(re.findall(r'id="([^"]+)"', html))
     assert {"c1", "c2", "c3"} <= anchors
     assert all(target in anchors for target in re.findall(r'href="#([^"]*)"', html))
+
+
+def test_a_compile_replaces_its_own_markdown_whatever_the_titles_length(tmp_path: Path) -> None:
+    """`<research>/report.md` (what the editor, MCP and the REPL write) is the compile's own even
+    when the title's line fills the first 4 kB."""
+    from deep_research.app.compile import choose_format, compile_report
+
+    research = Research.create(tmp_path / "r", "")
+    research.execute("<<< define_problem\n///title\n" + "長い題名" * 400 + "\n///content\nWhat?\n>>>\n")
+    first = compile_report(research.root, choose_format("md"))
+    again = compile_report(research.root, choose_format("md"))
+    assert first.path == again.path == research.root / "report.md"
