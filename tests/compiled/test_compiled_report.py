@@ -87,7 +87,7 @@ def test_the_citation_check_gives_figures_with_their_coverage(text: str) -> None
         "0 in another part of the same source, 0 in another source, 1 nowhere." in check
     assert "### Errors" in check and "“Zen 5 has 48 KiB” of \\[\\[AMD notes#1\\]\\] is found nowhere" in check
     assert "Numbers:" in check and "Length: 4 of 5 problems have a report" in check
-    assert "### Repeated paragraphs" in check and "[§ How big are L1 caches?](#s-root) and [§ 1 AMD](#s-1)" in check
+    assert "### Repeated paragraphs" in check and "[§ How big are L1 caches?](#s-root) and [§ 1 AMD](#s-1) (100% alike)" in check
     assert REPEATED[:40] in check
 
 
