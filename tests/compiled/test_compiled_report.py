@@ -192,3 +192,17 @@ def test_a_compile_replaces_its_own_markdown_whatever_the_titles_length(tmp_path
     first = compile_report(research.root, choose_format("md"))
     again = compile_report(research.root, choose_format("md"))
     assert first.path == again.path == research.root / "report.md"
+
+
+def test_search_results_for_a_query_with_a_slash_are_search_results_not_a_file(tmp_path: Path) -> None:
+    from deep_research.engine.tree.model import Attachment
+
+    from dr_compiled_support import attach
+
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nConclusion: y.")
+    attach(research, (), Attachment("Search TCP-IP latency", "1. A result\nhttps://example.org/a\n",
+                                    "2026-01-01T00:00:00+00:00", source="TCP/IP latency",
+                                    content_type="search results (duckduckgo)"))
+    text = render(build(research.root), "md").decode("utf-8")
+    consulted = text[text.index("## Consulted, not cited"):text.index("## Citation check")]
+    assert "Type: web search results" in consulted and "File:" not in consulted

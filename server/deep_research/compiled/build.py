@@ -219,6 +219,8 @@ def _kind(attachment: Attachment) -> str:
         if ctype == "application/pdf":
             return "PDF document, fetched"
         return "web page" if ctype in ("", "text/html", "application/xhtml+xml") else f"document ({ctype}), fetched"
+    if ctype.startswith("search results"):  # its source is the query, which may hold a `/` (TCP/IP)
+        return "web search results"
     if attachment.source and (os.sep in attachment.source or "/" in attachment.source):
         return "file" + (f" ({ctype})" if ctype else "")
     if attachment.source:
