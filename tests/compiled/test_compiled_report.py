@@ -206,3 +206,16 @@ def test_search_results_for_a_query_with_a_slash_are_search_results_not_a_file(t
     text = render(build(research.root), "md").decode("utf-8")
     consulted = text[text.index("## Consulted, not cited"):text.index("## Citation check")]
     assert "Type: web search results" in consulted and "File:" not in consulted
+
+
+def test_a_time_that_has_no_utc_form_is_shown_as_written(tmp_path: Path) -> None:
+    from deep_research.engine.tree.model import Attachment
+
+    from dr_compiled_support import attach
+
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nIt is 48 KiB [[S#1]].\n\nConclusion: y.")
+    attach(research, (), Attachment("S", "The L1 is 48 KiB.", "0001-01-01T00:00:00+05:00", source="https://example.org/a",
+                                    fetched="0001-01-01T00:00:00+05:00"))
+    compilation = build(research.root)
+    assert "Fetched: 0001-01-01T00:00:00+05:00" in render(compilation, "md").decode("utf-8")
+    assert render(compilation, "csl-json") and render(compilation, "bibtex")

@@ -236,7 +236,10 @@ def when(stamp: str) -> str:
         return stamp.strip()
     if parsed.tzinfo is None:
         return parsed.strftime("%Y-%m-%d %H:%M")
-    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before year 1 in UTC
+        return stamp.strip()
 
 
 def _source(attachment: Attachment, key: tuple[str, str]) -> Source:
