@@ -219,3 +219,11 @@ def test_a_time_that_has_no_utc_form_is_shown_as_written(tmp_path: Path) -> None
     compilation = build(research.root)
     assert "Fetched: 0001-01-01T00:00:00+05:00" in render(compilation, "md").decode("utf-8")
     assert render(compilation, "csl-json") and render(compilation, "bibtex")
+
+
+def test_a_file_attached_on_windows_is_a_file_by_its_name(tmp_path: Path) -> None:
+    """A research made on Windows, compiled elsewhere: the entry names the file, not the path."""
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nIt is 48 KiB [[S#1]].\n\nConclusion: y.",
+                            ("S", "The L1 is 48 KiB.", "C:\\Users\\someone\\papers\\amd-notes.md"))
+    text = render(build(research.root), "md").decode("utf-8")
+    assert "File: amd-notes.md" in text and "Type: file" in text and "someone" not in text

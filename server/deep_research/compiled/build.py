@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -221,7 +222,7 @@ def _kind(attachment: Attachment) -> str:
         return "web page" if ctype in ("", "text/html", "application/xhtml+xml") else f"document ({ctype}), fetched"
     if ctype.startswith("search results"):  # its source is the query, which may hold a `/` (TCP/IP)
         return "web search results"
-    if attachment.source and (os.sep in attachment.source or "/" in attachment.source):
+    if attachment.source and (os.sep in attachment.source or "/" in attachment.source or "\\" in attachment.source):
         return "file" + (f" ({ctype})" if ctype else "")
     if attachment.source:
         return "web search results"
@@ -249,7 +250,7 @@ def _source(attachment: Attachment, key: tuple[str, str]) -> Source:
     if final and url and url_key(final) == url_key(url):
         final = ""
     file = "" if web or not attachment.source or _kind(attachment) == "web search results" else \
-        os.path.basename(attachment.source.rstrip("/\\")) or attachment.source
+        re.split(r"[/\\]", attachment.source.rstrip("/\\"))[-1] or attachment.source  # a Windows path too
     return Source(key, attachment.name, [], url or final, final if url else "", file,
                   when(attachment.fetched or attachment.added), _kind(attachment))
 
