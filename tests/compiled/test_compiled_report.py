@@ -87,7 +87,7 @@ def test_the_citation_check_gives_figures_with_their_coverage(text: str) -> None
         "0 in another part of the same source, 0 in another source, 1 nowhere." in check
     assert "### Errors" in check and "“Zen 5 has 48 KiB” of \\[\\[AMD notes#1\\]\\] is found nowhere" in check
     assert "Numbers:" in check and "Length: 4 of 5 problems have a report" in check
-    assert "### Repeated paragraphs" in check and "[§ How big are L1 caches?](#s-root) and [§ 1 AMD](#s-1)" in check
+    assert "### Repeated paragraphs" in check and "[§ How big are L1 caches?](#s-root) and [§ 1 AMD](#s-1) (100% alike)" in check
     assert REPEATED[:40] in check
 
 
@@ -141,3 +141,89 @@ def test_a_compile_reads_the_research_and_writes_nothing_in_it(research: Researc
     before = files()
     render(build(research.root), "md")
     assert files() == before
+
+
+def _one_problem(root: Path, report: str, *attachments) -> Research:
+    """A root problem with `attachments` and `report` (a research as someone else may hand it over)."""
+    from deep_research.engine.tree.model import Attachment
+
+    from dr_compiled_support import attach, block
+
+    research = Research.create(root, "")
+    research.execute(block("define_problem", title="T", content="What?"))
+    for name, text, source in attachments:
+        attach(research, (), Attachment(name, text, "2026-01-01T00:00:00+00:00", source=source,
+                                        fetched="2026-01-01T00:00:00+00:00" if source else ""))
+    research.execute(block("write_report", content=report))
+    return research
+
+
+def test_an_address_with_a_bad_port_is_shown_not_a_crash(tmp_path: Path) -> None:
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nIt is 48 KiB [[S#1]].\n\nConclusion: y.",
+                            ("S", "The L1 is 48 KiB.", "https://example.org:99999/a"),
+                            ("U", "Unused.", "http://example.org:port/b"))
+    text = render(build(research.root), "md").decode("utf-8")
+    assert "Address: <https://example.org:99999/a>" in text and "http://example.org:port/b" in text
+
+
+def test_a_quoted_citation_in_a_table_cell_is_its_mark_in_html(tmp_path: Path) -> None:
+    """The `|` of `[[NAME#N|"words"]]` does not split the cell: the page shows the mark, and the
+    entry's links back to it and the check's link to the misquote lead somewhere."""
+    report = ("Summarized problem definition: x.\n\n| size | source |\n|---|---|\n"
+              '| 48 KiB | [[S#1|"48 KiB per core"]] |\n| 32 KiB | [[S#1|the manual]] |\n| 9 | [[S#1|"nine"]] |\n\n'
+              "Conclusion: y.")
+    research = _one_problem(tmp_path / "r", report, ("S", "The L1 data cache is 48 KiB per core.", ""))
+    html = render(build(research.root), "html").decode("utf-8")
+    summary = html[html.index('<section id="summary">'):html.index('<nav id="contents"')]
+    assert "[[S#1" not in summary and '<td>9</td>\n<td><a class="cite" id="c3"' in summary
+    assert '<td><a class="cite" id="c1" href="#ref-1"' in html and "<td>the manual <a class=\"cite\" id=\"c2\"" in html
+    anchors = set(re.findall(r'id="([^"]+)"', html))
+    assert {"c1", "c2", "c3"} <= anchors
+    assert all(target in anchors for target in re.findall(r'href="#([^"]*)"', html))
+
+
+def test_a_compile_replaces_its_own_markdown_whatever_the_titles_length(tmp_path: Path) -> None:
+    """`<research>/report.md` (what the editor, MCP and the REPL write) is the compile's own even
+    when the title's line fills the first 4 kB."""
+    from deep_research.app.compile import choose_format, compile_report
+
+    research = Research.create(tmp_path / "r", "")
+    research.execute("<<< define_problem\n///title\n" + "長い題名" * 400 + "\n///content\nWhat?\n>>>\n")
+    first = compile_report(research.root, choose_format("md"))
+    again = compile_report(research.root, choose_format("md"))
+    assert first.path == again.path == research.root / "report.md"
+
+
+def test_search_results_for_a_query_with_a_slash_are_search_results_not_a_file(tmp_path: Path) -> None:
+    from deep_research.engine.tree.model import Attachment
+
+    from dr_compiled_support import attach
+
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nConclusion: y.")
+    attach(research, (), Attachment("Search TCP-IP latency", "1. A result\nhttps://example.org/a\n",
+                                    "2026-01-01T00:00:00+00:00", source="TCP/IP latency",
+                                    content_type="search results (duckduckgo)"))
+    text = render(build(research.root), "md").decode("utf-8")
+    consulted = text[text.index("## Consulted, not cited"):text.index("## Citation check")]
+    assert "Type: web search results" in consulted and "File:" not in consulted
+
+
+def test_a_time_that_has_no_utc_form_is_shown_as_written(tmp_path: Path) -> None:
+    from deep_research.engine.tree.model import Attachment
+
+    from dr_compiled_support import attach
+
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nIt is 48 KiB [[S#1]].\n\nConclusion: y.")
+    attach(research, (), Attachment("S", "The L1 is 48 KiB.", "0001-01-01T00:00:00+05:00", source="https://example.org/a",
+                                    fetched="0001-01-01T00:00:00+05:00"))
+    compilation = build(research.root)
+    assert "Fetched: 0001-01-01T00:00:00+05:00" in render(compilation, "md").decode("utf-8")
+    assert render(compilation, "csl-json") and render(compilation, "bibtex")
+
+
+def test_a_file_attached_on_windows_is_a_file_by_its_name(tmp_path: Path) -> None:
+    """A research made on Windows, compiled elsewhere: the entry names the file, not the path."""
+    research = _one_problem(tmp_path / "r", "Summarized problem definition: x.\n\nIt is 48 KiB [[S#1]].\n\nConclusion: y.",
+                            ("S", "The L1 is 48 KiB.", "C:\\Users\\someone\\papers\\amd-notes.md"))
+    text = render(build(research.root), "md").decode("utf-8")
+    assert "File: amd-notes.md" in text and "Type: file" in text and "someone" not in text

@@ -67,6 +67,19 @@ def test_each_outcome_names_where_the_quote_is() -> None:
     assert nowhere.error and "found nowhere" in nowhere.message
 
 
+
+def test_a_quote_with_an_ellipsis_over_a_parts_end_is_found_from_any_part() -> None:
+    """Its first piece runs over the end of part 1: cited at part 3 it is in another part (as
+    the same quote without its ellipsis is), not "found nowhere"."""
+    filler = "Filler sentence about nothing in particular. " * 88
+    text = f"{filler}The cache line is 64 bytes long on every core we measured, said the vendor. {filler}{filler}\n"
+    source = Attachment("Paper", text)
+    edge = text.index("every core")
+    assert quotes.layout(text, 4_000).part(2).start == edge  # the part's end falls inside the quote's first piece
+    for quote in ("64 bytes long on every core", "64 bytes long on every core ... said the vendor"):
+        checked = review(f'So it is [[Paper#3|"{quote}"]].', [source])
+        assert [(f.kind, f.moves_to) for f in checked.flags] == [("other-part", "Paper#1")], quote
+
 def test_a_label_that_is_not_a_quote_is_shown_text_and_not_checked() -> None:
     checked = review("See [[Intel manual#1|the manual]] and [[Intel manual#1]].")
     assert checked.quoted == 0 and not checked.flags
@@ -81,6 +94,14 @@ def test_numbers_the_cited_parts_do_not_hold_are_warnings() -> None:
     [flag] = review("The L1 is 48 KiB. Zen has 64 KiB [[AMD notes#1]].").flags
     assert flag.kind == "numbers" and "64" in flag.message and "48" not in flag.message, "one sentence only"
 
+
+
+def test_a_decimal_number_matches_with_its_thousands_separators_added() -> None:
+    """As 4800 matches 4,800 (rules.md: separators dropped or added), 1234.5 matches 1,234.5."""
+    source = Attachment("Accounts", "Revenue was $1,234.56 million; costs were $980.1 million.")
+    for claim in ("$1,234.56", "$1234.56"):
+        assert not review(f"Revenue was {claim} million [[Accounts#1]].", [source]).flags, claim
+    assert [f.kind for f in review("Revenue was $1234.57 million [[Accounts#1]].", [source]).flags] == ["numbers"]
 
 HOSTILE = {
     "10,000 characters": "[[Intel manual#1|\"" + "x" * 10_000 + "\"]]",

@@ -134,7 +134,7 @@ def is_compiled(path: Path, fmt: Format) -> bool:
         return False
     mark = MARK.encode("ascii")
     if not fmt.binary:
-        head = data[:4096]
+        head = data[:4096] if fmt.name != "md" else data[: data.find(b"\n") + 4096]  # after the title's line
         if fmt.name == "csl-json":  # a list of items, each saying where it comes from; an empty one loses nothing
             return b'"source": "deep-research compile"' in data or data.strip() == b"[]"
         return all(part in head for part in _TEXT_MARKS[fmt.name])

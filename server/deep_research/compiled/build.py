@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -191,10 +192,11 @@ def url_key(url: str) -> str:
     default port, an empty path as `/`."""
     try:
         parts = urlsplit(url.strip())
+        port = parts.port  # ValueError for a port that is no number, or out of range
     except ValueError:
         return url.strip()
     host = (parts.hostname or "").lower()
-    port = parts.port if parts.port not in (None, 80, 443) else None
+    port = port if port not in (None, 80, 443) else None
     netloc = host + (f":{port}" if port else "")
     return urlunsplit((parts.scheme.lower(), netloc, parts.path or "/", parts.query, ""))
 
@@ -218,7 +220,9 @@ def _kind(attachment: Attachment) -> str:
         if ctype == "application/pdf":
             return "PDF document, fetched"
         return "web page" if ctype in ("", "text/html", "application/xhtml+xml") else f"document ({ctype}), fetched"
-    if attachment.source and (os.sep in attachment.source or "/" in attachment.source):
+    if ctype.startswith("search results"):  # its source is the query, which may hold a `/` (TCP/IP)
+        return "web search results"
+    if attachment.source and (os.sep in attachment.source or "/" in attachment.source or "\\" in attachment.source):
         return "file" + (f" ({ctype})" if ctype else "")
     if attachment.source:
         return "web search results"
@@ -233,7 +237,10 @@ def when(stamp: str) -> str:
         return stamp.strip()
     if parsed.tzinfo is None:
         return parsed.strftime("%Y-%m-%d %H:%M")
-    return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    try:
+        return parsed.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except OverflowError:  # 0001-01-01T00:00+05:00 is before year 1 in UTC
+        return stamp.strip()
 
 
 def _source(attachment: Attachment, key: tuple[str, str]) -> Source:
@@ -243,7 +250,7 @@ def _source(attachment: Attachment, key: tuple[str, str]) -> Source:
     if final and url and url_key(final) == url_key(url):
         final = ""
     file = "" if web or not attachment.source or _kind(attachment) == "web search results" else \
-        os.path.basename(attachment.source.rstrip("/\\")) or attachment.source
+        re.split(r"[/\\]", attachment.source.rstrip("/\\"))[-1] or attachment.source  # a Windows path too
     return Source(key, attachment.name, [], url or final, final if url else "", file,
                   when(attachment.fetched or attachment.added), _kind(attachment))
 

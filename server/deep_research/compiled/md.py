@@ -257,7 +257,8 @@ def _check(c: Compilation) -> Iterator[str]:
     for heading, items, more in findings(c, marks=False):
         yield f"{'#' * (SUMMARY_LEVEL + 1)} {heading}\n\n"
         for links, text in items:
-            yield "- " + " and ".join(f"[{escape(label)}](#{anchor})" for anchor, label in links) + escape(text) + "\n"
+            space = " " if text[:1].isspace() else ""  # escape() drops it: " (92% alike)" after a link
+            yield "- " + " and ".join(f"[{escape(label)}](#{anchor})" for anchor, label in links) + space + escape(text) + "\n"
         if more:
             yield f"- … and {more:,} more.\n"
         yield "\n"

@@ -220,14 +220,15 @@ def locate(wanted: list[str], parts: Folded, skip: tuple[int, int] | None = None
     """The parts (from 1) whose text, with its neighbours' edges, holds the pieces in order,
     those in `skip` (first, last) left out."""
     reach = sum(len(p) for p in wanted) + len(wanted)
-    whole = " ".join(wanted)
+    head = wanted[0]
+    half = len(head) // 2
     found = []
     for number in range(1, len(parts) + 1):
         if skip is not None and skip[0] <= number <= skip[1]:
             continue
-        if wanted[0] not in parts[number - 1] and (len(wanted) > 1 or whole[: max(1, len(whole) // 2)] not in
-                                                   parts[number - 1] and whole[len(whole) // 2:] not in parts[number - 1]):
-            continue  # cheap: a quote in a part has its first piece, or half of itself there
+        part = parts[number - 1]
+        if head not in part and head[: max(1, half)] not in part and head[half:] not in part:
+            continue  # cheap: a quote in a part has its first piece there, or half of it (over the part's edge)
         if _in_order(_window(parts, number, number, reach), wanted):
             found.append(number)
     return found
@@ -275,6 +276,9 @@ def _forms(number: str) -> list[str]:
         forms.append(number.replace(",", "."))
     elif number.count(".") == 1 and "," not in number:
         forms.append(number.replace(".", ","))
+        whole, fraction = number.split(".")
+        if len(whole) > 3 and not whole.startswith("0"):
+            forms.append(f"{int(whole):,}.{fraction}")  # 1234.5 as 1,234.5
     return forms
 
 
