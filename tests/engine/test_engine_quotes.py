@@ -44,6 +44,8 @@ FOLDED = {
     "straight for curly": 'Fast [[Intel manual#2|"DDR5 runs at 4,800 MT/s - \"fast enough\""]].',
     "an ellipsis": 'It is 48 KiB [[Intel manual#1|"L1 data cache … 12-way"]].',
     "three dots": 'It is 48 KiB [[Intel manual#1|"The L1...per core..."]].',
+    "a scholar's [...]": 'It is 48 KiB [[Intel manual#1|"L1 data cache [...] 12-way"]].',
+    "a scholar's […]": 'It is 48 KiB [[Intel manual#1|"L1 data cache […] per core"]].',
     "curly marks around": 'The L1 is 48 KiB [[Intel manual#1|“L1 data cache is 48 KiB”]].',
     "the whole source": 'See [[Intel manual|"set associative"]].',
 }

@@ -15,12 +15,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.tree.citations import ANY_CITATION
+
 MIN_WORDS = 12
 SIMILAR = 0.8
 COMMON = 50  # a 3-gram in more paragraphs than this is boilerplate, not evidence of a repeat
 LISTED = 200  # repeats listed at most (the count says how many there were)
 _BREAK = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[QA]\d+(?:\.\d+)*:|[-*+][ \t]|\d+[.)][ \t]|#{1,6}[ \t]|Conclusion:))")
-_CITATION = re.compile(r"\[\[[^\[\]\n]*\]\]")
 _WORD = re.compile(r"\w+")
 
 
@@ -39,7 +40,7 @@ def paragraphs(text: str) -> list[str]:
 
 
 def _grams(paragraph: str) -> frozenset[int]:
-    words = _WORD.findall(_CITATION.sub(" ", paragraph).casefold())
+    words = _WORD.findall(ANY_CITATION.sub(" ", paragraph).casefold())
     if len(words) < MIN_WORDS:
         return frozenset()
     return frozenset(hash((words[i], words[i + 1], words[i + 2])) for i in range(len(words) - 2))

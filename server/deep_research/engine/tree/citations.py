@@ -19,7 +19,11 @@ from ..core.names import title_key
 from ..retrieval.parts import layout, split_reference
 from .model import Attachment
 
-_LINK = re.compile(r"\[\[([^\[\]\n|]+)(?:\|([^\[\]\n]*))?\]\]")
+# A label holds no bracket but the scholar's elision, `[...]` or `[…]` (a quote's left-out words).
+ELISION = r"\[(?:\.\.\.|…)\]"
+_LINK = re.compile(r"\[\[([^\[\]\n|]+)(?:\|((?:[^\[\]\n]|" + ELISION + r")*))?\]\]")
+# Any `[[…]]`, resolved or not (what a text's numbers and words are counted without).
+ANY_CITATION = re.compile(r"\[\[(?:[^\[\]\n]|" + ELISION + r")*\]\]")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 

@@ -31,13 +31,13 @@ from threading import Lock
 from typing import Sequence
 
 from ..retrieval.parts import Layout, layout, part_name, split_reference
-from .citations import Citation, without_code
+from .citations import ANY_CITATION, ELISION, Citation, without_code
 from .model import Attachment
 
 MAX_QUOTE_CHARS = 1_000  # a quote is a few words that find the passage; a longer one is flagged (and checked)
 OPENING = "\"“„«"
 CLOSING = "\"”“»"
-_ELLIPSIS = re.compile(r"\.\.\.+|…")
+_ELLIPSIS = re.compile(ELISION + r"|\.\.\.+|…")  # `[...]` first: its brackets are no words
 # Typographic quotes and apostrophes, dashes and minus signs, and what vanishes (soft hyphen,
 # zero-width characters, markdown's emphasis marks and backticks), folded on both sides alike.
 _FOLD = str.maketrans({
@@ -51,7 +51,6 @@ _NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*")
 _LABEL = re.compile(r"^[ \t>]*(?:#{1,6}[ \t]+)?(?:[QA]\d+(?:\.\d+)*:?|\d+(?:\.\d+)*[.)](?=[ \t]|$)|[-*+][ \t]+\d+[.)])",
                     re.MULTILINE)
 _SENTENCE_END = re.compile(r"[.!?](?=[ \t\n)\]\"”’']|$)|\n")
-_ANY_CITATION = re.compile(r"\[\[[^\[\]\n]*\]\]")  # resolved or not: a citation states no number
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 
 
@@ -395,7 +394,7 @@ def _numbers(plain: str, cited: list[Cited], part_chars: int, out: Review) -> No
     out.part_citations += len(cited)
     if not cited:
         return
-    masked = _ANY_CITATION.sub(lambda m: " " * len(m.group(0)), plain)
+    masked = ANY_CITATION.sub(lambda m: " " * len(m.group(0)), plain)
     ends = sentence_ends(masked)
     starts = [e[0] for e in ends]
     sentences: dict[tuple[int, int], list[Cited]] = {}
