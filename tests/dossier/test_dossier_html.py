@@ -295,3 +295,18 @@ def test_a_stale_report_says_so(tmp_path: Path) -> None:
     html = export(research.root, tmp_path / "dossier.html").path.read_text(encoding="utf-8")
     assert html.count('<p class="stale">') == 1
     assert "<strong>Out of date.</strong> Since this report was written, the problem&#x27;s definition changed." in html
+
+
+def test_a_labelled_citation_in_a_table_keeps_its_row_whole() -> None:
+    """A table's row is cut into cells at its pipes before a citation is read: the `|` of
+    `[[Name#1|"a quote"]]` split its cell and shifted the row (the dossier, and the compiled report
+    through it)."""
+    from deep_research.dossier.markdown import Cited
+
+    text = ('| claim | value |\n|---|---|\n| L1 [[Manual#1|"48 KiB"]] | 48 KiB |\n| L2 [[Manual#2|shown text]] | 2 MiB |\n'
+            '\nOutside a table: [[Manual#1|"48 KiB"]] | a pipe.\n')
+    html = Markdown().render(text, cite=lambda name: Cited(name, "att-1"))
+    cells = re.findall(r"<td>(.*?)</td>", html)
+    assert cells == ['L1 <a class="cite" href="#att-1">&quot;48 KiB&quot;</a>', "48 KiB",
+                     'L2 <a class="cite" href="#att-1">shown text</a>', "2 MiB"], cells
+    assert '<p>Outside a table: <a class="cite" href="#att-1">&quot;48 KiB&quot;</a> | a pipe.</p>' in html

@@ -160,6 +160,30 @@ class Markdown:
             return ""
         env: dict = {"cite": cite, "cited": cited if cited is not None else {}, "shift": shift}
         try:
-            return self._md.render(text, env)
+            return self._md.render(self._pipes_escaped_in_tables(text), env)
         except Exception:  # markdown-it never should; a dossier must still be written
             return f"<pre>{escape(text)}</pre>"
+
+    def _pipes_escaped_in_tables(self, text: str) -> str:
+        """`text` with the `|` of each citation in a table row escaped (`[[Name\\|text]]`): a
+        table's row is cut into cells at every pipe before a citation is read, so
+        `[[Name#2|"a quote"]]` in a cell split it and shifted the row's cells. markdown-it gives
+        each cell its text with `\\|` unescaped, so the citation reads as written."""
+        if "|" not in text or "[[" not in text:
+            return text
+        rows: set[int] = set()
+        for token in self._md.parse(text):
+            if token.type == "table_open" and token.map:
+                rows.update(range(*token.map))
+        if not rows:
+            return text
+        lines = text.split("\n")
+        for row in rows:
+            line, pieces, at = lines[row], [], 0
+            for cited in citations.find(line):
+                whole = line[cited.start:cited.end]
+                if "|" in whole:
+                    pieces += [line[at:cited.start], whole.replace("\\|", "|").replace("|", "\\|")]
+                    at = cited.end
+            lines[row] = "".join(pieces) + line[at:]
+        return "\n".join(lines)
