@@ -300,6 +300,18 @@ async def test_the_token_budget_is_never_passed(research: Research, model: Scrip
     assert (small.status, small.rounds, len(model.requests)) == (RunStatus.LIMIT, 0, 1), "no round fits: none starts"
 
 
+async def test_a_round_asked_again_after_a_context_refusal_keeps_the_token_budget(
+        research: Research, model: ScriptedModel) -> None:
+    """The round refused as too long (with the server's count) is asked once more: its tokens are
+    reserved again, so the rounds after it are admitted against the budget as before."""
+    refused = Fail(400, "request (90000 tokens) exceeds the available context size (8192 tokens), try increasing it")
+    model.add(refused, Say(DEFINE), Say(BREAK_DOWN))
+    result = await run(research, model, max_tokens=3500, max_reply_tokens=300)
+    assert result.status is RunStatus.LIMIT and "could pass the budget of 3,500" in result.message, result.message
+    assert result.rounds == 1 and len(model.requests) == 2, "the second round would not fit: it does not start"
+    assert result.tokens <= 3500
+
+
 async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_path: Path) -> None:
     research = Research.create(tmp_path / "r", "Teach tiling.", attachments=[("Survey", "Tiles. " * 5000)])
     with ScriptedModel([Say(DEFINE), Say(FOCUS_DOWN)], llama_cpp=True, context=4096) as llama:

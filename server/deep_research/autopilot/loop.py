@@ -414,6 +414,8 @@ class Pilot:
         if isinstance(failed, ModelError):  # refused for its length, the server's count learnt: fitted again, once
             messages = self.turns.messages(research, self._fit_tokens())
             prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
+            # reserved again: the refusal gave back the round's reservation (this prompt is no longer than the admitted one)
+            crew.budget.reserved += prompt + crew.budget.max_reply_tokens
             failed = await self._ask(this, messages, prompt, grammar, slot, again=True)
         if isinstance(failed, ModelError):  # (asked again, a refusal is a stop: never here)
             return self._stop(RunStatus.ERROR, failed.message)
