@@ -107,6 +107,19 @@ async def test_rate_limits_that_outlast_the_patience_give_one_message(model: Scr
     assert len(model.requests) == 3, "waited 0.2 s twice; a third wait would pass the patience"
 
 
+async def test_rate_limits_that_ask_no_wait_still_end_within_the_patience(model: ScriptedModel) -> None:
+    """A server that answers every request with 429 and `Retry-After: 0` (or a wait in the past):
+    the patience is the time spent, not the sum of the waits asked, so the reply ends in one message."""
+    model.then = Fail(429, headers={"retry-after": "0"})
+    client = ModelClient(model.base_url, MODEL, None, max_retries=0, rate_limit_patience=0.3)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await asyncio.wait_for(client.complete(PROMPT), 5)  # a guard: it spun forever before
+    finally:
+        await client.close()
+    assert caught.value.kind == "rate-limit" and "longer than the autopilot waits (0.3 seconds)" in caught.value.message
+
+
 async def test_a_used_up_quota_is_an_error_at_once(model: ScriptedModel) -> None:
     model.add(Fail(429, "You exceeded your current quota", code="insufficient_quota"), Say("///focus_up\n"))
     error = await failure(model, retries=0)

@@ -346,7 +346,7 @@ class ModelClient:
         started = time.monotonic()
         watch = FocusChangeWatch()
         run = _Run(started)
-        waited, refusals = 0.0, 0
+        refusals, refused = 0, None  # rate-limit refusals of this reply, and when the first came
         try:
             while True:
                 sent = messages + ([{"role": "assistant", "content": watch.text}] if watch.text else [])
@@ -358,10 +358,13 @@ class ModelClient:
                 try:
                     follow = await self._one_stream(model, sent, current, left, seed, watch, run, on_text, steps, slot)
                 except Exception as error:  # noqa: BLE001 - only rate limits are waited out here
-                    delay = self._rate_limit_wait(error, refusals, waited)
+                    # the time spent since the first refusal, not the waits asked: a server that
+                    # asks for none (`Retry-After: 0`) would otherwise be asked again forever
+                    refused = time.monotonic() if refused is None else refused
+                    delay = self._rate_limit_wait(error, refusals, time.monotonic() - refused)
                     if delay is None:
                         raise
-                    refusals, waited = refusals + 1, waited + delay
+                    refusals += 1
                     self.gate.pause(delay)
                     if on_wait is not None:
                         on_wait(delay, "the endpoint limits the rate of requests (HTTP 429)")
