@@ -199,6 +199,13 @@ async def test_a_prompt_over_the_context_says_what_to_cut(model: ScriptedModel) 
     assert (error.kind, error.prompt_tokens) == ("context", 9146), "OpenAI's count: the autopilot fits with it"
 
 
+async def test_anthropics_prompt_too_long_is_a_context_error_with_its_count(model: ScriptedModel) -> None:
+    model.add(Fail(400, "prompt is too long: 210000 tokens > 200000 maximum", extra={"type": "invalid_request_error"}))
+    error = await failure(model, retries=0)
+    assert (error.kind, error.prompt_tokens) == ("context", 210000)
+    assert "longer than the model's context" in error.message and "--max-prompt-tokens" in error.message
+
+
 async def test_a_refused_grammar_suggests_turning_it_off(model: ScriptedModel) -> None:
     model.add(Fail(400, "failed to parse grammar"))
     error = await failure(model, retries=0, grammar="root ::= oops")

@@ -657,4 +657,7 @@ def counted_tokens(detail: str) -> int | None:
 
 def _is_context_error(detail: str, body: object) -> bool:
     text = (detail + " " + json.dumps(body, default=str)).lower()
-    return any(word in text for word in ("context length", "context_length", "context size", "exceed_context", "maximum context", "too many tokens"))
+    return any(word in text for word in (
+        "context length", "context_length", "context size", "exceed_context", "maximum context", "too many tokens",
+        "prompt is too long",  # Anthropic's compatible endpoint (its count: _COUNTED)
+    ))
