@@ -199,6 +199,16 @@ async def test_a_prompt_over_the_context_says_what_to_cut(model: ScriptedModel) 
     assert (error.kind, error.prompt_tokens) == ("context", 9146), "OpenAI's count: the autopilot fits with it"
 
 
+async def test_a_count_that_includes_the_reply_is_taken_for_the_prompt_alone(model: ScriptedModel) -> None:
+    """OpenAI's and vLLM's refusal counts the reply's max_tokens in the tokens "requested"; the
+    autopilot learns the prompt's density from the messages' part only."""
+    model.add(Fail(400, "This model's maximum context length is 8192 tokens. However, you requested 8434 tokens (6434 "
+                   "in the messages, 2000 in the completion). Please reduce the length of the messages or completion.",
+                   code="context_length_exceeded"))
+    error = await failure(model, retries=0)
+    assert (error.kind, error.prompt_tokens) == ("context", 6434)
+
+
 async def test_anthropics_prompt_too_long_is_a_context_error_with_its_count(model: ScriptedModel) -> None:
     model.add(Fail(400, "prompt is too long: 210000 tokens > 200000 maximum", extra={"type": "invalid_request_error"}))
     error = await failure(model, retries=0)

@@ -641,6 +641,8 @@ def _detail(error: Exception) -> str:
 
 _COUNTED = (
     re.compile(r"request \((\d+) tokens\) exceeds"),  # llama.cpp's server
+    # OpenAI's and vLLM's "you requested N tokens (M in the messages, K in the completion)": N counts the reply too
+    re.compile(r"\((\d+) in the messages"),
     re.compile(r"(?:resulted in|requested) (\d+) tokens"),  # OpenAI's
     re.compile(r"prompt is too long: (\d+) tokens"),  # Anthropic's compatible endpoint
 )
