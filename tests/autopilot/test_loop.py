@@ -304,9 +304,9 @@ async def test_a_round_asked_again_after_a_context_refusal_keeps_the_token_budge
         research: Research, model: ScriptedModel) -> None:
     """The round refused as too long (with the server's count) is asked once more: its tokens are
     reserved again, so the rounds after it are admitted against the budget as before."""
-    refused = Fail(400, "request (90000 tokens) exceeds the available context size (8192 tokens), try increasing it")
+    refused = Fail(400, "request (900 tokens) exceeds the available context size (800 tokens), try increasing it")
     model.add(refused, Say(DEFINE), Say(BREAK_DOWN))
-    result = await run(research, model, max_tokens=3500, max_reply_tokens=300)
+    result = await run(research, model, max_tokens=3500, max_reply_tokens=300, max_prompt_tokens=8000)
     assert result.status is RunStatus.LIMIT and "could pass the budget of 3,500" in result.message, result.message
     assert result.rounds == 1 and len(model.requests) == 2, "the second round would not fit: it does not start"
     assert result.tokens <= 3500
@@ -361,6 +361,24 @@ async def test_a_prompt_refused_again_stops_the_run_with_what_to_set(tmp_path: P
         result = await run(research, llama, max_rounds=2, max_reply_tokens=500)
     assert (result.status, len(llama.requests)) == (RunStatus.ERROR, 2)
     assert "longer than the model's context" in result.message and "--max-prompt-tokens" in result.message
+
+
+async def test_a_prompt_refused_with_nothing_to_fit_it_to_stops_at_once(research: Research, model: ScriptedModel) -> None:
+    """Without --max-prompt-tokens (and no llama-server to tell the context) the prompt is not
+    fitted: asked again it would be the same prompt, so the run stops at once, saying what to set."""
+    class Notices(Observer):
+        def __init__(self) -> None:
+            self.said: list[str] = []
+
+        def notice(self, text: str) -> None:
+            self.said.append(text)
+
+    model.then = Fail(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+                      "90000 tokens. Please reduce the length of the messages.", code="context_length_exceeded")
+    observer = Notices()
+    result = await run(research, model, observer=observer)
+    assert result.status is RunStatus.ERROR and "--max-prompt-tokens" in result.message
+    assert len(model.requests) == 1 and not any("fitted again" in said for said in observer.said), observer.said
 
 
 async def test_each_round_is_pinned_to_a_llama_server_slot(tmp_path: Path) -> None:

@@ -482,7 +482,8 @@ class Pilot:
             crew.budget.spend(reserved, 0)
             chars = sum(len(m["content"]) for m in messages)
             if not again and error.kind == "context" and error.prompt_tokens and not this.pieces \
-                    and error.prompt_tokens / max(1, chars) > self.densest:
+                    and crew.prompt_tokens is not None and error.prompt_tokens / max(1, chars) > self.densest:
+                # (with no prompt budget nothing is fitted: the same prompt would be refused again)
                 self.densest = error.prompt_tokens / max(1, chars)
                 crew.observer.notice(f"{self.name}: the prompt was longer than the model's context "
                                      f"({error.prompt_tokens:,} tokens); fitted again and asked once more.")
