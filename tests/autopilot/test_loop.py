@@ -442,6 +442,19 @@ async def test_a_reply_cut_at_its_token_limit_inside_a_command_runs_without_it(r
     assert research.tree.children(()) == [], "nothing of the unfinished block ran"
 
 
+async def test_without_a_grammar_a_reply_cut_at_its_token_limit_runs_without_its_half_command(
+        research: Research, model: ScriptedModel) -> None:
+    """Another endpoint (no grammar): a reply cut by --max-reply-tokens in the middle of a line does
+    not put that half line into the research (a criterion "The answer includes a C sk")."""
+    research.execute(DEFINE)
+    model.add(Say("Two criteria.\n///add_criteria The answer names a tile size\n///add_criteria The answer includes a C sk",
+                  finish="length"))
+    await run(research, model, max_rounds=1)
+    assert [c.text for c in research.tree.problem(()).criteria] == ["The answer names a tile size"]
+    [record] = rounds(research.root)
+    assert record["finish_reason"] == "length" and record["commands"] == {"ok": 1, "failed": 0, "skipped": 0}
+
+
 async def test_other_endpoints_get_no_grammar_unless_asked(research: Research, model: ScriptedModel) -> None:
     model.add(Say(DEFINE), Say("<<< add_subproblem\n///title\nA part\n///content\nWhy.\n>>>\n///add_criteria One\n"))
     await run(research, model, max_rounds=1)

@@ -422,9 +422,10 @@ class Pilot:
         if failed is not None:
             return failed
         text = this.reply.text
-        if this.reply.finish_reason == "length" and grammar is not None:
+        if this.reply.finish_reason == "length":
             # Cut off by the reply's token limit inside a command: that command could not run
-            # (an unclosed block, a half line); what the message finished runs.
+            # (an unclosed block, a half line); what the message finished runs (with a grammar
+            # or without: a half line would run as a shorter argument).
             text = MessageGrammar.complete_part(text)
         if "\x00" in text:  # not text: never run (as any message), and not left in the document it streamed into
             return await self._ran_nothing(this, "not-text", "the model's reply held NUL characters; it was not run")
