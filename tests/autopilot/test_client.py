@@ -107,6 +107,19 @@ async def test_rate_limits_that_outlast_the_patience_give_one_message(model: Scr
     assert len(model.requests) == 3, "waited 0.2 s twice; a third wait would pass the patience"
 
 
+async def test_rate_limits_that_ask_no_wait_still_end_within_the_patience(model: ScriptedModel) -> None:
+    """A server that answers every request with 429 and `Retry-After: 0` (or a wait in the past):
+    the patience is the time spent, not the sum of the waits asked, so the reply ends in one message."""
+    model.then = Fail(429, headers={"retry-after": "0"})
+    client = ModelClient(model.base_url, MODEL, None, max_retries=0, rate_limit_patience=0.3)
+    try:
+        with pytest.raises(ModelError) as caught:
+            await asyncio.wait_for(client.complete(PROMPT), 5)  # a guard: it spun forever before
+    finally:
+        await client.close()
+    assert caught.value.kind == "rate-limit" and "longer than the autopilot waits (0.3 seconds)" in caught.value.message
+
+
 async def test_a_used_up_quota_is_an_error_at_once(model: ScriptedModel) -> None:
     model.add(Fail(429, "You exceeded your current quota", code="insufficient_quota"), Say("///focus_up\n"))
     error = await failure(model, retries=0)
@@ -184,6 +197,23 @@ async def test_a_prompt_over_the_context_says_what_to_cut(model: ScriptedModel) 
                    "tokens. Please reduce the length of the messages.", code="context_length_exceeded"))
     error = await failure(model, retries=0)
     assert (error.kind, error.prompt_tokens) == ("context", 9146), "OpenAI's count: the autopilot fits with it"
+
+
+async def test_a_count_that_includes_the_reply_is_taken_for_the_prompt_alone(model: ScriptedModel) -> None:
+    """OpenAI's and vLLM's refusal counts the reply's max_tokens in the tokens "requested"; the
+    autopilot learns the prompt's density from the messages' part only."""
+    model.add(Fail(400, "This model's maximum context length is 8192 tokens. However, you requested 8434 tokens (6434 "
+                   "in the messages, 2000 in the completion). Please reduce the length of the messages or completion.",
+                   code="context_length_exceeded"))
+    error = await failure(model, retries=0)
+    assert (error.kind, error.prompt_tokens) == ("context", 6434)
+
+
+async def test_anthropics_prompt_too_long_is_a_context_error_with_its_count(model: ScriptedModel) -> None:
+    model.add(Fail(400, "prompt is too long: 210000 tokens > 200000 maximum", extra={"type": "invalid_request_error"}))
+    error = await failure(model, retries=0)
+    assert (error.kind, error.prompt_tokens) == ("context", 210000)
+    assert "longer than the model's context" in error.message and "--max-prompt-tokens" in error.message
 
 
 async def test_a_refused_grammar_suggests_turning_it_off(model: ScriptedModel) -> None:

@@ -300,6 +300,18 @@ async def test_the_token_budget_is_never_passed(research: Research, model: Scrip
     assert (small.status, small.rounds, len(model.requests)) == (RunStatus.LIMIT, 0, 1), "no round fits: none starts"
 
 
+async def test_a_round_asked_again_after_a_context_refusal_keeps_the_token_budget(
+        research: Research, model: ScriptedModel) -> None:
+    """The round refused as too long (with the server's count) is asked once more: its tokens are
+    reserved again, so the rounds after it are admitted against the budget as before."""
+    refused = Fail(400, "request (900 tokens) exceeds the available context size (800 tokens), try increasing it")
+    model.add(refused, Say(DEFINE), Say(BREAK_DOWN))
+    result = await run(research, model, max_tokens=3500, max_reply_tokens=300, max_prompt_tokens=8000)
+    assert result.status is RunStatus.LIMIT and "could pass the budget of 3,500" in result.message, result.message
+    assert result.rounds == 1 and len(model.requests) == 2, "the second round would not fit: it does not start"
+    assert result.tokens <= 3500
+
+
 async def test_llama_cpp_gets_a_grammar_and_prompts_that_fit_its_context(tmp_path: Path) -> None:
     research = Research.create(tmp_path / "r", "Teach tiling.", attachments=[("Survey", "Tiles. " * 5000)])
     with ScriptedModel([Say(DEFINE), Say(FOCUS_DOWN)], llama_cpp=True, context=4096) as llama:
@@ -349,6 +361,24 @@ async def test_a_prompt_refused_again_stops_the_run_with_what_to_set(tmp_path: P
         result = await run(research, llama, max_rounds=2, max_reply_tokens=500)
     assert (result.status, len(llama.requests)) == (RunStatus.ERROR, 2)
     assert "longer than the model's context" in result.message and "--max-prompt-tokens" in result.message
+
+
+async def test_a_prompt_refused_with_nothing_to_fit_it_to_stops_at_once(research: Research, model: ScriptedModel) -> None:
+    """Without --max-prompt-tokens (and no llama-server to tell the context) the prompt is not
+    fitted: asked again it would be the same prompt, so the run stops at once, saying what to set."""
+    class Notices(Observer):
+        def __init__(self) -> None:
+            self.said: list[str] = []
+
+        def notice(self, text: str) -> None:
+            self.said.append(text)
+
+    model.then = Fail(400, "This model's maximum context length is 8192 tokens. However, your messages resulted in "
+                      "90000 tokens. Please reduce the length of the messages.", code="context_length_exceeded")
+    observer = Notices()
+    result = await run(research, model, observer=observer)
+    assert result.status is RunStatus.ERROR and "--max-prompt-tokens" in result.message
+    assert len(model.requests) == 1 and not any("fitted again" in said for said in observer.said), observer.said
 
 
 async def test_each_round_is_pinned_to_a_llama_server_slot(tmp_path: Path) -> None:
@@ -410,6 +440,19 @@ async def test_a_reply_cut_at_its_token_limit_inside_a_command_runs_without_it(r
     assert record["finish_reason"] == "length" and record["commands"] == {"ok": 1, "failed": 0, "skipped": 0}
     assert research.transcript()[-2].text == "///add_criteria Names a tile size"
     assert research.tree.children(()) == [], "nothing of the unfinished block ran"
+
+
+async def test_without_a_grammar_a_reply_cut_at_its_token_limit_runs_without_its_half_command(
+        research: Research, model: ScriptedModel) -> None:
+    """Another endpoint (no grammar): a reply cut by --max-reply-tokens in the middle of a line does
+    not put that half line into the research (a criterion "The answer includes a C sk")."""
+    research.execute(DEFINE)
+    model.add(Say("Two criteria.\n///add_criteria The answer names a tile size\n///add_criteria The answer includes a C sk",
+                  finish="length"))
+    await run(research, model, max_rounds=1)
+    assert [c.text for c in research.tree.problem(()).criteria] == ["The answer names a tile size"]
+    [record] = rounds(research.root)
+    assert record["finish_reason"] == "length" and record["commands"] == {"ok": 1, "failed": 0, "skipped": 0}
 
 
 async def test_other_endpoints_get_no_grammar_unless_asked(research: Research, model: ScriptedModel) -> None:

@@ -346,7 +346,7 @@ class ModelClient:
         started = time.monotonic()
         watch = FocusChangeWatch()
         run = _Run(started)
-        waited, refusals = 0.0, 0
+        refusals, refused = 0, None  # rate-limit refusals of this reply, and when the first came
         try:
             while True:
                 sent = messages + ([{"role": "assistant", "content": watch.text}] if watch.text else [])
@@ -358,10 +358,13 @@ class ModelClient:
                 try:
                     follow = await self._one_stream(model, sent, current, left, seed, watch, run, on_text, steps, slot)
                 except Exception as error:  # noqa: BLE001 - only rate limits are waited out here
-                    delay = self._rate_limit_wait(error, refusals, waited)
+                    # the time spent since the first refusal, not the waits asked: a server that
+                    # asks for none (`Retry-After: 0`) would otherwise be asked again forever
+                    refused = time.monotonic() if refused is None else refused
+                    delay = self._rate_limit_wait(error, refusals, time.monotonic() - refused)
                     if delay is None:
                         raise
-                    refusals, waited = refusals + 1, waited + delay
+                    refusals += 1
                     self.gate.pause(delay)
                     if on_wait is not None:
                         on_wait(delay, "the endpoint limits the rate of requests (HTTP 429)")
@@ -638,6 +641,8 @@ def _detail(error: Exception) -> str:
 
 _COUNTED = (
     re.compile(r"request \((\d+) tokens\) exceeds"),  # llama.cpp's server
+    # OpenAI's and vLLM's "you requested N tokens (M in the messages, K in the completion)": N counts the reply too
+    re.compile(r"\((\d+) in the messages"),
     re.compile(r"(?:resulted in|requested) (\d+) tokens"),  # OpenAI's
     re.compile(r"prompt is too long: (\d+) tokens"),  # Anthropic's compatible endpoint
 )
@@ -654,4 +659,7 @@ def counted_tokens(detail: str) -> int | None:
 
 def _is_context_error(detail: str, body: object) -> bool:
     text = (detail + " " + json.dumps(body, default=str)).lower()
-    return any(word in text for word in ("context length", "context_length", "context size", "exceed_context", "maximum context", "too many tokens"))
+    return any(word in text for word in (
+        "context length", "context_length", "context size", "exceed_context", "maximum context", "too many tokens",
+        "prompt is too long",  # Anthropic's compatible endpoint (its count: _COUNTED)
+    ))

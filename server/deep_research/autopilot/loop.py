@@ -414,15 +414,18 @@ class Pilot:
         if isinstance(failed, ModelError):  # refused for its length, the server's count learnt: fitted again, once
             messages = self.turns.messages(research, self._fit_tokens())
             prompt = round(sum(len(m["content"]) for m in messages) * self.tokens_per_char)
+            # reserved again: the refusal gave back the round's reservation (this prompt is no longer than the admitted one)
+            crew.budget.reserved += prompt + crew.budget.max_reply_tokens
             failed = await self._ask(this, messages, prompt, grammar, slot, again=True)
         if isinstance(failed, ModelError):  # (asked again, a refusal is a stop: never here)
             return self._stop(RunStatus.ERROR, failed.message)
         if failed is not None:
             return failed
         text = this.reply.text
-        if this.reply.finish_reason == "length" and grammar is not None:
+        if this.reply.finish_reason == "length":
             # Cut off by the reply's token limit inside a command: that command could not run
-            # (an unclosed block, a half line); what the message finished runs.
+            # (an unclosed block, a half line); what the message finished runs (with a grammar
+            # or without: a half line would run as a shorter argument).
             text = MessageGrammar.complete_part(text)
         if "\x00" in text:  # not text: never run (as any message), and not left in the document it streamed into
             return await self._ran_nothing(this, "not-text", "the model's reply held NUL characters; it was not run")
@@ -480,7 +483,8 @@ class Pilot:
             crew.budget.spend(reserved, 0)
             chars = sum(len(m["content"]) for m in messages)
             if not again and error.kind == "context" and error.prompt_tokens and not this.pieces \
-                    and error.prompt_tokens / max(1, chars) > self.densest:
+                    and crew.prompt_tokens is not None and error.prompt_tokens / max(1, chars) > self.densest:
+                # (with no prompt budget nothing is fitted: the same prompt would be refused again)
                 self.densest = error.prompt_tokens / max(1, chars)
                 crew.observer.notice(f"{self.name}: the prompt was longer than the model's context "
                                      f"({error.prompt_tokens:,} tokens); fitted again and asked once more.")
