@@ -265,9 +265,11 @@ def _problems(draft: Draft) -> Iterator[ProblemPath]:
 # -- find ----------------------------------------------------------------------------------------------
 
 
-def scoped(query: str) -> tuple[str | None, str]:
+def scoped(query: str, names: Sequence[str] = ()) -> tuple[str | None, str]:
     """(NAME, WORDS) of a query that starts with `in:NAME` (NAME in double quotes when it holds a
-    space; "" when nothing follows `in:`), else (None, the query)."""
+    space; "" when nothing follows `in:`), else (None, the query). A quoted NAME ends at the last
+    `"` that makes it one of `names` (a name may hold double quotes: `in:"Say "hi" now" WORDS`),
+    else at the next `"`."""
     if not query[:len(IN)].lower() == IN:
         return None, query
     rest = query[len(IN):]
@@ -275,6 +277,10 @@ def scoped(query: str) -> tuple[str | None, str]:
         end = rest.find('"', 1)
         if end < 0:
             return rest[1:].strip(), ""  # an unclosed quote: the rest is its name
+        if '"' in rest[end + 1:] and names:
+            keys = {citations.key(name) for name in names}
+            ends = [at for at in range(min(len(rest), MAX_QUERY_CHARS) - 1, end, -1) if rest[at] == '"']
+            end = next((at for at in ends if citations.key(rest[1:at].strip()) in keys), end)
         return rest[1:end].strip(), rest[end + 1:].strip()
     name, _, words = rest.partition(" ")
     return name.strip(), words.strip()
@@ -287,7 +293,7 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError(f"The query is {len(query):,} characters long; a find takes at most {MAX_QUERY_CHARS:,}: "
                            "write the few words the passage you want would hold.", arg.span)
     scope = readable(draft)
-    within, query = scoped(query)
+    within, query = scoped(query, [item.name for item in scope])
     if within is not None:
         scope = [_scope_of(draft, arg, within, scope, query)]
     if not ranking.query_words(query):
