@@ -271,3 +271,16 @@ def test_hostile_headings_are_read_in_bounds(hostile: str) -> None:
         assert len(lines) <= 40 and sum(len(line) for line in lines) < 40 * 400
     if hostile == "100,000 headings":
         assert outline_size(layout(text, 4000, Reading(CUTS, MARKDOWN))) == 100_000
+
+
+@pytest.mark.parametrize("hostile", ["a line of 40,000 nested list items"])
+def test_hostile_markdown_is_read_in_about_linear_time(hostile: str) -> None:
+    """What attaching such a file costs (its layout is made under the research's lock): it took 8
+    seconds of CPU, and grew with the square of its size (a line of a megabyte: hours)."""
+    import time
+
+    text = {"a line of 40,000 nested list items": "- " * 40_000 + "x\n"}[hostile]
+    began = time.process_time()
+    found = layout(text, 4000, Reading(CUTS, MARKDOWN))
+    assert time.process_time() - began < 1.5
+    assert "".join(text[p.start:p.end] for p in found.parts) == text and not found.headings

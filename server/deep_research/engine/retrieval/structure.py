@@ -257,6 +257,11 @@ class _Markdown:
         self.indented = self.blank = self.partial_tab = False
         self.matched = 0  # the last matched container's place in the chain
         self.all_closed = True
+        # Where the line's trailing run of one character, spaces and tabs starts (`tail`, for `tail_of`):
+        # each list item of a line looked for a thematic break to the line's end, which made a line of
+        # nested items cost its length squared.
+        self.tail_of: tuple[int, str] = (-1, "")
+        self.tail = 0
 
     # -- the line's position ----------------------------------------------------------------
 
@@ -302,6 +307,12 @@ class _Markdown:
                 self.offset += 1
                 self.column += 1
                 count -= 1
+
+    def only(self, char: str, at: int) -> bool:
+        """Whether the line holds nothing but `char`, spaces and tabs from `at` on (found once a line)."""
+        if self.tail_of != (self.number, char):
+            self.tail_of, self.tail = (self.number, char), len(self.line.rstrip(char + " \t"))
+        return at >= self.tail
 
     def rest(self) -> str:
         return self.line[self.next_nonspace:]
@@ -503,7 +514,7 @@ class _Markdown:
                     self.headings.append((body[0][0], 1 if first == "=" else 2, "\n".join(t for _, t in body)))
                     self.offset = len(line)
                     return 2
-            if first in "*_-" and _THEMATIC.match(line, at):
+            if first in "*_-" and self.only(first, at) and _THEMATIC.match(line, at):
                 self.close_unmatched()
                 self.add_child(_BREAK_BLOCK)
                 self.offset = len(line)
