@@ -259,7 +259,10 @@ class _Markdown:
         self.all_closed = True
         # Where the line's trailing run of one character, spaces and tabs starts (`tail`, for `tail_of`):
         # each list item of a line looked for a thematic break to the line's end, which made a line of
-        # nested items cost its length squared.
+        # nested items cost its length squared. And where the line's last run of spaces and tabs
+        # looked through ends (its start, its end and the column there, for line `spaces_line`): each
+        # container looked through the line's indentation again from its own start.
+        self.spaces_line, self.spaces_from, self.spaces_to, self.spaces_column = -1, 0, 0, 0
         self.tail_of: tuple[int, str] = (-1, "")
         self.tail = 0
 
@@ -268,16 +271,20 @@ class _Markdown:
     def find_next_nonspace(self) -> None:
         line, i, column = self.line, self.offset, self.column
         length = len(line)
-        while i < length:
-            c = line[i]
-            if c == " ":
-                i += 1
-                column += 1
-            elif c == "\t":
-                i += 1
-                column += 4 - column % 4
-            else:
-                break
+        if self.spaces_line == self.number and self.spaces_from <= i <= self.spaces_to:
+            i, column = self.spaces_to, self.spaces_column  # (only spaces and tabs between: a column is the line's)
+        else:
+            while i < length:
+                c = line[i]
+                if c == " ":
+                    i += 1
+                    column += 1
+                elif c == "\t":
+                    i += 1
+                    column += 4 - column % 4
+                else:
+                    break
+            self.spaces_line, self.spaces_from, self.spaces_to, self.spaces_column = self.number, self.offset, i, column
         self.blank = i >= length
         self.next_nonspace, self.next_column = i, column
         self.indent = column - self.column
