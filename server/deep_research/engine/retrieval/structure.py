@@ -591,13 +591,14 @@ def _references(lines: list[tuple[int, str]]) -> int:
     text = "\n".join(t.lstrip(" \t") for _, t in lines)
     if not text.startswith("["):
         return 0
-    at, taken = 0, 0
+    at, taken, breaks = 0, 0, 0
     while at < len(text) and text[at] == "[":
         m = _REFERENCE.match(text, at) or _REFERENCE_BARE.match(text, at)
         if m is None or not " ".join(m.group(1)[1:-1].split()):
             break
+        breaks += text.count("\n", at, m.end())  # (the line breaks before `at` counted once, not again each time)
         at = m.end()
-        taken = text.count("\n", 0, at) + (1 if at >= len(text) else 0)
+        taken = breaks + (1 if at >= len(text) else 0)
     return min(taken, len(lines))
 
 
