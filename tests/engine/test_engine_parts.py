@@ -287,3 +287,12 @@ def test_hostile_markdown_is_read_in_about_linear_time(hostile: str) -> None:
     found = layout(text, 4000, Reading(CUTS, MARKDOWN))
     assert time.process_time() - began < 1.5
     assert "".join(text[p.start:p.end] for p in found.parts) == text and not found.headings
+
+
+def test_a_page_number_written_twice_is_outlined_where_each_is() -> None:
+    """A text whose page markers repeat a number (two documents pasted into one, a hand edit):
+    each run of parts is outlined where it is, never one line spanning parts of other pages."""
+    text = "[Page 1]\nalpha\n[Page 2]\nbeta\n[Page 1]\ngamma\n[Page 3]\n" + "x " * 3000 + "\n[Page 2]\ndelta\n"
+    found = layout(text, 4000, Reading(CUTS, "pdf"))
+    assert [p.pages for p in found.parts] == [(1, 1), (2, 2), (1, 1), (3, 3), (3, 3), (2, 2)]
+    assert whole_outline(found) == ["- pages 1–2: #1–#2, a page each", "- page 1: #3", "- page 3: #4–#5", "- page 2: #6"]
