@@ -271,3 +271,28 @@ def test_hostile_headings_are_read_in_bounds(hostile: str) -> None:
         assert len(lines) <= 40 and sum(len(line) for line in lines) < 40 * 400
     if hostile == "100,000 headings":
         assert outline_size(layout(text, 4000, Reading(CUTS, MARKDOWN))) == 100_000
+
+
+@pytest.mark.parametrize("hostile", ["a line of 40,000 nested list items", "a staircase of 600 nested items",
+                                     "80,000 link reference definitions under an underline"])
+def test_hostile_markdown_is_read_in_about_linear_time(hostile: str) -> None:
+    """What attaching such a file costs (its layout is made under the research's lock): each took
+    from 8 to 10 seconds of CPU, and grew with the square or the cube of its size (a megabyte: hours)."""
+    import time
+
+    text = {"a line of 40,000 nested list items": "- " * 40_000 + "x\n",
+            "a staircase of 600 nested items": "".join("  " * n + "- x\n" for n in range(600)),
+            "80,000 link reference definitions under an underline": "[a]: /u\n" * 80_000 + "===\n"}[hostile]
+    began = time.process_time()
+    found = layout(text, 4000, Reading(CUTS, MARKDOWN))
+    assert time.process_time() - began < 1.5
+    assert "".join(text[p.start:p.end] for p in found.parts) == text and not found.headings
+
+
+def test_a_page_number_written_twice_is_outlined_where_each_is() -> None:
+    """A text whose page markers repeat a number (two documents pasted into one, a hand edit):
+    each run of parts is outlined where it is, never one line spanning parts of other pages."""
+    text = "[Page 1]\nalpha\n[Page 2]\nbeta\n[Page 1]\ngamma\n[Page 3]\n" + "x " * 3000 + "\n[Page 2]\ndelta\n"
+    found = layout(text, 4000, Reading(CUTS, "pdf"))
+    assert [p.pages for p in found.parts] == [(1, 1), (2, 2), (1, 1), (3, 3), (3, 3), (2, 2)]
+    assert whole_outline(found) == ["- pages 1–2: #1–#2, a page each", "- page 1: #3", "- page 3: #4–#5", "- page 2: #6"]

@@ -459,3 +459,20 @@ def test_a_find_of_many_passages_fits_a_reply(book: Research, root: Path) -> Non
     # every part of the 22 that match, one passage each (engine/retrieval/ranking.py)
     found = passages(result.reply)
     assert statuses(result) == [("find", "ok")] and len(found) == 22 == len({name for name, _, _ in found})
+
+
+def test_with_large_parts_a_read_of_more_than_fit_says_how_many_do(root: Path) -> None:
+    """`part_chars` may be up to 20,000, a reply holds 24,000 characters of sources: the prompt
+    offers only the reads that fit, and a read of more parts than fit says which read does (not
+    "send it again in your next message", which would fail the same way)."""
+    research = new_research(root)
+    (root / "deep-research.toml").write_text("part_chars = 8000\n", encoding="utf-8")
+    book = ("Words of the book go on and on here. " * 30 + "\n\n") * 60
+    ok(research, attachment("Book", book))
+    prompt = research.prompt()
+    assert "`///read Book#2` reads on (`Book#2-3`: two at once)" in prompt and "five at once" not in prompt
+    result = research.execute(line("read", "Book#1-5"))
+    assert statuses(result) == [("read", "failed")]
+    assert "Book#1-5 takes 39,126 characters and a reply holds at most 24,000 of sources; read `Book#1-3` now" in result.reply
+    assert "Send this command again" not in result.reply
+    assert statuses(research.execute(line("read", "Book#2-3"))) == [("read", "ok")]

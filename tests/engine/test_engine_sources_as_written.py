@@ -153,3 +153,16 @@ def test_an_outline_of_100000_headings_pages_through_them(root: Path) -> None:
     assert '<outline name="Many" page="500" of="500">\n- H99800 (#' in reply and "entries 99,801–100,000" in reply
     assert len(reply.split("<outline", 1)[1]) < 200 * 40
     assert OUTLINE_PAGE == 200
+
+
+def test_find_in_a_source_whose_name_holds_double_quotes(root: Path) -> None:
+    """A page's title often quotes (`Say "hi" now`): the form the outline's reply and the
+    completion write, `in:"Say "hi" now" WORDS`, searches it."""
+    research = new_research(root)
+    ok(research, attachment('Say "hi" now', "Plain words about caches and tiles. " * 10))
+    hint = research.execute(line("outline", 'Say "hi" now')).reply
+    assert '`///find in:"Say "hi" now" WORDS` searches it' in hint
+    result = research.execute(line("find", 'in:"Say "hi" now" caches'))
+    assert statuses(result) == [("find", "ok")], errors(result.reply)
+    assert [name for name, _ in passages(result.reply)] == ['Say &quot;hi&quot; now#1']
+    assert 'Find "caches" in "Say "hi" now": the 1 best passage' in result.reply

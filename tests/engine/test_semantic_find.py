@@ -172,3 +172,20 @@ def test_a_near_window_half_beside_the_lexical_passage_is_shown_too(tmp_path: Pa
     assert "The harbour master writes the tide tables at dawn." in passages[0][1]  # first: in both rankings
     assert answer in passages[1][1]  # next: the near window, beside it
     assert outcome.warnings == []
+
+
+def test_a_part_found_by_meaning_is_one_passage_when_another_part_holds_every_match(tmp_path: Path) -> None:
+    """One part holds every match of the words (so it may show several passages); a part found
+    only by meaning is still shown once, not once per near window (SPEC §14: one passage a part)."""
+    tides = " ".join(f"Sentence {n}: the sea rises and falls as the moon pulls the water." for n in range(50))
+    research = new_research(tmp_path / "r")
+    ok(research, attachment("Kitchen", "The ocean café opens daily. Bread and kettles.") + attachment("Tides", tides))
+    draft = research.analyze("").draft
+    store = VectorStore(research.root)
+    for source in sources_of(draft, readable(draft)):
+        assert source.layout.count == 1
+        store.put({piece.key: normalised([1.0, 0.1] if "Tides" in source.key else [0.0, 1.0])
+                   for piece in slices(source, MODEL)})
+    store.close()
+    outcome, passages = find(research, "ocean schedule", QueryVector(normalised([1.0, 0.0]), MODEL))
+    assert [name for name, _ in passages] == ["Kitchen#1", "Tides#1"]

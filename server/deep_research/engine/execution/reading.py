@@ -81,6 +81,12 @@ def sources_of(draft: Draft, scope: list[Readable]) -> list[Source]:
     return [item.source(shape) for item, shape in zip(scope, layouts)]
 
 
+def parts_at_once(part_chars: int) -> int:
+    """How many parts of `part_chars` one `read` surely shows (what the prompt offers): READ_PARTS,
+    fewer when so many would not fit the least a reply holds (`part_chars` goes up to 20,000)."""
+    return max(1, min(READ_PARTS, SOURCES_CHARS // (part_chars + 2 * _TAG_CHARS + 400)))
+
+
 def sources_limit(rules: Rules) -> int:
     """Characters of sources one reply holds: SOURCES_CHARS, or whatever one part or one find
     of the research's rules takes, if more."""
@@ -166,16 +172,29 @@ def read(draft: Draft, args: Args) -> Result:
                       [Warning_(f"{part_name(item.name, first, last)} is already shown under Sources in this reply: "
                                 "read another part instead.", arg.span)])
     text = item.attachment.content
-    body = "\n".join(f'<part name="{attribute(part_name(item.name, n))}" of="{count}">\n{found.text(text, n)}\n</part>'
-                     for n in range(first, last + 1))
-    pages = _pages(found, first, last)
-    entry = (f"Read {part_name(item.name, first, last)} ({'part' if first == last else 'parts'} "
-             f"{first}{'' if first == last else f'–{last}'} of {count:,}{pages}){_under(found, first, last)}.\n{body}")
+    entry = _read_entry(item.name, found, text, first, last)
+    limit = sources_limit(draft.rules)
+    if len(entry) > limit and last > first:  # more than a reply holds, even an empty one: say what does
+        upto = next(n for n in range(last - 1, first - 1, -1)
+                    if n == first or len(_read_entry(item.name, found, text, first, n)) <= limit)
+        raise CommandError(f"{part_name(item.name, first, last)} takes {len(entry):,} characters and a reply holds at "
+                           f"most {limit:,} of sources; read `{part_name(item.name, first, upto)}` now and the rest in "
+                           "later commands or messages.", arg.span, _fix(arg, part_name(item.name, first, upto)))
     _within_sources(draft, arg, len(entry))
     draft.shown = draft.shown | wanted
     shown = "part" if first == last else "parts"
     return Result(f"Read {shown} {first}{'' if first == last else f'–{last}'} of {count:,} of {quote(item.name)}; "
                   "the text is under Sources.", sources=entry)
+
+
+def _read_entry(name: str, found: Layout, text: str, first: int, last: int) -> str:
+    """What a read of parts `first`-`last` of a source shows under Sources."""
+    count = found.count
+    body = "\n".join(f'<part name="{attribute(part_name(name, n))}" of="{count}">\n{found.text(text, n)}\n</part>'
+                     for n in range(first, last + 1))
+    return (f"Read {part_name(name, first, last)} ({'part' if first == last else 'parts'} "
+            f"{first}{'' if first == last else f'–{last}'} of {count:,}{_pages(found, first, last)})"
+            f"{_under(found, first, last)}.\n{body}")
 
 
 def _under(found: Layout, first: int, last: int) -> str:
@@ -265,9 +284,11 @@ def _problems(draft: Draft) -> Iterator[ProblemPath]:
 # -- find ----------------------------------------------------------------------------------------------
 
 
-def scoped(query: str) -> tuple[str | None, str]:
+def scoped(query: str, names: Sequence[str] = ()) -> tuple[str | None, str]:
     """(NAME, WORDS) of a query that starts with `in:NAME` (NAME in double quotes when it holds a
-    space; "" when nothing follows `in:`), else (None, the query)."""
+    space; "" when nothing follows `in:`), else (None, the query). A quoted NAME ends at the last
+    `"` that makes it one of `names` (a name may hold double quotes: `in:"Say "hi" now" WORDS`),
+    else at the next `"`."""
     if not query[:len(IN)].lower() == IN:
         return None, query
     rest = query[len(IN):]
@@ -275,6 +296,10 @@ def scoped(query: str) -> tuple[str | None, str]:
         end = rest.find('"', 1)
         if end < 0:
             return rest[1:].strip(), ""  # an unclosed quote: the rest is its name
+        if '"' in rest[end + 1:] and names:
+            keys = {citations.key(name) for name in names}
+            ends = [at for at in range(min(len(rest), MAX_QUERY_CHARS) - 1, end, -1) if rest[at] == '"']
+            end = next((at for at in ends if citations.key(rest[1:at].strip()) in keys), end)
         return rest[1:end].strip(), rest[end + 1:].strip()
     name, _, words = rest.partition(" ")
     return name.strip(), words.strip()
@@ -287,7 +312,7 @@ def find(draft: Draft, args: Args) -> Result:
         raise CommandError(f"The query is {len(query):,} characters long; a find takes at most {MAX_QUERY_CHARS:,}: "
                            "write the few words the passage you want would hold.", arg.span)
     scope = readable(draft)
-    within, query = scoped(query)
+    within, query = scoped(query, [item.name for item in scope])
     if within is not None:
         scope = [_scope_of(draft, arg, within, scope, query)]
     if not ranking.query_words(query):

@@ -40,6 +40,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import groupby
 from threading import Lock
 from typing import Callable, Generic, Iterator, Sequence, TypeVar, overload
 from urllib.parse import urlsplit
@@ -548,14 +549,12 @@ def _page_outline(found: Layout) -> list[str]:
             lines.append(f"- pages {first.pages[0]}–{last.pages[1]}: #{first.number}–#{last.number}, a page each")
         run.clear()
 
-    by_page: dict[tuple[int, int] | None, list[Part]] = {}
-    for part in found.parts:
-        by_page.setdefault(part.pages, []).append(part)
-    for pages_of, parts in by_page.items():
+    for pages_of, grouped in groupby(found.parts, key=lambda part: part.pages):  # (a page number may come again)
+        parts = list(grouped)
         if pages_of is None:
             flush()
             lines.append(f"- before the first page: #{parts[0].number}" + (f"–#{parts[-1].number}" if len(parts) > 1 else ""))
-        elif len(parts) == 1 and (not run or run[-1].number + 1 == parts[0].number):
+        elif len(parts) == 1 and (not run or run[-1].pages[1] < pages_of[0]):  # type: ignore[index]
             run.append(parts[0])
         elif len(parts) == 1:
             flush()

@@ -132,23 +132,24 @@ def rank(query: str, sources: Sequence[Source], index: Index, ids: dict[str, int
     by_key = {source.key: source for source in sources}
     lexical = _lexical(words, ids, by_key, index, limit)
     one_part = len({(w.key, w.number) for w in lexical}) == 1
-    per_part = limit if one_part else PASSAGES_PER_PART
+    wide = (lexical[0].key, lexical[0].number) if one_part else None  # the one part that may show several
     near, note = _nearest(semantic, sources, max(limit, FUSION_DEPTH)) if semantic is not None else ([], "")
     if near:
-        chosen = _fused([w for w in lexical if w.first] if not one_part else lexical, near, limit, per_part)
+        chosen = _fused([w for w in lexical if w.first] if not one_part else lexical, near, limit, wide)
     else:
-        chosen = _chosen(((w, True) for w in lexical), limit, per_part)
+        chosen = _chosen(((w, True) for w in lexical), limit, wide)
     return Ranked([Passage(w.key, w.number, _text(w, by_key[w.key]), w.score) for w in chosen],
                   (note,) if note else ())
 
 
-def _chosen(order: Iterable[tuple[_Window, bool]], limit: int, per_part: int) -> list[_Window]:
-    """The first `limit` windows of `order`, at most `per_part` a part; a part's later window that
-    does not overlap its passage becomes that passage's second excerpt (when it may: the bool)."""
+def _chosen(order: Iterable[tuple[_Window, bool]], limit: int, wide: tuple[str, int] | None) -> list[_Window]:
+    """The first `limit` windows of `order`, at most `PASSAGES_PER_PART` a part (`limit` of `wide`,
+    the part that holds every match of the words, if one does); a part's later window that does
+    not overlap its passage becomes that passage's second excerpt (when it may: the bool)."""
     chosen: list[_Window] = []
     for window, may_join in order:
         same = [w for w in chosen if (w.key, w.number) == (window.key, window.number)]
-        if len(same) < per_part:
+        if len(same) < (limit if (window.key, window.number) == wide else PASSAGES_PER_PART):
             if len(chosen) < limit:
                 chosen.append(window)
         elif may_join and same[0].also is None and _inside(window, same[0]) == 0:
@@ -277,7 +278,7 @@ def _nearest(semantic: Semantic, sources: Sequence[Source], depth: int) -> tuple
     return out, note
 
 
-def _fused(lexical: list[_Window], near: list[_Window], limit: int, per_part: int) -> list[_Window]:
+def _fused(lexical: list[_Window], near: list[_Window], limit: int, wide: tuple[str, int] | None) -> list[_Window]:
     """The two rankings' best fused by reciprocal rank (`fuse`: a passage high
     in either comes first, one in both before one in either). A window of the semantic ranking
     that overlaps one of the lexical ranking's in the same part by a third or more is the same
@@ -300,7 +301,7 @@ def _fused(lexical: list[_Window], near: list[_Window], limit: int, per_part: in
         if size - _inside(window, lexical[m]) >= size // 3:  # what it found may be beside the words: shown too
             dense.append(("near", n))
     order = fuse([[("lexical", m) for m in range(len(lexical))], dense])
-    return _chosen(((lexical[n] if kind == "lexical" else near[n], True) for kind, n in order), limit, per_part)
+    return _chosen(((lexical[n] if kind == "lexical" else near[n], True) for kind, n in order), limit, wide)
 
 
 def _inside(window: _Window, other: _Window) -> int:

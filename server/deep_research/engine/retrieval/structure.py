@@ -257,22 +257,34 @@ class _Markdown:
         self.indented = self.blank = self.partial_tab = False
         self.matched = 0  # the last matched container's place in the chain
         self.all_closed = True
+        # Where the line's trailing run of one character, spaces and tabs starts (`tail`, for `tail_of`):
+        # each list item of a line looked for a thematic break to the line's end, which made a line of
+        # nested items cost its length squared. And where the line's last run of spaces and tabs
+        # looked through ends (its start, its end and the column there, for line `spaces_line`): each
+        # container looked through the line's indentation again from its own start.
+        self.spaces_line, self.spaces_from, self.spaces_to, self.spaces_column = -1, 0, 0, 0
+        self.tail_of: tuple[int, str] = (-1, "")
+        self.tail = 0
 
     # -- the line's position ----------------------------------------------------------------
 
     def find_next_nonspace(self) -> None:
         line, i, column = self.line, self.offset, self.column
         length = len(line)
-        while i < length:
-            c = line[i]
-            if c == " ":
-                i += 1
-                column += 1
-            elif c == "\t":
-                i += 1
-                column += 4 - column % 4
-            else:
-                break
+        if self.spaces_line == self.number and self.spaces_from <= i <= self.spaces_to:
+            i, column = self.spaces_to, self.spaces_column  # (only spaces and tabs between: a column is the line's)
+        else:
+            while i < length:
+                c = line[i]
+                if c == " ":
+                    i += 1
+                    column += 1
+                elif c == "\t":
+                    i += 1
+                    column += 4 - column % 4
+                else:
+                    break
+            self.spaces_line, self.spaces_from, self.spaces_to, self.spaces_column = self.number, self.offset, i, column
         self.blank = i >= length
         self.next_nonspace, self.next_column = i, column
         self.indent = column - self.column
@@ -302,6 +314,12 @@ class _Markdown:
                 self.offset += 1
                 self.column += 1
                 count -= 1
+
+    def only(self, char: str, at: int) -> bool:
+        """Whether the line holds nothing but `char`, spaces and tabs from `at` on (found once a line)."""
+        if self.tail_of != (self.number, char):
+            self.tail_of, self.tail = (self.number, char), len(self.line.rstrip(char + " \t"))
+        return at >= self.tail
 
     def rest(self) -> str:
         return self.line[self.next_nonspace:]
@@ -503,7 +521,7 @@ class _Markdown:
                     self.headings.append((body[0][0], 1 if first == "=" else 2, "\n".join(t for _, t in body)))
                     self.offset = len(line)
                     return 2
-            if first in "*_-" and _THEMATIC.match(line, at):
+            if first in "*_-" and self.only(first, at) and _THEMATIC.match(line, at):
                 self.close_unmatched()
                 self.add_child(_BREAK_BLOCK)
                 self.offset = len(line)
@@ -573,13 +591,14 @@ def _references(lines: list[tuple[int, str]]) -> int:
     text = "\n".join(t.lstrip(" \t") for _, t in lines)
     if not text.startswith("["):
         return 0
-    at, taken = 0, 0
+    at, taken, breaks = 0, 0, 0
     while at < len(text) and text[at] == "[":
         m = _REFERENCE.match(text, at) or _REFERENCE_BARE.match(text, at)
         if m is None or not " ".join(m.group(1)[1:-1].split()):
             break
+        breaks += text.count("\n", at, m.end())  # (the line breaks before `at` counted once, not again each time)
         at = m.end()
-        taken = text.count("\n", 0, at) + (1 if at >= len(text) else 0)
+        taken = breaks + (1 if at >= len(text) else 0)
     return min(taken, len(lines))
 
 

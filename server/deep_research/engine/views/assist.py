@@ -647,7 +647,7 @@ def hover(parsed: ParsedMessage, pos: Pos, snapshot: Snapshot | Callable[[], Sna
             return HoverInfo(f"No attachment or context item visible here is named “{name}”.", span)
         return HoverInfo(_outline_markdown(attachment, snap.layout(attachment), page or 1), span)
     if argument.type is ArgType.WORDS and value.strip().lower().startswith(IN):
-        name, words = scoped(value.strip())
+        name, words = scoped(value.strip(), [a.name for a, _ in snap.readable])
         found = citations.resolve(name or "", [(a.name, a) for a, _ in snap.readable])
         if found is None:
             return HoverInfo(f"No attachment or context item visible here is named “{name}”: `in:` names the one "

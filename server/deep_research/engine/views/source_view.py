@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from ..execution.reading import parts_at_once
 from ..retrieval.parts import OUTLINE_PAGE, Heading, Layout, outline, part_name
 from ..tree.model import Attachment
 
@@ -58,23 +59,31 @@ def shown_long(attachment: Attachment, shape: Layout, room: int, reading: bool) 
     if room < LONG_SOURCE_LEAST:
         return f"[… {count:,} parts, no room for them here: {how}`///read {part_name(name, 1)}` reads it …]"
     first = shape.text(text, 1)
-    with_first = _read_on(name, count, how, first_shown=True)
+    at_once = parts_at_once(shape.size)
+    with_first = _read_on(name, count, how, at_once, first_shown=True)
     small = _outline(name, shape, text, room // 3, how)  # with the first part: the outline in a third
     if len(first) + len(with_first) + len(small) + 40 <= room:
         parts = [small, f"Part 1 of {count:,}:\n{first}", with_first]
     else:
-        without = _read_on(name, count, how, first_shown=False)
+        without = _read_on(name, count, how, at_once, first_shown=False)
         parts = [_outline(name, shape, text, room - len(without) - 4, how), without]
     return "\n\n".join(part for part in parts if part)
 
 
-def _read_on(name: str, count: int, how: str, *, first_shown: bool) -> str:
-    """How to read a long source on: the one place that says it."""
+_AT_ONCE = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def _read_on(name: str, count: int, how: str, at_once: int, *, first_shown: bool) -> str:
+    """How to read a long source on: the one place that says it (`at_once`: the parts one read
+    surely shows, at the research's `part_chars`)."""
     if first_shown:
+        several = (f" (`{part_name(name, 2, min(count, 1 + at_once))}`: {_AT_ONCE[at_once]} at once)"
+                   if at_once > 1 and count > 2 else "")
         return (f"[… {count:,} parts in all; not shown: parts 2–{count:,}. {how.capitalize()}`///read {part_name(name, 2)}` "
-                f"reads on (`{part_name(name, 2, min(count, 6))}`: five at once), `///find {FIND_SAMPLE}` searches every source …]")
+                f"reads on{several}, `///find {FIND_SAMPLE}` searches every source …]")
+    several = f"`{part_name(name, 1, min(count, at_once))}`: {_AT_ONCE[at_once]} at once; " if at_once > 1 else ""
     return (f"[… {count:,} parts, not shown here. {how.capitalize()}`///read {part_name(name, 1)}` reads part 1 "
-            f"(`{part_name(name, 1, min(count, 5))}`: five at once; a heading's #N: its part), "
+            f"({several}a heading's #N: its part), "
             f"`///find {FIND_SAMPLE}` searches every source …]")
 
 
