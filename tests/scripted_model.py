@@ -57,6 +57,7 @@ class Say:
     usage: bool = True
     piece: int = 16  # characters per streamed chunk
     finish: str = "stop"
+    parts: bool = False  # content as a list of parts, a thinking part first (Mistral's reasoning models)
 
 
 @dataclass
@@ -316,7 +317,11 @@ class _Handler(BaseHTTPRequestHandler):
             timings = self.model._timings(body)
             every = timings if body.get("timings_per_token") else None  # llama-server's option
             for start in range(0, len(text), piece):
-                self._event(_chunk({"content": text[start:start + piece]}, timings=every))
+                content = text[start:start + piece]
+                if isinstance(step, Say) and step.parts:
+                    content = [{"type": "thinking", "thinking": [{"type": "text", "text": "hmm"}]},
+                               {"type": "text", "text": content}]
+                self._event(_chunk({"content": content}, timings=every))
             if isinstance(step, Cut):
                 self.wfile.write(b"ff\r\ndata: {\"partial")  # a chunk that never completes
                 self.wfile.flush()

@@ -44,6 +44,15 @@ async def test_a_reply_streams_with_the_usage_the_server_reports(model: Scripted
     assert sent["messages"] == [{"role": "user", "content": PROMPT}]
 
 
+async def test_content_streamed_as_a_list_of_parts_is_its_text_parts(model: ScriptedModel) -> None:
+    """Mistral's reasoning models stream `delta.content` as parts (`{"type": "text", …}`, and
+    "thinking" parts): the reply is the text parts (it failed with "AttributeError: 'list' object
+    has no attribute …")."""
+    model.add(Say("Thinking first.\n///add_criteria Names a tile size\n", parts=True))
+    reply = await complete(model)
+    assert reply.text == "Thinking first.\n///add_criteria Names a tile size\n"
+
+
 async def test_without_usage_the_tokens_are_estimated_and_flagged(model: ScriptedModel) -> None:
     model.add(Say("a" * 80, usage=False))
     reply = await complete(model)

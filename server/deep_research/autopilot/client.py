@@ -456,7 +456,7 @@ class ModelClient:
                     for choice in chunk.choices or ():
                         if choice.finish_reason:
                             run.finish = choice.finish_reason
-                        delta = getattr(choice.delta, "content", None) if choice.delta else None
+                        delta = _text_of(getattr(choice.delta, "content", None) if choice.delta else None)
                         if delta and echo is not None:
                             held += delta
                             if len(held) < len(echo) and echo.startswith(held):
@@ -637,6 +637,17 @@ def _detail(error: Exception) -> str:
             return str(message)[:300]
     message = getattr(error, "message", None) or str(error)
     return str(message)[:300]
+
+
+def _text_of(content: object) -> str | None:
+    """A streamed delta's text: a string, or the text parts of a list of parts (Mistral's reasoning
+    models send `[{"type": "thinking", …}, {"type": "text", "text": …}]`; the thinking is not the reply)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content
+                       if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str))
+    return None
 
 
 _COUNTED = (
