@@ -158,6 +158,12 @@ async def test_a_server_error_is_retried_then_reported(model: ScriptedModel) -> 
     assert error.kind == "server" and "HTTP 500" in error.message and model.base_url in error.message
 
 
+async def test_a_server_message_over_several_lines_is_one_line(model: ScriptedModel) -> None:
+    model.add(Fail(500, "Internal error:\n  File \"server.py\", line 3\n    boom"))
+    error = await failure(model, retries=0)  # (asserts the message is one line)
+    assert 'Internal error: File "server.py", line 3 boom' in error.message
+
+
 async def test_a_stream_cut_half_way_is_an_error_not_a_reply(model: ScriptedModel) -> None:
     model.add(Cut("<<< add_subproblem\n///title\nHalf"))
     error = await failure(model, retries=0)

@@ -629,14 +629,14 @@ def _quota_exhausted(error: Exception) -> bool:
 
 
 def _detail(error: Exception) -> str:
+    """The server's message, on one line (a traceback-like body would break the one-line error)."""
     body = getattr(error, "body", None)
+    message = None
     if isinstance(body, dict):
         inner = body.get("error")
         message = inner.get("message") if isinstance(inner, dict) else body.get("message")
-        if message:
-            return str(message)[:300]
-    message = getattr(error, "message", None) or str(error)
-    return str(message)[:300]
+    message = message or getattr(error, "message", None) or str(error)
+    return " ".join(str(message).split())[:300]
 
 
 def _text_of(content: object) -> str | None:
