@@ -48,7 +48,7 @@ class Writer:
                 return None
             return Cited(name, f"ref-{mark.source.number}", "", mark.label, mark.shown, mark.id, _title(mark))
 
-        return self.md.render(_unlabelled(text), resolve if marks else None, shift=shift)
+        return self.md.render(text.markdown, resolve if marks else None, shift=shift)
 
     def write(self) -> Iterator[str]:
         c = self.c
@@ -170,18 +170,6 @@ class Writer:
                 yield f"<li>… and {more:,} more.</li>\n"
             yield "</ul>\n"
         yield "</section>\n"
-
-
-def _unlabelled(text: Text) -> str:
-    """The text with each citation as `[[NAME]]`: its label (a quote, a shown text) is the mark's
-    to show, and its `|` would split a table's cell."""
-    if not text.marks:
-        return text.markdown
-    out, at = [], 0
-    for mark in text.marks:
-        out += [text.markdown[at:mark.citation.start], f"[[{mark.citation.name}]]"]
-        at = mark.citation.end
-    return "".join(out) + text.markdown[at:]
 
 
 def _take(marks: list[Mark], name: str) -> Mark | None:
