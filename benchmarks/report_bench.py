@@ -76,7 +76,7 @@ with open(sys.argv[2], "wb") as handle:
 written = time.perf_counter()
 texts = []
 for folder, _dirs, names in os.walk(sys.argv[1]):
-    if os.path.basename(folder) == "Attachments":
+    if os.path.basename(folder) == sys.argv[3]:
         for name in names:
             with open(os.path.join(folder, name), encoding="utf-8") as handle:
                 texts.append(handle.read())
@@ -205,7 +205,7 @@ def breakdown(root: Path, out: Path, floor: float) -> None:
     """Where the md compile's time goes, against what x2 of the floor leaves."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
     start = median_run([sys.executable, "-c", "pass"], 3)
-    done = subprocess.run([sys.executable, "-c", PHASES, str(root), str(out)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", PHASES, str(root), str(out), ATTACHMENTS], capture_output=True, text=True,
                           env=env, check=True)
     imports, built, rendered, written, folded = (float(x) for x in done.stdout.split())
     print(f"  where it goes: Python's start {start:.2f} s, imports {imports:.2f} s, build (walk, read, resolve and "
